@@ -1,0 +1,97 @@
+//! The `kanban` command line: parse with clap, call the library, print. No domain logic lives here.
+//!
+//! Exit codes: 0 ok, 1 error, 2 usage (clap), 3 refused (a lost compare-and-swap, a stale claim,
+//! not the owner). The worker subcommand exits with its own codes (0 / 1 / 75 / 78 / 130).
+//! Human-readable output by default, `--json` for machines; errors go to stderr.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod board;
+mod cron;
+mod dispatch;
+mod identity;
+
+/// Global options every subcommand sees.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Globals {
+    /// Kanban root (default: $HERMES_KANBAN_HOME, else $HERMES_HOME, else ~/.hermes).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Board slug (overrides $HERMES_KANBAN_DB, $HERMES_KANBAN_BOARD and the current board).
+    #[arg(long, global = true, value_name = "SLUG")]
+    pub board: Option<String>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "kanban", version, about = "A SQLite task board dispatched to agent workers")]
+struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    #[command(flatten)]
+    Board(board::BoardCommand),
+    #[command(flatten)]
+    Identity(identity::IdentityCommand),
+    #[command(flatten)]
+    Dispatch(dispatch::DispatchCommand),
+    /// Scheduled jobs: add, list, run, and the scheduler.
+    Cron {
+        #[command(subcommand)]
+        command: cron::CronCommand,
+    },
+}
+
+/// An error that means "refused" (exit 3): a lost compare-and-swap, a stale claim, not the owner.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// What a command asks the process to exit with when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit(pub u8);
+
+impl Exit {
+    pub const OK: Exit = Exit(0);
+}
+
+/// Result of one subcommand.
+pub type CmdResult = anyhow::Result<Exit>;
+
+/// Entry point of the `kanban` binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Board(c) => board::run(c, &cli.globals),
+        Command::Identity(c) => identity::run(c, &cli.globals),
+        Command::Dispatch(c) => dispatch::run(c, &cli.globals),
+        Command::Cron { command } => cron::run(command, &cli.globals),
+    };
+    match result {
+        Ok(Exit(code)) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("kanban: {err:#}");
+            if err.downcast_ref::<Refused>().is_some() {
+                ExitCode::from(3)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Prints `value` as one line of JSON on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string(value)?);
+    Ok(())
+}

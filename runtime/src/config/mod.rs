@@ -1,0 +1,196 @@
+//! `kanban.toml`: the dispatcher's settings and the agent profiles, read from `<root>/kanban.toml`.
+//!
+//! A missing file means every default; a file that exists but does not parse, or names an unknown
+//! key, is an error that names the file and the key (a typo must not silently become a default).
+//! Environment overrides (`HERMES_KANBAN_CLAIM_TTL_SECONDS` and friends) are read through
+//! [`crate::identity::settings`] by the code that applies them, never here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// File name of the configuration inside the kanban root.
+pub const CONFIG_FILE: &str = "kanban.toml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("unknown profile `{name}`: define [profiles.{name}] in {path} (known: {known})")]
+    UnknownProfile {
+        name: String,
+        path: PathBuf,
+        known: String,
+    },
+}
+
+/// The whole `kanban.toml`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub dispatch: DispatchConfig,
+    pub profiles: BTreeMap<String, ProfileConfig>,
+    pub cron: CronConfig,
+}
+
+/// `[dispatch]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DispatchConfig {
+    /// Workers spawned per board per tick, and running per board at once.
+    pub max_spawn: u32,
+    /// Workers running on this host across boards (None = unlimited).
+    pub max_in_progress: Option<u32>,
+    /// Consecutive failures before a task is blocked with `gave_up` (a task's `max_retries` wins).
+    pub failure_limit: u32,
+    pub claim_ttl_seconds: i64,
+    /// Seconds a dead worker pid is given before its task is released as crashed.
+    pub crash_grace_seconds: i64,
+    /// Seconds a rate-limited (exit 75) task waits before it is spawned again.
+    pub rate_limit_cooldown_seconds: i64,
+    /// Seconds without a heartbeat after which a running task counts as stale (0 disables).
+    pub stale_timeout_seconds: i64,
+    /// Seconds between daemon ticks when nothing on the board changes.
+    pub interval_seconds: f64,
+    /// Profile a task without an assignee runs under.
+    pub default_profile: String,
+    /// "direct" (spawn workers) or "owner" (admission through the owner daemon).
+    pub mode: String,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        Self {
+            max_spawn: 4,
+            max_in_progress: None,
+            failure_limit: 2,
+            claim_ttl_seconds: 900,
+            crash_grace_seconds: 30,
+            rate_limit_cooldown_seconds: 300,
+            stale_timeout_seconds: 0,
+            interval_seconds: 5.0,
+            default_profile: "default".to_owned(),
+            mode: "direct".to_owned(),
+        }
+    }
+}
+
+/// `[profiles.<name>]`: which agent runs a task (or cron job) assigned to this profile.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileConfig {
+    /// `command`, `builtin:complete`, `builtin:shell` or `builtin:probe`.
+    pub agent: String,
+    /// For `agent = "command"`: argv of the external agent (prompt on stdin).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Extra environment for the agent's process (never `HERMES_KANBAN_*`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// `[cron]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CronConfig {
+    /// Jobs run at once by one scheduler tick.
+    pub max_parallel: u32,
+    /// Lease of a fire claim; the runner heartbeats it every third of this.
+    pub claim_ttl_seconds: i64,
+    /// Seconds between daemon ticks.
+    pub interval_seconds: f64,
+    /// IANA zone for cron expressions (None = UTC).
+    pub timezone: Option<String>,
+}
+
+impl Default for CronConfig {
+    fn default() -> Self {
+        Self {
+            max_parallel: 4,
+            claim_ttl_seconds: 600,
+            interval_seconds: 30.0,
+            timezone: None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `<root>/kanban.toml`; a missing file yields the defaults.
+    pub fn load(root: &Path) -> Result<Self, ConfigError> {
+        let path = root.join(CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    /// Parses the text of a `kanban.toml`; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The profile called `name`, or an error listing the known ones.
+    pub fn profile(&self, name: &str, root: &Path) -> Result<&ProfileConfig, ConfigError> {
+        self.profiles
+            .get(name)
+            .ok_or_else(|| ConfigError::UnknownProfile {
+                name: name.to_owned(),
+                path: root.join(CONFIG_FILE),
+                known: self
+                    .profiles
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_file_is_all_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Config::load(dir.path()).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn design_example_parses() {
+        let text = r#"
+[dispatch]
+max_spawn = 4
+failure_limit = 2
+claim_ttl_seconds = 900
+mode = "direct"
+
+[profiles.coder]
+agent = "command"
+command = ["my-agent", "--print"]
+
+[profiles.bot]
+agent = "builtin:shell"
+"#;
+        let c = Config::parse(text, Path::new("kanban.toml")).unwrap();
+        assert_eq!(c.dispatch.max_spawn, 4);
+        assert_eq!(c.profiles["coder"].command, ["my-agent", "--print"]);
+        assert_eq!(c.profiles["bot"].agent, "builtin:shell");
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let err = Config::parse("[dispatch]\nmax_spwan = 3\n", Path::new("k.toml")).unwrap_err();
+        assert!(err.to_string().contains("max_spwan"), "{err}");
+    }
+}

@@ -1,0 +1,2 @@
+//! Cron: the per-home job store, the schedule grammar, the scheduler tick with durable fire
+//! claims, and `run_job`, which runs a job's agent outside the dispatcher-owned worker context.

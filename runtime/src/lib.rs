@@ -1,0 +1,28 @@
+//! `kanban_runtime`: a SQLite task board whose tasks a dispatcher hands to agent worker processes
+//! under leases with heartbeats, and a cron scheduler whose jobs may fire inside such a worker.
+//!
+//! The library does the work; the `kanban` binary (`main.rs` + [`cli`]) only parses and prints.
+//! One module per concern, each opening with what it owns and what it must never do:
+//!
+//! * [`identity`] — the only reader of `HERMES_KANBAN_*`; the ownership context; child env scrub.
+//! * [`gates`] — every consumer of worker identity, each `#[kanban_identity_gated]`.
+//! * [`board`] — the SQLite store; every transition is a compare-and-swap with a typed outcome.
+//! * [`dispatch`] — the tick, reclaim phases, spawn budget, `default_spawn`.
+//! * [`worker`] — the spawned worker process.
+//! * [`agent`] — the `Agent` trait and the built-in agents.
+//! * [`cron`] — job store, schedule grammar, scheduler, `run_job`.
+//! * [`config`] — `kanban.toml`.
+//! * [`sync`] — std / loom facade for the primitives the loom models cover.
+//! * [`clock`] — injected time.
+
+pub mod agent;
+pub mod board;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod cron;
+pub mod dispatch;
+pub mod gates;
+pub mod identity;
+pub mod sync;
+pub mod worker;
