@@ -15,6 +15,9 @@
 //! * [`sync`] — std / loom facade for the primitives the loom models cover.
 //! * [`clock`] — injected time.
 
+// Lets `#[kanban_identity_gated]` expand to `::kanban_runtime::…` paths inside this crate too.
+extern crate self as kanban_runtime;
+
 pub mod agent;
 pub mod board;
 pub mod cli;

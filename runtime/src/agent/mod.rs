@@ -45,7 +45,9 @@ pub struct Reply {
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("unknown agent kind `{0}`: use `command`, `builtin:complete`, `builtin:shell` or `builtin:probe`")]
+    #[error(
+        "unknown agent kind `{0}`: use `command`, `builtin:complete`, `builtin:shell` or `builtin:probe`"
+    )]
     UnknownKind(String),
     #[error("profile uses agent = \"command\" but its `command` is empty")]
     EmptyCommand,

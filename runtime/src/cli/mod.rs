@@ -29,7 +29,11 @@ pub struct Globals {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "kanban", version, about = "A SQLite task board dispatched to agent workers")]
+#[command(
+    name = "kanban",
+    version,
+    about = "A SQLite task board dispatched to agent workers"
+)]
 struct Cli {
     #[command(flatten)]
     globals: Globals,

@@ -8,6 +8,8 @@ pub use loom::sync::atomic;
 pub use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(loom)]
 pub use loom::thread;
+#[cfg(loom)]
+pub use loom::thread_local;
 
 #[cfg(not(loom))]
 pub use std::sync::atomic;
@@ -15,3 +17,5 @@ pub use std::sync::atomic;
 pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub use std::thread;
+#[cfg(not(loom))]
+pub use std::thread_local;
