@@ -12,8 +12,8 @@ use std::marker::PhantomData;
 use crate::sync::thread_local;
 
 thread_local! {
-    static NON_OWNED: Cell<u32> = Cell::new(0);
-    static DELEGATED: Cell<u32> = Cell::new(0);
+    static NON_OWNED: Cell<u32> = const { Cell::new(0) };
+    static DELEGATED: Cell<u32> = const { Cell::new(0) };
 }
 
 #[derive(Clone, Copy)]
