@@ -1,0 +1,79 @@
+//! The per-board tick lock: `<db>.dispatch.lock`, a non-blocking exclusive `flock`. A dispatcher
+//! that cannot take it skips the tick (`skipped_locked`); it never waits, so two dispatchers on one
+//! board never run a tick at the same time, and a crashed holder releases it with its descriptor.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FlockOperation, flock};
+
+/// Errors taking the tick lock.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "cannot open the dispatch lock file {path}: {source}; check that the board directory is writable"
+    )]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Held while a tick runs; dropping it releases the lock.
+#[derive(Debug)]
+pub struct TickLock {
+    _file: File,
+}
+
+/// The lock file next to a board database.
+pub fn lock_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".dispatch.lock");
+    PathBuf::from(name)
+}
+
+impl TickLock {
+    /// Takes the lock without waiting; `Ok(None)` when another dispatcher holds it.
+    pub fn try_acquire(db: &Path) -> Result<Option<TickLock>, LockError> {
+        let path = lock_path(db);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| LockError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(TickLock { _file: file })),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+            Err(e) => Err(LockError::Lock {
+                path,
+                source: e.into(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_is_refused_until_the_first_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("kanban.db");
+        let first = TickLock::try_acquire(&db).unwrap();
+        assert!(first.is_some());
+        assert!(TickLock::try_acquire(&db).unwrap().is_none());
+        drop(first);
+        assert!(TickLock::try_acquire(&db).unwrap().is_some());
+        assert!(lock_path(&db).ends_with("kanban.db.dispatch.lock"));
+    }
+}

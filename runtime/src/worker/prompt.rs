@@ -1,0 +1,308 @@
+//! The worker's prompt: a bounded markdown document built from the task, its body, the results of
+//! its parents, its prior attempts and its comment thread. Every part has a size cap so a huge body
+//! or a long history can never blow up an agent's context; what is cut says how much was cut.
+//!
+//! Pure formatting: the caller loads the views from the board; this module never reads the board,
+//! the environment or the clock (`now` is passed in for relative ages).
+
+use std::fmt::Write as _;
+
+/// Caps (reference Appendix C).
+pub const MAX_BODY: usize = 8 * 1024;
+pub const MAX_FIELD: usize = 4 * 1024;
+pub const MAX_COMMENT: usize = 2 * 1024;
+pub const MAX_ATTEMPTS: usize = 10;
+pub const MAX_COMMENTS: usize = 30;
+pub const MAX_PARENTS: usize = 20;
+
+/// The task being worked.
+#[derive(Debug, Clone, Default)]
+pub struct TaskView {
+    pub id: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub assignee: Option<String>,
+    pub tenant: Option<String>,
+    pub workspace: String,
+    pub branch: Option<String>,
+    pub max_runtime_seconds: Option<i64>,
+}
+
+/// A finished parent and what it produced.
+#[derive(Debug, Clone, Default)]
+pub struct ParentView {
+    pub id: String,
+    pub title: String,
+    pub result: Option<String>,
+    pub completed_at: Option<i64>,
+}
+
+/// A closed earlier run of this task.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptView {
+    pub outcome: String,
+    pub profile: Option<String>,
+    pub started_at: i64,
+    pub summary: Option<String>,
+    pub error: Option<String>,
+}
+
+/// One comment on the task.
+#[derive(Debug, Clone, Default)]
+pub struct CommentView {
+    pub author: String,
+    pub body: String,
+    pub created_at: i64,
+}
+
+/// Everything the prompt is built from.
+#[derive(Debug, Clone, Default)]
+pub struct PromptInput {
+    pub task: TaskView,
+    /// Done parents, any order (newest completion is shown first).
+    pub parents: Vec<ParentView>,
+    /// Closed runs, oldest first.
+    pub attempts: Vec<AttemptView>,
+    /// Comments, oldest first.
+    pub comments: Vec<CommentView>,
+}
+
+/// What the agent is told to do when it is done (the lifecycle commands it has).
+pub const GUIDANCE: &str = "\
+You are a kanban worker. Work only on the task above, in the current directory (your workspace).
+When you are done, run `kanban complete --summary \"<what you did>\"`.
+If you cannot finish, run `kanban block --reason \"<why>\"`.
+`kanban show`, `kanban comment \"<text>\"` and `kanban heartbeat` are available; the task id and
+your run are implied by your environment.";
+
+/// The nudge given when a turn ends without `complete` or `block` (at most twice).
+pub const STOP_NUDGE: &str = "\
+Your turn ended but the task is still open. You must finish it now: run `kanban complete \
+--summary \"<what you did>\"` if the work is done, or `kanban block --reason \"<why>\"` if it \
+cannot be done. Do not start over.";
+
+/// Cuts `text` to `max` bytes on a char boundary, saying how much was omitted.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… [truncated, {} chars omitted]",
+        &text[..end],
+        text[end..].chars().count()
+    )
+}
+
+/// "just now", "5m ago", "3h ago", "2d ago".
+pub fn age(now: i64, then: i64) -> String {
+    let secs = now - then;
+    if secs < 60 {
+        "just now".to_owned()
+    } else if secs < 3600 {
+        format!("{}m ago", secs / 60)
+    } else if secs < 86_400 {
+        format!("{}h ago", secs / 3600)
+    } else {
+        format!("{}d ago", secs / 86_400)
+    }
+}
+
+/// Builds the worker prompt.
+pub fn build(input: &PromptInput, now: i64) -> String {
+    let t = &input.task;
+    let mut out = String::new();
+    // `write!` into a String cannot fail; the results are ignored on purpose.
+    let _ = writeln!(
+        out,
+        "# Kanban task {}: {}",
+        t.id,
+        truncate(&t.title, MAX_FIELD)
+    );
+    if let Some(a) = &t.assignee {
+        let _ = writeln!(out, "Assignee: {a}");
+    }
+    if let Some(tenant) = &t.tenant {
+        let _ = writeln!(out, "Tenant: {tenant}");
+    }
+    let _ = writeln!(out, "Workspace: {}", t.workspace);
+    if let Some(b) = &t.branch {
+        let _ = writeln!(out, "Branch: {b}");
+    }
+    if let Some(limit) = t.max_runtime_seconds {
+        let _ = writeln!(out, "Max runtime: {limit}s");
+    }
+    if let Some(body) = t.body.as_deref().filter(|b| !b.trim().is_empty()) {
+        let _ = write!(out, "\n## Body\n{}\n", truncate(body, MAX_BODY));
+    }
+
+    let mut parents: Vec<&ParentView> = input.parents.iter().collect();
+    parents.sort_by_key(|p| std::cmp::Reverse(p.completed_at.unwrap_or(0)));
+    if !parents.is_empty() {
+        out.push_str("\n## Parent task results\n");
+        for p in parents.iter().take(MAX_PARENTS) {
+            let when = p
+                .completed_at
+                .map(|c| format!(" (completed {})", age(now, c)))
+                .unwrap_or_default();
+            let _ = writeln!(out, "### {}: {}{when}", p.id, truncate(&p.title, 200));
+            let result = p.result.as_deref().unwrap_or("(no result recorded)");
+            let _ = writeln!(out, "{}", truncate(result, MAX_FIELD));
+        }
+        if parents.len() > MAX_PARENTS {
+            let _ = writeln!(
+                out,
+                "({} more parents omitted)",
+                parents.len() - MAX_PARENTS
+            );
+        }
+    }
+
+    if !input.attempts.is_empty() {
+        out.push_str("\n## Prior attempts on this task\n");
+        let total = input.attempts.len();
+        let skip = total.saturating_sub(MAX_ATTEMPTS);
+        if skip > 0 {
+            let _ = writeln!(out, "({skip} older attempts omitted)");
+        }
+        for (i, a) in input.attempts.iter().enumerate().skip(skip) {
+            let profile = a.profile.as_deref().unwrap_or("?");
+            let _ = writeln!(
+                out,
+                "### Attempt {} — {} ({profile}, {})",
+                i + 1,
+                a.outcome,
+                age(now, a.started_at)
+            );
+            if let Some(s) = a.summary.as_deref().filter(|s| !s.is_empty()) {
+                let _ = writeln!(out, "{}", truncate(s, MAX_FIELD));
+            }
+            if let Some(e) = a.error.as_deref().filter(|e| !e.is_empty()) {
+                let _ = writeln!(out, "_error_: {}", truncate(e, MAX_FIELD));
+            }
+        }
+    }
+
+    if !input.comments.is_empty() {
+        out.push_str("\n## Comment thread\n");
+        let skip = input.comments.len().saturating_sub(MAX_COMMENTS);
+        if skip > 0 {
+            let _ = writeln!(out, "({skip} older comments omitted)");
+        }
+        for c in input.comments.iter().skip(skip) {
+            let _ = writeln!(
+                out,
+                "- comment from `{}` ({}): {}",
+                c.author,
+                age(now, c.created_at),
+                truncate(&c.body, MAX_COMMENT)
+            );
+        }
+    }
+
+    let _ = write!(out, "\n## How to finish\n{GUIDANCE}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> PromptInput {
+        PromptInput {
+            task: TaskView {
+                id: "t_0000abcd".into(),
+                title: "Write the report".into(),
+                body: Some("Use the data.".into()),
+                assignee: Some("coder".into()),
+                workspace: "/tmp/ws".into(),
+                ..TaskView::default()
+            },
+            ..PromptInput::default()
+        }
+    }
+
+    #[test]
+    fn prompt_has_the_task_body_and_guidance() {
+        let p = build(&input(), 1000);
+        assert!(
+            p.starts_with("# Kanban task t_0000abcd: Write the report\n"),
+            "{p}"
+        );
+        assert!(p.contains("## Body\nUse the data."));
+        assert!(p.contains("kanban complete"));
+        assert!(!p.contains("## Prior attempts"));
+    }
+
+    #[test]
+    fn huge_body_is_truncated_with_a_note() {
+        let mut i = input();
+        i.task.body = Some("é".repeat(10_000));
+        let p = build(&i, 0);
+        assert!(p.len() < MAX_BODY + 2048, "{}", p.len());
+        assert!(p.contains("[truncated, "));
+    }
+
+    #[test]
+    fn only_the_newest_attempts_and_comments_are_kept() {
+        let mut i = input();
+        for n in 0..25 {
+            i.attempts.push(AttemptView {
+                outcome: "crashed".into(),
+                started_at: n,
+                error: Some(format!("err {n}")),
+                ..AttemptView::default()
+            });
+        }
+        for n in 0..40 {
+            i.comments.push(CommentView {
+                author: "op".into(),
+                body: format!("note {n}"),
+                created_at: n,
+            });
+        }
+        let p = build(&i, 100_000);
+        assert!(p.contains("(15 older attempts omitted)"));
+        assert!(p.contains("### Attempt 25 — crashed"));
+        assert!(!p.contains("### Attempt 15 "));
+        assert!(p.contains("(10 older comments omitted)"));
+        assert!(p.contains("note 39") && !p.contains("note 9\n"));
+    }
+
+    #[test]
+    fn parents_results_are_shown_newest_first() {
+        let mut i = input();
+        i.parents = vec![
+            ParentView {
+                id: "t_1".into(),
+                title: "old".into(),
+                result: Some("r1".into()),
+                completed_at: Some(10),
+            },
+            ParentView {
+                id: "t_2".into(),
+                title: "new".into(),
+                result: None,
+                completed_at: Some(20),
+            },
+        ];
+        let p = build(&i, 4000);
+        let new = p.find("t_2: new").unwrap();
+        let old = p.find("t_1: old").unwrap();
+        assert!(new < old);
+        assert!(p.contains("(no result recorded)"));
+        assert!(p.contains("completed 1h ago"));
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age(100, 90), "just now");
+        assert_eq!(age(100, 200), "just now");
+        assert_eq!(age(7200, 0), "2h ago");
+        assert_eq!(age(300, 0), "5m ago");
+        assert_eq!(age(200_000, 0), "2d ago");
+    }
+}
