@@ -1,107 +1,176 @@
-//! Every consumer of worker identity. Each gate turns the identity handed out by
-//! [`crate::identity::gate`] into behaviour, and outside a dispatcher-owned worker context returns
-//! its fallback, so a cron job or a delegated child never sees, heartbeats, completes or blocks the
-//! worker's task. No gate caches its verdict: each call asks the gate afresh.
+//! Every consumer of worker identity. Each gate is a `#[kanban_identity_gated]` function: it turns
+//! the identity handed out by [`crate::identity::gate`] into behaviour, and outside a
+//! dispatcher-owned worker context (a cron job fired in the worker, a delegated child, a thread
+//! started from either, a process carrying the delegated-child marker) it returns its fallback, so
+//! such code never sees, heartbeats, completes, blocks or comments as the worker's task.
 //!
-//! (Each gate is being moved onto `#[kanban_identity_gated]`; until then each one matches on
-//! `identity::gate()` by hand, with the same semantics.)
+//! No gate caches its verdict: every call asks the gate afresh, which reads the environment at
+//! that moment. Only facts of the machine that do not depend on identity (is this a container?)
+//! may be cached, and they live outside any gated function.
+//!
+//! This module never reads the environment itself and never mutates it.
 
 use std::sync::OnceLock;
 
+use kanban_macros::kanban_identity_gated;
+
 use crate::identity::{self, WorkerIdentity};
 
-/// True when this context is a dispatcher-owned kanban worker with a task.
-pub fn kanban_mode_enabled() -> bool {
-    identity::gate().is_some()
+/// True when this context is a dispatcher-owned kanban worker with a task: the lifecycle tools
+/// (show, complete, block, heartbeat) are offered to its agent.
+#[kanban_identity_gated]
+pub fn kanban_mode_enabled(_identity: &WorkerIdentity) -> bool {
+    true
 }
 
-/// The task a lifecycle command acts on: an explicit id always wins; otherwise the owned task.
-pub fn default_task_id(explicit: Option<&str>) -> Option<String> {
-    if let Some(id) = explicit {
-        return Some(id.to_owned());
-    }
-    identity::gate().map(|id| id.task)
+/// The task a lifecycle command acts on. An explicit id is always honoured, in every context;
+/// without one, the owned worker's task, and `None` outside an owned context (a cron job must never
+/// inherit the worker's task).
+#[kanban_identity_gated(fallback = explicit.map(str::to_owned))]
+pub fn default_task_id(identity: &WorkerIdentity, explicit: Option<&str>) -> Option<String> {
+    Some(explicit.map_or_else(|| identity.task.clone(), str::to_owned))
 }
 
-/// The run id a lifecycle call passes so that a superseded worker cannot close its successor's run.
-pub fn owned_run_id() -> Option<i64> {
-    identity::gate().and_then(|id| id.run_id)
+/// Whether environment `name` applies to this context (skills are offered by environment).
+/// `kanban` depends on the ownership context and is decided afresh on every call; the others
+/// (`docker`/`container`, `s6`) are facts of the machine, cached for the life of the process.
+/// Unknown names are `false`.
+#[kanban_identity_gated(fallback = name != "kanban" && machine_environment(name))]
+pub fn detect_environment(_identity: &WorkerIdentity, name: &str) -> bool {
+    name == "kanban" || machine_environment(name)
 }
 
-/// The claim lock of the owned worker, for heartbeat fencing.
-pub fn owned_claim_lock() -> Option<String> {
-    identity::gate().and_then(|id| id.claim_lock)
-}
-
-/// True when the kanban toolset must be force-added (a dispatcher-owned worker).
-pub fn is_dispatcher_owned_worker() -> bool {
-    identity::gate().is_some()
-}
-
-/// The full owned identity, for code that binds a worker to its claim.
-pub fn owned_identity() -> Option<WorkerIdentity> {
-    identity::gate()
-}
-
-/// Whether environment `name` applies to this context. `kanban` is decided afresh on every call
-/// (it depends on the ownership context); other environments are facts of the machine and may be
-/// cached.
-pub fn detect_environment(name: &str) -> bool {
+/// Environments that do not depend on identity; each is probed once per process.
+fn machine_environment(name: &str) -> bool {
+    static CONTAINER: OnceLock<bool> = OnceLock::new();
+    static S6: OnceLock<bool> = OnceLock::new();
+    let exists = |p: &str| std::path::Path::new(p).exists();
     match name {
-        "kanban" => kanban_mode_enabled(),
-        "container" => {
-            static CONTAINER: OnceLock<bool> = OnceLock::new();
-            *CONTAINER.get_or_init(|| {
-                std::path::Path::new("/.dockerenv").exists()
-                    || std::path::Path::new("/run/.containerenv").exists()
-            })
+        "docker" | "container" => {
+            *CONTAINER.get_or_init(|| exists("/.dockerenv") || exists("/run/.containerenv"))
         }
+        "s6" => *S6.get_or_init(|| exists("/run/s6") || exists("/package/admin/s6-overlay")),
         _ => false,
     }
 }
 
+/// True when the kanban toolset must be force-added to the agent's tools: only for the
+/// dispatcher-owned worker itself.
+#[kanban_identity_gated]
+pub fn is_dispatcher_owned_worker(_identity: &WorkerIdentity) -> bool {
+    true
+}
+
+/// The worker-protocol guidance added to an owned worker's prompt; empty elsewhere (a cron agent
+/// or a delegated child must not be told it is the worker).
+#[kanban_identity_gated]
+pub fn worker_guidance(identity: &WorkerIdentity) -> String {
+    format!(
+        "# Kanban task execution protocol\n\
+         You are the kanban worker for task {task}. Start with `kanban show` to read the task, its \
+         parents' results and the comments. Work in {workspace}. When the work is done run \
+         `kanban complete --summary \"…\"`; if you cannot finish, run `kanban block --reason \
+         \"…\"`. `kanban comment {task} --body \"…\"` records a note; `kanban heartbeat` extends \
+         your lease during long steps. Fan work out with `kanban create`, never by acting on \
+         another task: you may only complete, block or heartbeat your own.",
+        task = identity.task,
+        workspace = identity.workspace.as_ref().map_or_else(
+            || "the current directory".to_owned(),
+            |w| w.display().to_string()
+        ),
+    )
+}
+
+/// Whether a turn that ended without complete/block gets a stop nudge: owned workers only, and
+/// not when `HERMES_KANBAN_STOP_NUDGE` turns it off.
+#[kanban_identity_gated]
+pub fn stop_nudge_enabled(_identity: &WorkerIdentity) -> bool {
+    identity::settings::flag(identity::settings::Setting::StopNudge).unwrap_or(true)
+}
+
+/// What the auto-heartbeat extends: the owned task, run and claim lock; `None` elsewhere (a cron
+/// job or delegated child must never keep the worker's claim alive).
+#[kanban_identity_gated]
+pub fn auto_heartbeat_target(identity: &WorkerIdentity) -> Option<WorkerIdentity> {
+    Some(identity.clone())
+}
+
+/// The task whose new operator comments are injected into the running agent; `None` outside an
+/// owned context (comments meant for the worker must not be consumed by a cron job).
+#[kanban_identity_gated]
+pub fn comment_injection_task(identity: &WorkerIdentity) -> Option<String> {
+    Some(identity.task.clone())
+}
+
+/// The run id a lifecycle call on `task_id` passes, so that a superseded worker cannot close its
+/// successor's run: the owned run when `task_id` is the owned task, else `None`.
+#[kanban_identity_gated]
+pub fn run_id_for(identity: &WorkerIdentity, task_id: &str) -> Option<i64> {
+    if identity.task == task_id {
+        identity.run_id
+    } else {
+        None
+    }
+}
+
+/// The owned worker's run id.
+#[kanban_identity_gated]
+pub fn owned_run_id(identity: &WorkerIdentity) -> Option<i64> {
+    identity.run_id
+}
+
+/// The claim lock of the owned worker, for heartbeat fencing.
+#[kanban_identity_gated]
+pub fn owned_claim_lock(identity: &WorkerIdentity) -> Option<String> {
+    identity.claim_lock.clone()
+}
+
+/// The full owned identity, for code that binds a worker to its claim.
+#[kanban_identity_gated]
+pub fn owned_identity(identity: &WorkerIdentity) -> Option<WorkerIdentity> {
+    Some(identity.clone())
+}
+
 /// A mutation refused because the owned worker may only mutate its own task.
 #[derive(Debug, thiserror::Error)]
-#[error("refused: this worker owns task {owned} and may not mutate task {target}")]
+#[error(
+    "refused: this worker is scoped to task {owned} and may not mutate task {target}; use \
+     `kanban comment {target} --body …` to leave a note or `kanban create` to fan work out"
+)]
 pub struct NotOwner {
     pub owned: String,
     pub target: String,
 }
 
-/// Inside an owned worker, only the owned task may be mutated; outside one (an operator's shell)
-/// any task may.
-pub fn check_mutation(task_id: &str) -> Result<(), NotOwner> {
-    match identity::gate() {
-        Some(id) if id.task != task_id => Err(NotOwner {
-            owned: id.task,
+/// Inside an owned worker only the owned task may be mutated; outside one (an operator's shell, a
+/// cron job) the worker's ownership does not apply.
+#[kanban_identity_gated(fallback = Ok(()))]
+pub fn check_mutation(identity: &WorkerIdentity, task_id: &str) -> Result<(), NotOwner> {
+    if identity.task == task_id {
+        Ok(())
+    } else {
+        Err(NotOwner {
+            owned: identity.task.clone(),
             target: task_id.to_owned(),
-        }),
-        _ => Ok(()),
+        })
     }
 }
 
-/// The worker-protocol guidance added to an owned worker's prompt; empty elsewhere.
-pub fn worker_guidance() -> String {
-    match identity::gate() {
-        Some(id) => format!(
-            "You are the kanban worker for task {task}. When the work is done run \
-             `kanban complete --summary \"…\"`; if you cannot finish, run \
-             `kanban block --reason \"…\"`. `kanban show` prints the task, `kanban comment {task} \
-             --body \"…\"` records a note, `kanban heartbeat` extends your lease.",
-            task = id.task
-        ),
-        None => String::new(),
-    }
+/// Why a lifecycle mutation (complete, block, heartbeat) of a task was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MutationRefused {
+    #[error(transparent)]
+    Fenced(#[from] identity::fence::Fenced),
+    #[error(transparent)]
+    NotOwner(#[from] NotOwner),
 }
 
-/// Whether a turn that ended without complete/block gets a stop nudge (owned workers only).
-pub fn stop_nudge_enabled() -> bool {
-    identity::gate().is_some()
-}
-
-/// What the auto-heartbeat extends: the owned task, run and claim lock; `None` elsewhere.
-pub fn auto_heartbeat_target() -> Option<WorkerIdentity> {
-    identity::gate()
+/// The full check before a lifecycle mutation of `task_id`: the delegated-child fence first (a
+/// fenced process mutates nothing), then worker ownership.
+pub fn authorize_mutation(task_id: &str) -> Result<(), MutationRefused> {
+    identity::fence::check_board_mutation()?;
+    check_mutation(task_id)?;
+    Ok(())
 }
 
 /// Every gate's verdict in the current context, for `kanban identity --json`.
@@ -125,10 +194,25 @@ pub fn snapshot() -> serde_json::Map<String, serde_json::Value> {
         "owned_run_id".into(),
         owned_run_id().map_or(Value::Null, Value::from),
     );
+    m.insert(
+        "worker_guidance".into(),
+        (!worker_guidance().is_empty()).into(),
+    );
     m.insert("stop_nudge_enabled".into(), stop_nudge_enabled().into());
     m.insert(
         "auto_heartbeat".into(),
         auto_heartbeat_target().is_some().into(),
     );
+    m.insert(
+        "comment_injection".into(),
+        comment_injection_task().is_some().into(),
+    );
+    m.insert(
+        "board_mutation_allowed".into(),
+        identity::fence::check_board_mutation().is_ok().into(),
+    );
     m
 }
+
+#[cfg(test)]
+mod tests;

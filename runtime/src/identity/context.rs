@@ -118,29 +118,39 @@ pub fn delegated_child_context() -> DelegatedChildGuard {
     }
 }
 
-/// The lowered state of the current thread, to be carried into a thread it starts.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Carried {
+/// The lowered state of a thread, captured to be carried into another thread (a pool worker, a
+/// heartbeat thread): `Send` and `Copy`. Installing it can only lower the receiving thread's
+/// authority, never raise it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Carried {
     non_owned: bool,
     delegated: bool,
 }
 
 /// Captures the caller's lowered state.
-pub(crate) fn capture() -> Carried {
+pub fn capture() -> Carried {
     Carried {
         non_owned: get(Counter::NonOwned) > 0,
         delegated: get(Counter::Delegated) > 0,
     }
 }
 
-/// Scope that applies a captured state on the thread that installs it.
-pub(crate) struct Installed {
+/// Scope that applies a captured state on the thread that installs it, until dropped. `!Send`.
+#[must_use = "the carried context applies until the guard is dropped; bind it with `let _scope = …`"]
+#[derive(Debug)]
+pub struct Installed {
     _non_owned: Option<NonOwnedGuard>,
     _delegated: Option<DelegatedChildGuard>,
 }
 
 impl Carried {
-    pub(crate) fn install(self) -> Installed {
+    /// True when the captured state is owned (nothing lowered).
+    pub fn is_owned(self) -> bool {
+        !self.non_owned && !self.delegated
+    }
+
+    /// Applies the captured state to the current thread until the returned guard drops.
+    pub fn install(self) -> Installed {
         Installed {
             _non_owned: self.non_owned.then(non_dispatcher_owned_context),
             _delegated: self.delegated.then(delegated_child_context),

@@ -22,14 +22,23 @@
 
 pub mod context;
 pub mod fence;
+#[doc(hidden)]
+pub mod macro_support;
 pub mod settings;
+#[cfg(test)]
+pub(crate) mod testenv;
+#[cfg(test)]
+mod tests;
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::Command;
 
+pub use kanban_macros::kanban_identity_gated;
+
 pub use context::{
-    DelegatedChildGuard, NonOwnedGuard, NonOwnedToken, delegated_child_context,
+    Carried as CapturedContext, DelegatedChildGuard, Installed as InstalledContext, NonOwnedGuard,
+    NonOwnedToken, capture as capture_context, delegated_child_context,
     enter_non_dispatcher_owned_context, exit_non_dispatcher_owned_context,
     non_dispatcher_owned_context,
 };
@@ -141,7 +150,13 @@ pub fn command(program: impl AsRef<OsStr>) -> Command {
 /// receive: every `HERMES_KANBAN_*` key and the marker, after the builder's removals and sets.
 pub fn child_env_preview() -> std::collections::BTreeMap<String, String> {
     let cmd = command("true");
-    let mut env: std::collections::BTreeMap<String, String> = std::env::vars()
+    let mut env: std::collections::BTreeMap<String, String> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
         .filter(|(k, _)| k.starts_with("HERMES_KANBAN_") || k == DELEGATED_CHILD_MARKER)
         .collect();
     for (k, v) in cmd.get_envs() {

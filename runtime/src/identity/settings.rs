@@ -21,6 +21,8 @@ pub enum Setting {
     CrashGraceSeconds,
     /// `HERMES_KANBAN_RATE_LIMIT_COOLDOWN_SECONDS`.
     RateLimitCooldownSeconds,
+    /// `HERMES_KANBAN_STOP_NUDGE`: `0`/`false`/`off`/`no` turns the worker's stop nudge off.
+    StopNudge,
 }
 
 impl Setting {
@@ -34,6 +36,7 @@ impl Setting {
             Setting::ClaimTtlSeconds => "HERMES_KANBAN_CLAIM_TTL_SECONDS",
             Setting::CrashGraceSeconds => "HERMES_KANBAN_CRASH_GRACE_SECONDS",
             Setting::RateLimitCooldownSeconds => "HERMES_KANBAN_RATE_LIMIT_COOLDOWN_SECONDS",
+            Setting::StopNudge => "HERMES_KANBAN_STOP_NUDGE",
         }
     }
 }
@@ -41,6 +44,17 @@ impl Setting {
 /// The value of `setting`, if set and non-empty.
 pub fn get(setting: Setting) -> Option<String> {
     std::env::var(setting.key()).ok().filter(|v| !v.is_empty())
+}
+
+/// `setting` read as a boolean: `Some(true)` for `1`/`true`/`yes`/`on`, `Some(false)` for
+/// `0`/`false`/`no`/`off` (any case), `None` when unset or anything else.
+pub fn flag(setting: Setting) -> Option<bool> {
+    let value = get(setting)?.trim().to_ascii_lowercase();
+    match value.as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
 }
 
 /// `$HERMES_HOME`, if set and non-empty.

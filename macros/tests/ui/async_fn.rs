@@ -1,0 +1,8 @@
+use kanban_runtime::identity::{WorkerIdentity, kanban_identity_gated};
+
+#[kanban_identity_gated]
+async fn owned_task(identity: &WorkerIdentity) -> Option<String> {
+    Some(identity.task.clone())
+}
+
+fn main() {}

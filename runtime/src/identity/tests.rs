@@ -1,0 +1,322 @@
+//! The predicate and its propagation (the seed test's `TestDispatcherOwnedPredicate`), the
+//! child-process scrub and the fence. Tests that need a worker environment run their body in a
+//! re-executed child of this test binary; this process's environment is never touched.
+
+use std::sync::{Arc, Barrier};
+
+use super::testenv::{WORKER_ENV, in_child, kanban_env, test_path};
+use super::*;
+
+fn child(name: &str, env: &[(&str, &str)], body: impl FnOnce()) {
+    in_child(&test_path(module_path!(), name), env, body);
+}
+
+fn worker_env_with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    WORKER_ENV.iter().chain(extra).copied().collect()
+}
+
+#[test]
+fn default_is_dispatcher_owned() {
+    child("default_is_dispatcher_owned", &[], || {
+        assert!(is_dispatcher_owned_worker_context());
+        assert!(!is_delegated_child());
+        assert_eq!(gate(), None, "no identity without HERMES_KANBAN_TASK");
+    });
+}
+
+#[test]
+fn false_inside_non_dispatcher_context_and_restored_after() {
+    {
+        let _scope = non_dispatcher_owned_context();
+        assert!(!is_dispatcher_owned_worker_context());
+    }
+    assert!(is_dispatcher_owned_worker_context());
+}
+
+#[test]
+fn token_form_restores() {
+    let token = enter_non_dispatcher_owned_context();
+    assert!(!is_dispatcher_owned_worker_context());
+    exit_non_dispatcher_owned_context(token);
+    assert!(is_dispatcher_owned_worker_context());
+}
+
+#[test]
+fn nesting_restores_outer_value() {
+    {
+        let _outer = non_dispatcher_owned_context();
+        {
+            let _inner = non_dispatcher_owned_context();
+            assert!(!is_dispatcher_owned_worker_context());
+        }
+        assert!(!is_dispatcher_owned_worker_context());
+    }
+    assert!(is_dispatcher_owned_worker_context());
+}
+
+#[test]
+fn closing_scopes_out_of_order_never_raises_authority_early() {
+    let token = enter_non_dispatcher_owned_context();
+    let guard = non_dispatcher_owned_context();
+    exit_non_dispatcher_owned_context(token);
+    assert!(
+        !is_dispatcher_owned_worker_context(),
+        "the guard is still open: the context must stay lowered"
+    );
+    drop(guard);
+    assert!(is_dispatcher_owned_worker_context());
+}
+
+#[test]
+fn delegated_child_scope_is_not_owned() {
+    {
+        let _child = delegated_child_context();
+        assert!(!is_dispatcher_owned_worker_context());
+        assert!(is_delegated_child());
+        assert!(fence::check_board_mutation().is_err());
+    }
+    assert!(is_dispatcher_owned_worker_context());
+    assert!(fence::check_board_mutation().is_ok());
+}
+
+#[test]
+fn delegated_child_marker_makes_the_process_non_owned_and_fenced() {
+    let env = worker_env_with(&[(DELEGATED_CHILD_MARKER, "1")]);
+    child(
+        "delegated_child_marker_makes_the_process_non_owned_and_fenced",
+        &env,
+        || {
+            assert!(!is_dispatcher_owned_worker_context());
+            assert!(is_delegated_child());
+            assert_eq!(gate(), None);
+            assert_eq!(owned_kanban_task(), None);
+            let refused = fence::check_board_mutation().unwrap_err();
+            assert!(refused.to_string().contains(DELEGATED_CHILD_MARKER));
+        },
+    );
+}
+
+#[test]
+fn panic_inside_the_scope_still_restores() {
+    let caught = std::panic::catch_unwind(|| {
+        let _scope = non_dispatcher_owned_context();
+        panic!("the job failed");
+    });
+    assert!(caught.is_err());
+    assert!(is_dispatcher_owned_worker_context());
+}
+
+#[test]
+fn gate_reads_the_worker_environment_at_call_time() {
+    child(
+        "gate_reads_the_worker_environment_at_call_time",
+        WORKER_ENV,
+        || {
+            let id = gate().expect("a worker environment with an owned context");
+            assert_eq!(id.task, "t_worker_real_task");
+            assert_eq!(id.run_id, Some(42));
+            assert_eq!(id.claim_lock.as_deref(), Some("lock-abc"));
+            assert_eq!(id.board.as_deref(), Some("team-alpha"));
+            assert_eq!(id.workspace, Some(std::path::PathBuf::from("/tmp/ws")));
+            assert_eq!(owned_kanban_task().as_deref(), Some("t_worker_real_task"));
+            let _scope = non_dispatcher_owned_context();
+            assert_eq!(gate(), None);
+            assert_eq!(owned_kanban_task(), None);
+        },
+    );
+}
+
+/// A scope opened on one thread must not leak into a sibling thread (the property a process-wide
+/// environment clear cannot provide).
+#[test]
+fn thread_isolation() {
+    child("thread_isolation", WORKER_ENV, || {
+        let inside = Arc::new(Barrier::new(2));
+        let checked = Arc::new(Barrier::new(2));
+        let (job_inside, job_checked) = (Arc::clone(&inside), Arc::clone(&checked));
+        let job = spawn("job", move || {
+            let _scope = non_dispatcher_owned_context();
+            let seen = (is_dispatcher_owned_worker_context(), gate().is_some());
+            job_inside.wait();
+            job_checked.wait();
+            seen
+        })
+        .unwrap();
+        let sibling = spawn("sibling", move || {
+            inside.wait();
+            let seen = (is_dispatcher_owned_worker_context(), owned_kanban_task());
+            checked.wait();
+            seen
+        })
+        .unwrap();
+        assert_eq!(
+            job.join().unwrap(),
+            (false, false),
+            "job thread must be marked non-dispatcher"
+        );
+        assert_eq!(
+            sibling.join().unwrap(),
+            (true, Some("t_worker_real_task".to_owned())),
+            "sibling thread must be unaffected while the job is inside its scope"
+        );
+    });
+}
+
+#[test]
+fn context_carrying_spawn_carries_the_lowered_context() {
+    child(
+        "context_carrying_spawn_carries_the_lowered_context",
+        WORKER_ENV,
+        || {
+            let _scope = non_dispatcher_owned_context();
+            let seen = spawn("carried", || {
+                let grandchild = spawn("carried-again", || {
+                    (is_dispatcher_owned_worker_context(), gate().is_some())
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+                (
+                    (is_dispatcher_owned_worker_context(), gate().is_some()),
+                    grandchild,
+                )
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+            assert_eq!(seen, ((false, false), (false, false)));
+        },
+    );
+}
+
+#[test]
+fn spawn_from_an_owned_context_stays_owned() {
+    let seen = spawn("owned", is_dispatcher_owned_worker_context)
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(seen);
+}
+
+#[test]
+fn delegated_scope_is_carried_into_spawned_threads() {
+    let _child = delegated_child_context();
+    let seen = spawn("delegated", || {
+        (is_dispatcher_owned_worker_context(), is_delegated_child())
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    assert_eq!(seen, (false, true));
+}
+
+#[test]
+fn captured_context_installs_on_a_pool_thread_and_restores() {
+    let captured = {
+        let _scope = non_dispatcher_owned_context();
+        capture_context()
+    };
+    assert!(!captured.is_owned());
+    assert!(capture_context().is_owned());
+    {
+        let _installed = captured.install();
+        assert!(!is_dispatcher_owned_worker_context());
+    }
+    assert!(is_dispatcher_owned_worker_context());
+}
+
+fn removed_and_set(cmd: &std::process::Command) -> (Vec<String>, Vec<(String, String)>) {
+    let mut removed = Vec::new();
+    let mut set = Vec::new();
+    for (k, v) in cmd.get_envs() {
+        let k = k.to_string_lossy().into_owned();
+        match v {
+            Some(v) => set.push((k, v.to_string_lossy().into_owned())),
+            None => removed.push(k),
+        }
+    }
+    (removed, set)
+}
+
+#[test]
+fn command_in_a_non_owned_scope_removes_identity_and_sets_the_marker() {
+    let _scope = non_dispatcher_owned_context();
+    let (removed, set) = removed_and_set(&command("true"));
+    for key in KANBAN_ENV_KEYS.iter().chain(BEHAVIOR_ONLY_ENV_KEYS) {
+        assert!(removed.iter().any(|k| k == key), "{key} must be removed");
+    }
+    assert_eq!(
+        set,
+        vec![(DELEGATED_CHILD_MARKER.to_owned(), "1".to_owned())]
+    );
+}
+
+#[test]
+fn command_in_an_owned_context_is_left_alone() {
+    let (removed, set) = removed_and_set(&command("true"));
+    assert!(removed.is_empty() && set.is_empty());
+}
+
+#[test]
+fn child_started_in_a_non_owned_scope_sees_no_identity() {
+    child(
+        "child_started_in_a_non_owned_scope_sees_no_identity",
+        WORKER_ENV,
+        || {
+            let preview = child_env_preview();
+            assert_eq!(
+                preview.get("HERMES_KANBAN_TASK").map(String::as_str),
+                Some("t_worker_real_task"),
+                "the worker's own children inherit its identity"
+            );
+            let _scope = non_dispatcher_owned_context();
+            let preview = child_env_preview();
+            assert_eq!(
+                preview.into_iter().collect::<Vec<_>>(),
+                vec![(DELEGATED_CHILD_MARKER.to_owned(), "1".to_owned())]
+            );
+            let out = command("env").output().unwrap();
+            let printed = String::from_utf8_lossy(&out.stdout);
+            assert!(!printed.contains("HERMES_KANBAN_"), "{printed}");
+            assert!(printed.contains(&format!("{DELEGATED_CHILD_MARKER}=1")));
+        },
+    );
+}
+
+#[test]
+fn scopes_never_touch_the_process_environment() {
+    child(
+        "scopes_never_touch_the_process_environment",
+        WORKER_ENV,
+        || {
+            let before = kanban_env();
+            assert_eq!(before.len(), WORKER_ENV.len());
+            let during = {
+                let _scope = non_dispatcher_owned_context();
+                let _child = delegated_child_context();
+                let _ = command("true");
+                kanban_env()
+            };
+            assert_eq!(during, before);
+            assert_eq!(kanban_env(), before);
+        },
+    );
+}
+
+#[test]
+fn report_reflects_the_context() {
+    child("report_reflects_the_context", WORKER_ENV, || {
+        let owned = report();
+        assert!(owned.owned);
+        assert_eq!(owned.task.as_deref(), Some("t_worker_real_task"));
+        assert_eq!(owned.run_id, Some(42));
+        assert!(!owned.delegated_child);
+        assert_eq!(owned.gates["kanban_mode_enabled"], true);
+        let _scope = delegated_child_context();
+        let lowered = report();
+        assert!(!lowered.owned);
+        assert_eq!(lowered.task, None);
+        assert!(lowered.delegated_child);
+        assert_eq!(lowered.gates["kanban_mode_enabled"], false);
+    });
+}
