@@ -1,3 +1,38 @@
 //! The SQLite board store: schema and migrations, the write-transaction helper, board paths and
 //! slugs, and every task transition as a compare-and-swap with a typed outcome. All SQL of the
 //! board lives here, so a second backend never touches `dispatch/` or `worker/`.
+//!
+//! It never reads worker identity, never signals or inspects processes, and never reads the clock:
+//! every transition takes `now` (epoch seconds) from the caller. Environment knobs (busy timeout,
+//! board location) come through [`crate::identity::settings`].
+//!
+//! Layout: [`paths`] (root, slugs, resolution), [`store`] (open, pragmas, [`Board::write`]),
+//! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), [`tasks`] (transitions),
+//! [`outcome`] (their typed results), [`query`] (reads), [`fsck`] (invariant checks).
+
+mod error;
+pub mod events;
+pub mod fsck;
+pub mod model;
+pub mod outcome;
+pub mod paths;
+pub mod query;
+mod schema;
+pub mod store;
+pub mod tasks;
+
+pub use error::{BoardError, Result};
+pub use events::{Event, StoredEvent, Termination, append_event};
+pub use fsck::Violation;
+pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef};
+pub use outcome::*;
+pub use paths::{BoardLocation, DEFAULT_BOARD};
+pub use query::TaskFilter;
+pub use store::{Board, Durability, OpenOptions, Tx};
+pub use tasks::{
+    BLOCK_RECURRENCE_LIMIT, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
+    DEFAULT_FAILURE_LIMIT, Fence, NewTask, default_claim_lock,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! The board's error type. Errors are for input that cannot be honoured or a store that cannot be
+//! used (exit 1 in the CLI); a transition that *lost* (a compare-and-swap that matched no row, a
+//! stale run, a live claim) is not an error but a typed outcome (see [`super::Refusal`]).
+//!
+//! Every message names what went wrong (task id, board, path) and says what to do.
+
+use std::path::PathBuf;
+
+/// Anything the board store can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum BoardError {
+    #[error(
+        "invalid board slug {slug:?}: {reason}; a slug is 1-64 characters of a-z, 0-9, `_` and `-`, starting with a letter or digit (e.g. `default`, `team-2`)"
+    )]
+    InvalidSlug { slug: String, reason: &'static str },
+
+    #[error(
+        "board `{slug}` does not exist (no {path}); create it with `kanban boards create {slug}`"
+    )]
+    BoardNotFound { slug: String, path: PathBuf },
+
+    #[error("board `{slug}` already exists at {path}")]
+    BoardExists { slug: String, path: PathBuf },
+
+    #[error(
+        "cannot find the kanban root: pass --home DIR or set HERMES_KANBAN_HOME, HERMES_HOME or HOME"
+    )]
+    NoRoot,
+
+    #[error(
+        "{path} is not a SQLite database (its first bytes are not `SQLite format 3`); it was left untouched. Point --board/--home/HERMES_KANBAN_DB at a board database, or move the file away"
+    )]
+    NotSqlite { path: PathBuf },
+
+    #[error("{path} is a directory, not a board database file")]
+    IsDirectory { path: PathBuf },
+
+    #[error(
+        "the linked SQLite {version} has the WAL-reset corruption bug (3.7.0 to 3.51.2, fixed in 3.51.3 and backported to 3.50.7); refusing to open {path} in WAL mode. Build kanban with the bundled SQLite (rusqlite feature `bundled`)"
+    )]
+    VulnerableSqlite { version: String, path: PathBuf },
+
+    #[error(
+        "board {path} has schema version {found}, newer than this kanban understands ({supported}); upgrade kanban"
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+
+    #[error("SQLite error on {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    #[error("SQLite error: {0}")]
+    Sql(#[from] rusqlite::Error),
+
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "a board write transaction is already open on this connection; run the inner step inside the outer transaction instead of nesting `Board::write`"
+    )]
+    NestedWrite,
+
+    #[error(
+        "the board stayed locked after {tries} attempts to {what}; another process holds a long write transaction, try again"
+    )]
+    Busy { what: &'static str, tries: u32 },
+
+    #[error("no task `{id}` on this board; `kanban list` shows the task ids")]
+    TaskNotFound { id: String },
+
+    #[error("parent task `{id}` does not exist on this board; `kanban list` shows the task ids")]
+    ParentNotFound { id: String },
+
+    #[error("a task title must not be blank")]
+    BlankTitle,
+
+    #[error("a comment body must not be blank")]
+    BlankComment,
+
+    #[error("a block reason must not be blank")]
+    BlankReason,
+
+    #[error("an assignee must not be blank")]
+    BlankAssignee,
+
+    #[error("a task cannot be created both --triage and --blocked; pick one")]
+    ConflictingInitialStatus,
+
+    #[error("{what} must be a whole number of seconds >= 1, got {value}")]
+    InvalidSeconds { what: String, value: String },
+
+    #[error(
+        "unknown block kind {kind:?}; use one of: dependency, needs_input, capability, transient"
+    )]
+    InvalidBlockKind { kind: String },
+
+    #[error(
+        "unknown status {status:?}; use one of: triage, todo, scheduled, ready, running, blocked, review, done, archived"
+    )]
+    InvalidStatus { status: String },
+
+    #[error("a task cannot depend on itself (`{id}`)")]
+    SelfLink { id: String },
+
+    #[error(
+        "linking `{parent}` -> `{child}` would create a dependency cycle (`{parent}` already depends on `{child}`)"
+    )]
+    Cycle { parent: String, child: String },
+
+    #[error("corrupt row in {table}: {message}; run `kanban fsck`")]
+    CorruptRow {
+        table: &'static str,
+        message: String,
+    },
+
+    #[error("cannot encode an event payload: {0}")]
+    Payload(#[from] serde_json::Error),
+}
+
+/// Result alias of the board.
+pub type Result<T, E = BoardError> = std::result::Result<T, E>;

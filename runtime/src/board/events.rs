@@ -1,0 +1,439 @@
+//! Typed task events: one serde enum whose variant names are the `task_events.kind` values and
+//! whose fields are the JSON payload (reference/hermes-dispatch.md Appendix A).
+//!
+//! Events are only ever written by [`append_event`] on an open write transaction ([`Tx`]), so an
+//! event is committed exactly when the transition it describes is. A payload with no fields is
+//! stored as SQL `NULL`, as the original does. Reading keeps the raw kind and payload
+//! ([`StoredEvent`]) so events written by another implementation still list; [`StoredEvent::decode`]
+//! gives the typed view.
+//!
+//! Design decision: a worker-termination report is nested under a `termination` key instead of
+//! being merged into the payload, so it decodes without ambiguity.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::Result;
+use super::model::{BlockKind, Status};
+use super::store::Tx;
+
+/// What the dispatcher did to a worker process before releasing its claim.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Termination {
+    pub prev_pid: Option<i64>,
+    pub host_local: bool,
+    pub termination_attempted: bool,
+    pub terminated: bool,
+    pub sigkill: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_refused: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_recycled: Option<bool>,
+}
+
+/// Every event kind with its payload: the variant name in snake case is the stored kind, the
+/// fields the payload. (The serde tag is `$kind` because some payloads have a `kind` field.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "$kind", rename_all = "snake_case")]
+pub enum Event {
+    Created {
+        assignee: Option<String>,
+        status: Status,
+        parents: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        creator_task_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tenant: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace_kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
+    },
+    /// todo → ready (payload `NULL`), or into `review` (`{status: "review"}`).
+    Promoted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<Status>,
+    },
+    /// An operator's `kanban promote`.
+    PromotedManual {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        from: Status,
+    },
+    /// A claim found an unfinished parent and demoted the task to `todo`.
+    ClaimRejected {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parents: Vec<String>,
+    },
+    Claimed {
+        lock: String,
+        expires: i64,
+        run_id: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source_status: Option<Status>,
+    },
+    ClaimExtended {
+        reason: String,
+        worker_pid: Option<i64>,
+        claim_lock: String,
+        claim_expires_was: Option<i64>,
+        claim_expires_now: i64,
+        last_heartbeat_at: Option<i64>,
+    },
+    Heartbeat {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    Spawned {
+        pid: i64,
+        /// The process fingerprint `"<boot id>|<start time>"`, or `unverified`.
+        started_at: Option<String>,
+    },
+    WorkerRegistered {
+        pid: i64,
+        started_at: Option<String>,
+    },
+    Completed {
+        result_len: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forced: Option<bool>,
+    },
+    Blocked {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<BlockKind>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recurrences: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source_status: Option<Status>,
+        /// `initial_status` blocks: the status the task was created in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<Status>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        requested_kind: Option<BlockKind>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rekind_reason: Option<String>,
+    },
+    DependencyWait {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<BlockKind>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source_status: Option<Status>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
+    },
+    BlockLoopDetected {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<BlockKind>,
+        recurrences: i64,
+        source_status: Option<Status>,
+        limit: i64,
+    },
+    Unblocked {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<Status>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume_status: Option<Status>,
+    },
+    Reclaimed {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        manual: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prev_lock: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stale_lock: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_pid: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim_expires: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_heartbeat_at: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        now: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host_local: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        heartbeat_stale: Option<bool>,
+        retry_status: Status,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        termination: Option<Termination>,
+    },
+    ReclaimDeferred {
+        reason: String,
+        claim_lock: String,
+        claim_expires_now: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        termination: Option<Termination>,
+    },
+    Crashed {
+        pid: Option<i64>,
+        claimer: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        terminal_provider: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_output: Option<String>,
+        retry_status: Status,
+    },
+    ProtocolViolation {
+        pid: Option<i64>,
+        claimer: Option<String>,
+        exit_code: Option<i32>,
+        protocol_violation: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_output: Option<String>,
+        retry_status: Status,
+    },
+    RateLimited {
+        pid: Option<i64>,
+        claimer: Option<String>,
+        exit_code: Option<i32>,
+        retry_status: Status,
+    },
+    TimedOut {
+        pid: Option<i64>,
+        elapsed_seconds: i64,
+        limit_seconds: i64,
+        sigkill: bool,
+        retry_status: Status,
+    },
+    Stale {
+        elapsed_seconds: i64,
+        last_heartbeat_at: Option<i64>,
+        heartbeat_age_seconds: Option<i64>,
+        timeout_seconds: i64,
+        pid: Option<i64>,
+        retry_status: Status,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        termination: Option<Termination>,
+    },
+    /// A running task without a claim went back to `ready`.
+    Reconciled {
+        reason: String,
+        claim_lock: Option<String>,
+        claim_expires: Option<i64>,
+        worker_pid: Option<i64>,
+        now: i64,
+    },
+    SpawnFailed {
+        error: String,
+        failures: i64,
+        retry_status: Status,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        infrastructure: Option<bool>,
+    },
+    GaveUp {
+        failures: i64,
+        effective_limit: i64,
+        limit_source: String,
+        error: Option<String>,
+        trigger_outcome: String,
+        retry_status: Option<Status>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sticky: Option<bool>,
+    },
+    RespawnGuarded {
+        reason: String,
+    },
+    SkippedNonspawnable {
+        assignee: Option<String>,
+    },
+    Archived {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prev_status: Option<Status>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_pid: Option<i64>,
+    },
+    Assigned {
+        assignee: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+    },
+    Commented {
+        author: String,
+        len: usize,
+    },
+    Linked {
+        parent: String,
+        child: String,
+    },
+    Unlinked {
+        parent: String,
+        child: String,
+    },
+    /// The owner daemon admitted a dispatcher claim (admission, DESIGN §8).
+    OwnerAdmitted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim_lock: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipt: Option<serde_json::Value>,
+    },
+    /// A managed worker bound to its admitted run (admission, DESIGN §8).
+    WorkerBound {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim_lock: Option<String>,
+    },
+    /// What a worker process reported when it finished.
+    WorkerResult {
+        pid: i64,
+        claim_lock: Option<String>,
+        exit_code: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_output: Option<String>,
+    },
+}
+
+impl Event {
+    /// Splits the event into its stored kind and payload (`None` for an empty payload).
+    pub fn encode(&self) -> Result<(String, Option<String>)> {
+        let mut value = serde_json::to_value(self)?;
+        let kind = value
+            .as_object_mut()
+            .and_then(|o| o.remove(TAG))
+            .and_then(|k| k.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let payload = match value {
+            serde_json::Value::Object(ref o) if o.is_empty() => None,
+            other => Some(serde_json::to_string(&other)?),
+        };
+        Ok((kind, payload))
+    }
+
+    /// The stored kind, e.g. `claimed`.
+    pub fn kind(&self) -> String {
+        self.encode().map(|(k, _)| k).unwrap_or_default()
+    }
+}
+
+/// The serde tag of [`Event`] (never stored).
+const TAG: &str = "$kind";
+
+/// One stored event row, kind and payload as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    pub id: i64,
+    pub task_id: String,
+    pub run_id: Option<i64>,
+    pub kind: String,
+    pub payload: Option<serde_json::Value>,
+    pub created_at: i64,
+}
+
+impl StoredEvent {
+    /// The typed event, or an error for a kind or payload this version does not know.
+    pub fn decode(&self) -> Result<Event> {
+        let mut object = match &self.payload {
+            Some(serde_json::Value::Object(o)) => o.clone(),
+            _ => serde_json::Map::new(),
+        };
+        object.insert(TAG.to_owned(), serde_json::Value::String(self.kind.clone()));
+        Ok(serde_json::from_value(serde_json::Value::Object(object))?)
+    }
+
+    pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEvent> {
+        let payload: Option<String> = row.get(4)?;
+        Ok(StoredEvent {
+            id: row.get(0)?,
+            task_id: row.get(1)?,
+            run_id: row.get(2)?,
+            kind: row.get(3)?,
+            payload: payload.and_then(|p| serde_json::from_str(&p).ok()),
+            created_at: row.get(5)?,
+        })
+    }
+}
+
+/// The `SELECT` list that [`StoredEvent::from_row`] decodes.
+pub(crate) const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at";
+
+/// Appends `event` for `task_id` inside the caller's write transaction; returns the event id.
+pub fn append_event(
+    tx: &Tx<'_>,
+    task_id: &str,
+    run_id: Option<i64>,
+    event: &Event,
+    now: i64,
+) -> Result<i64> {
+    let (kind, payload) = event.encode()?;
+    tx.execute(
+        "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        rusqlite::params![task_id, run_id, kind, payload, now],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_payload_is_null_and_round_trips() {
+        let e = Event::Heartbeat { note: None };
+        assert_eq!(e.encode().unwrap(), ("heartbeat".to_owned(), None));
+        let stored = StoredEvent {
+            id: 1,
+            task_id: "t_00000000".into(),
+            run_id: None,
+            kind: "heartbeat".into(),
+            payload: None,
+            created_at: 0,
+        };
+        assert_eq!(stored.decode().unwrap(), e);
+    }
+
+    #[test]
+    fn claimed_payload_has_the_reference_fields() {
+        let e = Event::Claimed {
+            lock: "h:1".into(),
+            expires: 900,
+            run_id: 7,
+            source_status: None,
+        };
+        let (kind, payload) = e.encode().unwrap();
+        assert_eq!(kind, "claimed");
+        let v: serde_json::Value = serde_json::from_str(&payload.unwrap()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"lock": "h:1", "expires": 900, "run_id": 7})
+        );
+    }
+
+    #[test]
+    fn unknown_kind_does_not_decode() {
+        let stored = StoredEvent {
+            id: 1,
+            task_id: "t_00000000".into(),
+            run_id: None,
+            kind: "from_the_future".into(),
+            payload: None,
+            created_at: 0,
+        };
+        assert!(stored.decode().is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! Typed outcomes of transitions. A transition either applied (`Outcome::Done(..)` with what it
+//! did) or was refused (`Outcome::Refused(Refusal)`): the compare-and-swap matched no row, the
+//! caller's run is stale, another live claim holds the task, a parent is unfinished. A refusal
+//! changed nothing. The CLI maps refusals to exit code 3.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::model::{BlockKind, Status};
+
+/// Why a transition did not apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Refusal {
+    /// The task is not in a status this transition starts from.
+    WrongStatus {
+        task_id: String,
+        status: Status,
+        expected: &'static str,
+    },
+    /// The caller's run is no longer the task's current run (a stale worker).
+    StaleRun {
+        task_id: String,
+        expected: i64,
+        current: Option<i64>,
+    },
+    /// The caller does not hold the task's claim.
+    NotClaimHolder {
+        task_id: String,
+        expected: String,
+        current: Option<String>,
+    },
+    /// Another claim that has not expired holds the task.
+    LiveClaim {
+        task_id: String,
+        claim_lock: String,
+        claim_expires: i64,
+    },
+    /// A parent is neither done nor archived.
+    ParentsNotDone {
+        task_id: String,
+        parents: Vec<String>,
+    },
+    /// The two tasks are not linked.
+    NotLinked { parent: String, child: String },
+    /// Another process changed the task between our read and our compare-and-swap.
+    Raced { task_id: String },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::WrongStatus {
+                task_id,
+                status,
+                expected,
+            } => write!(f, "task `{task_id}` is {status}; this needs it {expected}"),
+            Refusal::StaleRun {
+                task_id,
+                expected,
+                current,
+            } => match current {
+                Some(c) => write!(
+                    f,
+                    "run {expected} of task `{task_id}` is no longer current (the current run is {c}); this worker's claim was taken over"
+                ),
+                None => write!(
+                    f,
+                    "run {expected} of task `{task_id}` is no longer current (no run is open); this worker's claim was released"
+                ),
+            },
+            Refusal::NotClaimHolder {
+                task_id,
+                expected,
+                current,
+            } => write!(
+                f,
+                "task `{task_id}` is claimed by {}, not by {expected}",
+                current.as_deref().unwrap_or("nobody")
+            ),
+            Refusal::LiveClaim {
+                task_id,
+                claim_lock,
+                claim_expires,
+            } => write!(
+                f,
+                "task `{task_id}` is held by the live claim {claim_lock} (expires at {claim_expires}); pass the run id it owns, wait for it, or use --force"
+            ),
+            Refusal::ParentsNotDone { task_id, parents } => write!(
+                f,
+                "task `{task_id}` waits on unfinished parent(s): {}",
+                parents.join(", ")
+            ),
+            Refusal::NotLinked { parent, child } => {
+                write!(f, "`{child}` does not depend on `{parent}`")
+            }
+            Refusal::Raced { task_id } => write!(
+                f,
+                "task `{task_id}` changed concurrently; nothing was done, look at it again"
+            ),
+        }
+    }
+}
+
+/// The result of a transition that may be refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Outcome<T> {
+    Done(T),
+    Refused(Refusal),
+}
+
+impl<T> Outcome<T> {
+    /// `Ok` when applied, `Err(refusal)` otherwise.
+    pub fn into_result(self) -> Result<T, Refusal> {
+        match self {
+            Outcome::Done(v) => Ok(v),
+            Outcome::Refused(r) => Err(r),
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self, Outcome::Done(_))
+    }
+}
+
+/// `create_task` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Created {
+    pub id: String,
+    pub status: Status,
+    /// True when the idempotency key matched a task that already existed (nothing was created).
+    pub existing: bool,
+}
+
+/// A won claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Claimed {
+    pub task_id: String,
+    pub run_id: i64,
+    pub claim_lock: String,
+    pub claim_expires: i64,
+}
+
+/// `claim` result: `Lost` when another claimer won, the task is not ready, or a parent reopened
+/// (then the task was demoted to `todo` in the same transaction).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ClaimOutcome {
+    Claimed(Claimed),
+    Lost(Refusal),
+}
+
+/// A heartbeat that extended the claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Heartbeated {
+    pub task_id: String,
+    pub run_id: Option<i64>,
+    pub claim_expires: i64,
+}
+
+/// A completed task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Completed {
+    pub task_id: String,
+    /// The run that was closed, if one was open.
+    pub run_id: Option<i64>,
+    /// Children that became ready because every parent is now finished.
+    pub promoted: Vec<String>,
+}
+
+/// A blocked task and where it landed (`blocked`, `todo` for a dependency, `triage` on a loop).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockedTask {
+    pub task_id: String,
+    pub status: Status,
+    pub kind: Option<BlockKind>,
+    pub recurrences: i64,
+    pub run_id: Option<i64>,
+}
+
+/// A status change with where it came from (unblock, promote).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Moved {
+    pub task_id: String,
+    pub from: Status,
+    pub to: Status,
+}
+
+/// An archived task; `worker_pid`/`claim_lock` name a worker that may still run (the caller,
+/// e.g. the dispatcher, terminates it: the board never signals processes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArchivedTask {
+    pub task_id: String,
+    pub prev_status: Status,
+    pub worker_pid: Option<i64>,
+    pub claim_lock: Option<String>,
+    pub run_id: Option<i64>,
+    pub promoted: Vec<String>,
+}
+
+/// An operator reclaim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReclaimedTask {
+    pub task_id: String,
+    pub prev_lock: Option<String>,
+    pub worker_pid: Option<i64>,
+    pub run_id: Option<i64>,
+    pub retry_status: Status,
+}
+
+/// A (re)assignment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AssignedTask {
+    pub task_id: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+/// A link or unlink, with the child's status afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkChange {
+    pub parent: String,
+    pub child: String,
+    /// False when linking an existing edge (nothing changed).
+    pub changed: bool,
+    pub child_status: Status,
+}

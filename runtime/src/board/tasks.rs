@@ -1,0 +1,1390 @@
+//! Task transitions. Each one runs in one write transaction, reads the row, decides, and applies a
+//! compare-and-swap `UPDATE … WHERE id = ? AND status = <seen> [AND claim_lock IS ?]
+//! [AND current_run_id IS ?]` that must change exactly one row; the events describing it are
+//! appended in the same transaction. A loser sees zero rows and gets a [`Refusal`]: no retry
+//! loops, no extra locks.
+//!
+//! Every `*_in(tx, …)` function is the transition on an already open transaction (for
+//! composition, e.g. by `lifecycle.rs`); the [`Board`] method of the same name opens one.
+//!
+//! Invariants kept here: `current_run_id IS NULL` exactly when no run of the task is open (every
+//! transition that leaves `running` closes the run and clears the pointer; a claim first closes a
+//! leaked open run); a task is `ready` only when every parent is done or archived (create, link,
+//! claim, promote and `recompute_ready` all check).
+//!
+//! Design decisions where the issue is silent:
+//! * `blocked` is sticky: only `unblock` or `promote` (operator actions) leave it;
+//!   `recompute_ready` promotes `todo` tasks only.
+//! * The live-claim fence of `complete` is the claim's expiry (the board never inspects processes);
+//!   a caller that passes the current run id, or `force`, passes it.
+//! * `archive` and `reclaim` never signal a worker; they return its pid so the caller can.
+//! * `promote` also takes a task out of `triage`.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::error::{BoardError, Result};
+use super::events::{Event, append_event};
+use super::model::{BlockKind, Status, TASK_COLUMNS, Task};
+use super::outcome::*;
+use super::store::{Board, Tx, random_hex};
+
+/// Default claim TTL: 900 s.
+pub const DEFAULT_CLAIM_TTL_SECONDS: i64 = 900;
+/// Consecutive failures before the breaker blocks a task (a task's `max_retries` wins).
+pub const DEFAULT_FAILURE_LIMIT: i64 = 2;
+/// The same block kind this many times in a row sends the task to `triage`.
+pub const BLOCK_RECURRENCE_LIMIT: i64 = 2;
+
+/// What `kanban create` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub title: String,
+    pub body: Option<String>,
+    pub assignee: Option<String>,
+    pub parents: Vec<String>,
+    pub priority: i64,
+    pub idempotency_key: Option<String>,
+    pub max_runtime_seconds: Option<i64>,
+    /// Start in `triage` instead of flowing.
+    pub triage: bool,
+    /// Start in `blocked` (sticky until unblocked).
+    pub blocked: bool,
+    /// Who created it: a task id when a worker creates it, else a name.
+    pub created_by: Option<String>,
+    /// Soft namespace; inherited from the first parent that has one when `None`.
+    pub tenant: Option<String>,
+    pub max_retries: Option<i64>,
+    pub skills: Option<Vec<String>>,
+    pub branch_name: Option<String>,
+    pub goal_mode: bool,
+    pub goal_max_turns: Option<i64>,
+}
+
+/// A claim request: the lock string (`"<hostname>:<pid>"` of the claimer) and the lease length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimSpec {
+    pub lock: String,
+    pub ttl_seconds: i64,
+}
+
+/// What a caller proves it holds; `None` fields are not checked (an operator).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fence {
+    pub claim_lock: Option<String>,
+    pub run_id: Option<i64>,
+}
+
+/// `"<hostname>:<pid>"` of this process.
+pub fn default_claim_lock() -> String {
+    let uname = rustix::system::uname();
+    let host = uname.nodename().to_string_lossy();
+    let host = if host.is_empty() { "unknown" } else { &host };
+    format!("{host}:{}", std::process::id())
+}
+
+/// Checks a TTL or runtime given in seconds (`what` names it in the error).
+pub fn check_seconds(what: &str, value: i64) -> Result<i64> {
+    if value >= 1 {
+        Ok(value)
+    } else {
+        Err(BoardError::InvalidSeconds {
+            what: what.to_owned(),
+            value: value.to_string(),
+        })
+    }
+}
+
+fn normalize_assignee(assignee: Option<&str>) -> Option<String> {
+    assignee
+        .map(|a| a.trim().to_lowercase())
+        .filter(|a| !a.is_empty())
+}
+
+/// The first line of `text`, at most 400 characters.
+fn summary_line(text: &str) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(400)
+        .collect()
+}
+
+/// Loads a task or fails with [`BoardError::TaskNotFound`].
+pub fn load_task(conn: &rusqlite::Connection, id: &str) -> Result<Task> {
+    conn.query_row(
+        &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"),
+        [id],
+        Task::from_row,
+    )
+    .optional()?
+    .ok_or_else(|| BoardError::TaskNotFound { id: id.to_owned() })
+}
+
+/// Parents of `id` that are neither done nor archived.
+pub fn unfinished_parents(conn: &rusqlite::Connection, id: &str) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT p.id FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+         WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived') ORDER BY p.id",
+    )?;
+    let rows = stmt.query_map([id], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// `ready` when every parent is finished, else `todo`.
+fn landing_status(conn: &rusqlite::Connection, id: &str) -> Result<Status> {
+    Ok(if unfinished_parents(conn, id)?.is_empty() {
+        Status::Ready
+    } else {
+        Status::Todo
+    })
+}
+
+/// Runs an `UPDATE` that must change exactly one row.
+fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
+    Ok(tx.execute(sql, params)? == 1)
+}
+
+/// Closes an open run; returns whether it was open.
+pub fn close_run_in(
+    tx: &Tx<'_>,
+    run_id: i64,
+    status: &str,
+    outcome: &str,
+    summary: Option<&str>,
+    error: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE task_runs SET status = ?2, outcome = ?3, summary = COALESCE(?4, summary), \
+         error = COALESCE(?5, error), ended_at = ?6 WHERE id = ?1 AND ended_at IS NULL",
+        params![run_id, status, outcome, summary, error, now],
+    )? == 1)
+}
+
+/// Closes every open run of `task_id` as reclaimed (invariant recovery); returns how many.
+fn close_leaked_runs(tx: &Tx<'_>, task_id: &str, note: &str, now: i64) -> Result<usize> {
+    Ok(tx.execute(
+        "UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', error = ?2, ended_at = ?3 \
+         WHERE task_id = ?1 AND ended_at IS NULL",
+        params![task_id, note, now],
+    )?)
+}
+
+/// Promotes `todo` children of `parent_id` whose parents are now all finished.
+fn promote_children_in(tx: &Tx<'_>, parent_id: &str, now: i64) -> Result<Vec<String>> {
+    let children: Vec<String> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id \
+             WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY c.id",
+        )?;
+        let rows = stmt.query_map([parent_id], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut promoted = Vec::new();
+    for child in children {
+        if promote_if_ready_in(tx, &child, now)? {
+            promoted.push(child);
+        }
+    }
+    Ok(promoted)
+}
+
+/// `todo` → `ready` for one task whose parents are all finished; event `promoted`.
+fn promote_if_ready_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<bool> {
+    if !unfinished_parents(tx, id)?.is_empty() {
+        return Ok(false);
+    }
+    let moved = cas(
+        tx,
+        "UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'",
+        [id],
+    )?;
+    if moved {
+        append_event(tx, id, None, &Event::Promoted { status: None }, now)?;
+    }
+    Ok(moved)
+}
+
+/// Creates a task (see [`Board::create_task`]).
+pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
+    let title = new.title.trim();
+    if title.is_empty() {
+        return Err(BoardError::BlankTitle);
+    }
+    if new.triage && new.blocked {
+        return Err(BoardError::ConflictingInitialStatus);
+    }
+    if let Some(secs) = new.max_runtime_seconds {
+        check_seconds("--max-runtime", secs)?;
+    }
+    let key = new
+        .idempotency_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    if let Some(key) = key {
+        let existing: Option<(String, String)> = tx
+            .query_row(
+                "SELECT id, status FROM tasks WHERE idempotency_key = ?1 AND status != 'archived' \
+                 ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                [key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        if let Some((id, status)) = existing {
+            return Ok(Created {
+                id,
+                status: status.parse()?,
+                existing: true,
+            });
+        }
+    }
+    let mut parents: Vec<String> = Vec::new();
+    for p in &new.parents {
+        let p = p.trim();
+        if !parents.iter().any(|q| q == p) {
+            parents.push(p.to_owned());
+        }
+    }
+    let mut open_parent = None;
+    let mut tenant = new.tenant.clone().filter(|t| !t.is_empty());
+    for p in &parents {
+        let parent: Option<(String, Option<String>)> = tx
+            .query_row("SELECT status, tenant FROM tasks WHERE id = ?1", [p], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        let Some((status, parent_tenant)) = parent else {
+            return Err(BoardError::ParentNotFound { id: p.clone() });
+        };
+        if open_parent.is_none() && !status.parse::<Status>()?.is_finished() {
+            open_parent = Some(p.clone());
+        }
+        if tenant.is_none() {
+            tenant = parent_tenant.filter(|t| !t.is_empty());
+        }
+    }
+    let status = if new.blocked {
+        Status::Blocked
+    } else if new.triage {
+        Status::Triage
+    } else if open_parent.is_some() {
+        Status::Todo
+    } else {
+        Status::Ready
+    };
+    let assignee = normalize_assignee(new.assignee.as_deref());
+    let skills = match &new.skills {
+        Some(s) => Some(serde_json::to_string(s)?),
+        None => None,
+    };
+    let mut id = String::new();
+    for _ in 0..8 {
+        let candidate = format!("t_{}", random_hex(8));
+        let taken: bool = tx
+            .query_row(
+                "SELECT 1 FROM tasks WHERE id = ?1",
+                [&candidate],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !taken {
+            id = candidate;
+            break;
+        }
+    }
+    if id.is_empty() {
+        return Err(BoardError::CorruptRow {
+            table: "tasks",
+            message: "could not draw an unused task id".to_owned(),
+        });
+    }
+    tx.execute(
+        "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
+         tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
+         goal_max_turns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        params![
+            id,
+            title,
+            new.body,
+            assignee,
+            status.as_str(),
+            new.priority,
+            new.created_by,
+            now,
+            tenant,
+            key,
+            new.max_runtime_seconds,
+            new.max_retries,
+            skills,
+            new.branch_name,
+            new.goal_mode as i64,
+            new.goal_max_turns
+        ],
+    )?;
+    for p in &parents {
+        tx.execute(
+            "INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)",
+            params![p, id],
+        )?;
+    }
+    let creator_task_id = new.created_by.clone().filter(|c| c.starts_with("t_"));
+    append_event(
+        tx,
+        &id,
+        None,
+        &Event::Created {
+            assignee,
+            status,
+            parents: parents.clone(),
+            creator_task_id,
+            tenant,
+            workspace_kind: Some("scratch".to_owned()),
+            idempotency_key: key.map(str::to_owned),
+        },
+        now,
+    )?;
+    match status {
+        Status::Blocked => append_event(
+            tx,
+            &id,
+            None,
+            &Event::Blocked {
+                reason: Some("initial_status".to_owned()),
+                kind: None,
+                recurrences: None,
+                source_status: None,
+                status: Some(Status::Blocked),
+                actor: new.created_by.clone(),
+                requested_kind: None,
+                rekind_reason: None,
+            },
+            now,
+        )?,
+        Status::Todo => append_event(
+            tx,
+            &id,
+            None,
+            &Event::DependencyWait {
+                reason: "parent_not_done".to_owned(),
+                kind: None,
+                source_status: None,
+                parent: open_parent,
+            },
+            now,
+        )?,
+        _ => 0,
+    };
+    Ok(Created {
+        id,
+        status,
+        existing: false,
+    })
+}
+
+/// Claims a ready task (see [`Board::claim`]).
+pub fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
+    check_seconds("the claim TTL", spec.ttl_seconds)?;
+    let task = load_task(tx, id)?;
+    if task.status != Status::Ready || task.claim_lock.is_some() {
+        return Ok(ClaimOutcome::Lost(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "ready and unclaimed",
+        }));
+    }
+    let open = unfinished_parents(tx, id)?;
+    if !open.is_empty() {
+        if cas(
+            tx,
+            "UPDATE tasks SET status = 'todo' WHERE id = ?1 AND status = 'ready'",
+            [id],
+        )? {
+            append_event(
+                tx,
+                id,
+                None,
+                &Event::ClaimRejected {
+                    reason: "parents_not_done".to_owned(),
+                    parents: open.clone(),
+                },
+                now,
+            )?;
+        }
+        return Ok(ClaimOutcome::Lost(Refusal::ParentsNotDone {
+            task_id: id.to_owned(),
+            parents: open,
+        }));
+    }
+    close_leaked_runs(tx, id, "invariant recovery on re-claim", now)?;
+    let expires = now + spec.ttl_seconds;
+    let won = cas(
+        tx,
+        "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, \
+         started_at = COALESCE(started_at, ?4), last_heartbeat_at = ?4, worker_pid = NULL, \
+         worker_started_at = NULL, current_run_id = NULL \
+         WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
+        params![id, spec.lock, expires, now],
+    )?;
+    if !won {
+        return Ok(ClaimOutcome::Lost(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    tx.execute(
+        "INSERT INTO task_runs (task_id, profile, status, claim_lock, claim_expires, \
+         max_runtime_seconds, last_heartbeat_at, started_at) \
+         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?6)",
+        params![
+            id,
+            task.assignee,
+            spec.lock,
+            expires,
+            task.max_runtime_seconds,
+            now
+        ],
+    )?;
+    let run_id = tx.last_insert_rowid();
+    cas(
+        tx,
+        "UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 AND status = 'running' AND claim_lock = ?3",
+        params![id, run_id, spec.lock],
+    )?;
+    append_event(
+        tx,
+        id,
+        Some(run_id),
+        &Event::Claimed {
+            lock: spec.lock.clone(),
+            expires,
+            run_id,
+            source_status: None,
+        },
+        now,
+    )?;
+    Ok(ClaimOutcome::Claimed(Claimed {
+        task_id: id.to_owned(),
+        run_id,
+        claim_lock: spec.lock.clone(),
+        claim_expires: expires,
+    }))
+}
+
+/// Checks `fence` against the task; `None` when it holds.
+fn fence_refusal(task: &Task, fence: &Fence) -> Option<Refusal> {
+    if let Some(run_id) = fence.run_id
+        && task.current_run_id != Some(run_id)
+    {
+        return Some(Refusal::StaleRun {
+            task_id: task.id.clone(),
+            expected: run_id,
+            current: task.current_run_id,
+        });
+    }
+    if let Some(lock) = &fence.claim_lock
+        && task.claim_lock.as_deref() != Some(lock)
+    {
+        return Some(Refusal::NotClaimHolder {
+            task_id: task.id.clone(),
+            expected: lock.clone(),
+            current: task.claim_lock.clone(),
+        });
+    }
+    None
+}
+
+/// Extends a running task's claim and stamps its heartbeat (see [`Board::heartbeat`]).
+pub fn heartbeat_in(
+    tx: &Tx<'_>,
+    id: &str,
+    fence: &Fence,
+    note: Option<&str>,
+    ttl_seconds: i64,
+    now: i64,
+) -> Result<Outcome<Heartbeated>> {
+    check_seconds("the claim TTL", ttl_seconds)?;
+    let task = load_task(tx, id)?;
+    if task.status != Status::Running {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running",
+        }));
+    }
+    if let Some(refusal) = fence_refusal(&task, fence) {
+        return Ok(Outcome::Refused(refusal));
+    }
+    let expires = now + ttl_seconds;
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET claim_expires = ?2, last_heartbeat_at = ?3 \
+         WHERE id = ?1 AND status = 'running' AND claim_lock IS ?4 AND current_run_id IS ?5",
+        params![id, expires, now, task.claim_lock, task.current_run_id],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    if let Some(run_id) = task.current_run_id {
+        tx.execute(
+            "UPDATE task_runs SET claim_expires = ?2, last_heartbeat_at = ?3 \
+             WHERE id = ?1 AND ended_at IS NULL",
+            params![run_id, expires, now],
+        )?;
+    }
+    let note = note.map(str::trim).filter(|n| !n.is_empty());
+    append_event(
+        tx,
+        id,
+        task.current_run_id,
+        &Event::Heartbeat {
+            note: note.map(str::to_owned),
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(Heartbeated {
+        task_id: id.to_owned(),
+        run_id: task.current_run_id,
+        claim_expires: expires,
+    }))
+}
+
+/// What `complete` is told.
+#[derive(Debug, Clone, Default)]
+pub struct Completion {
+    /// The run the caller owns; the task's current run must be this one.
+    pub expected_run_id: Option<i64>,
+    pub summary: Option<String>,
+    pub result: Option<String>,
+    /// Complete even while another live claim holds the task (operator).
+    pub force: bool,
+}
+
+/// Marks a task done (see [`Board::complete`]).
+pub fn complete_in(
+    tx: &Tx<'_>,
+    id: &str,
+    completion: &Completion,
+    now: i64,
+) -> Result<Outcome<Completed>> {
+    let task = load_task(tx, id)?;
+    if !matches!(
+        task.status,
+        Status::Running | Status::Ready | Status::Blocked | Status::Review
+    ) {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running, ready, blocked or review",
+        }));
+    }
+    if let Some(run_id) = completion.expected_run_id
+        && task.current_run_id != Some(run_id)
+    {
+        return Ok(Outcome::Refused(Refusal::StaleRun {
+            task_id: id.to_owned(),
+            expected: run_id,
+            current: task.current_run_id,
+        }));
+    }
+    if completion.expected_run_id.is_none()
+        && !completion.force
+        && task.status == Status::Running
+        && let (Some(lock), Some(expires)) = (&task.claim_lock, task.claim_expires)
+        && expires > now
+    {
+        return Ok(Outcome::Refused(Refusal::LiveClaim {
+            task_id: id.to_owned(),
+            claim_lock: lock.clone(),
+            claim_expires: expires,
+        }));
+    }
+    let open = unfinished_parents(tx, id)?;
+    if !open.is_empty() {
+        return Ok(Outcome::Refused(Refusal::ParentsNotDone {
+            task_id: id.to_owned(),
+            parents: open,
+        }));
+    }
+    let summary = completion
+        .summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let result = completion.result.as_deref();
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = 'done', result = COALESCE(?2, result), completed_at = ?3, \
+         claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_started_at = NULL, \
+         current_run_id = NULL, block_kind = NULL, block_recurrences = 0, \
+         consecutive_failures = 0, last_failure_error = NULL \
+         WHERE id = ?1 AND status = ?4 AND current_run_id IS ?5 AND claim_lock IS ?6",
+        params![
+            id,
+            result,
+            now,
+            task.status.as_str(),
+            task.current_run_id,
+            task.claim_lock
+        ],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let run_summary = summary.or(result);
+    let mut closed = None;
+    if let Some(run_id) = task.current_run_id
+        && close_run_in(tx, run_id, "done", "completed", run_summary, None, now)?
+    {
+        closed = Some(run_id);
+    }
+    close_leaked_runs(tx, id, "invariant recovery on completion", now)?;
+    let stored_result: Option<String> =
+        tx.query_row("SELECT result FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+    append_event(
+        tx,
+        id,
+        closed,
+        &Event::Completed {
+            result_len: stored_result.as_deref().map_or(0, str::len),
+            summary: run_summary.map(summary_line),
+            forced: completion.force.then_some(true),
+        },
+        now,
+    )?;
+    let promoted = promote_children_in(tx, id, now)?;
+    Ok(Outcome::Done(Completed {
+        task_id: id.to_owned(),
+        run_id: closed,
+        promoted,
+    }))
+}
+
+/// Blocks a task (see [`Board::block`]).
+pub fn block_in(
+    tx: &Tx<'_>,
+    id: &str,
+    kind: Option<BlockKind>,
+    reason: &str,
+    expected_run_id: Option<i64>,
+    now: i64,
+) -> Result<Outcome<BlockedTask>> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(BoardError::BlankReason);
+    }
+    let task = load_task(tx, id)?;
+    if !matches!(task.status, Status::Running | Status::Ready) {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running or ready",
+        }));
+    }
+    if let Some(run_id) = expected_run_id
+        && task.current_run_id != Some(run_id)
+    {
+        return Ok(Outcome::Refused(Refusal::StaleRun {
+            task_id: id.to_owned(),
+            expected: run_id,
+            current: task.current_run_id,
+        }));
+    }
+    let source_status = Status::Ready;
+    let mut kind = kind;
+    let mut requested_kind = None;
+    if kind == Some(BlockKind::Dependency) && unfinished_parents(tx, id)?.is_empty() {
+        // Nothing to wait for: a dependency block without an open parent would never resume.
+        requested_kind = kind;
+        kind = Some(BlockKind::NeedsInput);
+    }
+    let (status, recurrences, event) = if kind == Some(BlockKind::Dependency) {
+        (
+            Status::Todo,
+            task.block_recurrences,
+            Event::DependencyWait {
+                reason: reason.to_owned(),
+                kind,
+                source_status: Some(source_status),
+                parent: None,
+            },
+        )
+    } else {
+        let recurrences = if task.block_kind == kind {
+            task.block_recurrences + 1
+        } else {
+            1
+        };
+        if recurrences >= BLOCK_RECURRENCE_LIMIT {
+            (
+                Status::Triage,
+                recurrences,
+                Event::BlockLoopDetected {
+                    reason: reason.to_owned(),
+                    kind,
+                    recurrences,
+                    source_status: Some(source_status),
+                    limit: BLOCK_RECURRENCE_LIMIT,
+                },
+            )
+        } else {
+            (
+                Status::Blocked,
+                recurrences,
+                Event::Blocked {
+                    reason: Some(reason.to_owned()),
+                    kind,
+                    recurrences: Some(recurrences),
+                    source_status: Some(source_status),
+                    status: None,
+                    actor: None,
+                    requested_kind,
+                    rekind_reason: requested_kind.map(|_| "no_open_parent".to_owned()),
+                },
+            )
+        }
+    };
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = ?2, block_kind = ?3, block_recurrences = ?4, \
+         claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_started_at = NULL, \
+         current_run_id = NULL \
+         WHERE id = ?1 AND status = ?5 AND current_run_id IS ?6 AND claim_lock IS ?7",
+        params![
+            id,
+            status.as_str(),
+            kind.map(BlockKind::as_str),
+            recurrences,
+            task.status.as_str(),
+            task.current_run_id,
+            task.claim_lock
+        ],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let mut closed = None;
+    if let Some(run_id) = task.current_run_id
+        && close_run_in(tx, run_id, "blocked", "blocked", Some(reason), None, now)?
+    {
+        closed = Some(run_id);
+    }
+    close_leaked_runs(tx, id, "invariant recovery on block", now)?;
+    append_event(tx, id, closed, &event, now)?;
+    Ok(Outcome::Done(BlockedTask {
+        task_id: id.to_owned(),
+        status,
+        kind,
+        recurrences,
+        run_id: closed,
+    }))
+}
+
+/// `blocked` → `ready` (or `todo` while a parent is unfinished); resets the failure counter but
+/// keeps `block_kind`/`block_recurrences` (only completion resets them).
+pub fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Moved>> {
+    let task = load_task(tx, id)?;
+    if !matches!(task.status, Status::Blocked | Status::Scheduled) {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "blocked or scheduled",
+        }));
+    }
+    let to = landing_status(tx, id)?;
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = ?2, consecutive_failures = 0, last_failure_error = NULL, \
+         claim_lock = NULL, claim_expires = NULL, current_run_id = NULL WHERE id = ?1 AND status = ?3",
+        params![id, to.as_str(), task.status.as_str()],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    close_leaked_runs(tx, id, "invariant recovery on unblock", now)?;
+    let event = if to == Status::Ready {
+        Event::Unblocked {
+            status: None,
+            resume_status: None,
+        }
+    } else {
+        Event::Unblocked {
+            status: Some(to),
+            resume_status: Some(Status::Ready),
+        }
+    };
+    append_event(tx, id, None, &event, now)?;
+    Ok(Outcome::Done(Moved {
+        task_id: id.to_owned(),
+        from: task.status,
+        to,
+    }))
+}
+
+/// Operator promotion: `triage`/`todo`/`blocked` → `ready`, refused while a parent is unfinished.
+/// Resets the failure counter (a deliberate operator action).
+pub fn promote_in(
+    tx: &Tx<'_>,
+    id: &str,
+    actor: Option<&str>,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<Moved>> {
+    let task = load_task(tx, id)?;
+    if !matches!(task.status, Status::Triage | Status::Todo | Status::Blocked) {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "triage, todo or blocked",
+        }));
+    }
+    let open = unfinished_parents(tx, id)?;
+    if !open.is_empty() {
+        return Ok(Outcome::Refused(Refusal::ParentsNotDone {
+            task_id: id.to_owned(),
+            parents: open,
+        }));
+    }
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = 'ready', consecutive_failures = 0, last_failure_error = NULL, \
+         claim_lock = NULL, claim_expires = NULL, current_run_id = NULL WHERE id = ?1 AND status = ?2",
+        params![id, task.status.as_str()],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    close_leaked_runs(tx, id, "invariant recovery on promote", now)?;
+    append_event(
+        tx,
+        id,
+        None,
+        &Event::PromotedManual {
+            actor: actor.map(str::to_owned),
+            reason: reason.map(str::to_owned),
+            from: task.status,
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(Moved {
+        task_id: id.to_owned(),
+        from: task.status,
+        to: Status::Ready,
+    }))
+}
+
+/// Archives a task from any status; closes an open run as reclaimed and promotes children that
+/// only waited on it. The worker of a running task is *not* signalled (see [`ArchivedTask`]).
+pub fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
+    let task = load_task(tx, id)?;
+    if task.status == Status::Archived {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "not archived",
+        }));
+    }
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = 'archived', claim_lock = NULL, claim_expires = NULL, \
+         worker_pid = NULL, worker_started_at = NULL, current_run_id = NULL \
+         WHERE id = ?1 AND status = ?2 AND current_run_id IS ?3",
+        params![id, task.status.as_str(), task.current_run_id],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let mut closed = None;
+    if let Some(run_id) = task.current_run_id
+        && close_run_in(
+            tx,
+            run_id,
+            "reclaimed",
+            "reclaimed",
+            None,
+            Some("task archived with run still active"),
+            now,
+        )?
+    {
+        closed = Some(run_id);
+    }
+    close_leaked_runs(tx, id, "task archived with run still active", now)?;
+    append_event(
+        tx,
+        id,
+        closed,
+        &Event::Archived {
+            prev_status: Some(task.status),
+            worker_pid: task.worker_pid,
+        },
+        now,
+    )?;
+    let promoted = promote_children_in(tx, id, now)?;
+    Ok(Outcome::Done(ArchivedTask {
+        task_id: id.to_owned(),
+        prev_status: task.status,
+        worker_pid: task.worker_pid,
+        claim_lock: task.claim_lock,
+        run_id: closed,
+        promoted,
+    }))
+}
+
+/// Operator reclaim: a running (or still claimed) task goes back to `ready` with a fresh failure
+/// budget; its run is closed as reclaimed. The worker is *not* signalled (see [`ReclaimedTask`]).
+pub fn reclaim_in(
+    tx: &Tx<'_>,
+    id: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<ReclaimedTask>> {
+    let task = load_task(tx, id)?;
+    let claimed = task.status == Status::Running || task.claim_lock.is_some();
+    if !claimed
+        || !matches!(
+            task.status,
+            Status::Running | Status::Ready | Status::Blocked
+        )
+    {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running or claimed",
+        }));
+    }
+    let retry_status = if task.status == Status::Blocked {
+        Status::Blocked
+    } else {
+        Status::Ready
+    };
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = ?2, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
+         worker_started_at = NULL, current_run_id = NULL, consecutive_failures = 0, \
+         last_failure_error = NULL \
+         WHERE id = ?1 AND status = ?3 AND claim_lock IS ?4 AND current_run_id IS ?5",
+        params![
+            id,
+            retry_status.as_str(),
+            task.status.as_str(),
+            task.claim_lock,
+            task.current_run_id
+        ],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    let error = format!("manual_reclaim: {}", reason.unwrap_or("operator"));
+    let mut closed = None;
+    if let Some(run_id) = task.current_run_id
+        && close_run_in(
+            tx,
+            run_id,
+            "reclaimed",
+            "reclaimed",
+            None,
+            Some(&error),
+            now,
+        )?
+    {
+        closed = Some(run_id);
+    }
+    close_leaked_runs(tx, id, &error, now)?;
+    append_event(
+        tx,
+        id,
+        closed,
+        &Event::Reclaimed {
+            manual: Some(true),
+            reason: reason.map(str::to_owned),
+            prev_lock: task.claim_lock.clone(),
+            stale_lock: None,
+            worker_pid: task.worker_pid,
+            claim_expires: task.claim_expires,
+            last_heartbeat_at: task.last_heartbeat_at,
+            now: Some(now),
+            host_local: None,
+            heartbeat_stale: None,
+            retry_status,
+            termination: None,
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(ReclaimedTask {
+        task_id: id.to_owned(),
+        prev_lock: task.claim_lock,
+        worker_pid: task.worker_pid,
+        run_id: closed,
+        retry_status,
+    }))
+}
+
+/// Sets (or with `None` clears) the assignee; refused while a claim holds the task. Assigning a
+/// different profile resets the failure counter.
+pub fn assign_in(
+    tx: &Tx<'_>,
+    id: &str,
+    assignee: Option<&str>,
+    now: i64,
+) -> Result<Outcome<AssignedTask>> {
+    if assignee.is_some_and(|a| a.trim().is_empty()) {
+        return Err(BoardError::BlankAssignee);
+    }
+    let to = normalize_assignee(assignee);
+    let task = load_task(tx, id)?;
+    if task.status == Status::Running || task.claim_lock.is_some() {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "not running (reclaim it first)",
+        }));
+    }
+    let changed = task.assignee != to;
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET assignee = ?2, \
+         consecutive_failures = CASE WHEN ?3 THEN 0 ELSE consecutive_failures END \
+         WHERE id = ?1 AND status = ?4 AND claim_lock IS NULL AND assignee IS ?5",
+        params![id, to, changed, task.status.as_str(), task.assignee],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    append_event(
+        tx,
+        id,
+        None,
+        &Event::Assigned {
+            assignee: to.clone(),
+            from: task.assignee.clone(),
+            source: None,
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(AssignedTask {
+        task_id: id.to_owned(),
+        from: task.assignee,
+        to,
+    }))
+}
+
+/// Adds a comment; returns its id.
+pub fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i64) -> Result<i64> {
+    if body.trim().is_empty() {
+        return Err(BoardError::BlankComment);
+    }
+    let task = load_task(tx, id)?;
+    let author = if author.trim().is_empty() {
+        "operator"
+    } else {
+        author.trim()
+    };
+    tx.execute(
+        "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![id, author, body, now],
+    )?;
+    let comment_id = tx.last_insert_rowid();
+    append_event(
+        tx,
+        id,
+        task.current_run_id,
+        &Event::Commented {
+            author: author.to_owned(),
+            len: body.len(),
+        },
+        now,
+    )?;
+    Ok(comment_id)
+}
+
+/// True when `ancestor` is `id` or one of its (transitive) parents.
+fn depends_on(conn: &rusqlite::Connection, id: &str, ancestor: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "WITH RECURSIVE anc(id) AS ( \
+               SELECT ?1 UNION SELECT l.parent_id FROM task_links l JOIN anc ON l.child_id = anc.id) \
+             SELECT 1 FROM anc WHERE id = ?2 LIMIT 1",
+            params![id, ancestor],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Makes `child` depend on `parent`. Self-links and cycles are errors; a running child is
+/// refused; a ready child of an unfinished parent goes back to `todo`.
+pub fn link_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outcome<LinkChange>> {
+    if parent == child {
+        return Err(BoardError::SelfLink {
+            id: parent.to_owned(),
+        });
+    }
+    let parent_task = load_task(tx, parent)?;
+    let child_task = load_task(tx, child)?;
+    let exists = tx
+        .query_row(
+            "SELECT 1 FROM task_links WHERE parent_id = ?1 AND child_id = ?2",
+            params![parent, child],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    if exists {
+        return Ok(Outcome::Done(LinkChange {
+            parent: parent.to_owned(),
+            child: child.to_owned(),
+            changed: false,
+            child_status: child_task.status,
+        }));
+    }
+    if depends_on(tx, parent, child)? {
+        return Err(BoardError::Cycle {
+            parent: parent.to_owned(),
+            child: child.to_owned(),
+        });
+    }
+    if child_task.status == Status::Running {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: child.to_owned(),
+            status: child_task.status,
+            expected: "not running (a running task cannot gain a parent)",
+        }));
+    }
+    tx.execute(
+        "INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)",
+        params![parent, child],
+    )?;
+    let mut child_status = child_task.status;
+    if child_task.status == Status::Ready && !parent_task.status.is_finished() {
+        if !cas(
+            tx,
+            "UPDATE tasks SET status = 'todo' WHERE id = ?1 AND status = 'ready'",
+            [child],
+        )? {
+            return Err(BoardError::CorruptRow {
+                table: "tasks",
+                message: format!("task `{child}` changed inside a write transaction"),
+            });
+        }
+        child_status = Status::Todo;
+        append_event(
+            tx,
+            child,
+            None,
+            &Event::DependencyWait {
+                reason: "parent_not_done".to_owned(),
+                kind: None,
+                source_status: Some(Status::Ready),
+                parent: Some(parent.to_owned()),
+            },
+            now,
+        )?;
+    }
+    append_event(
+        tx,
+        child,
+        None,
+        &Event::Linked {
+            parent: parent.to_owned(),
+            child: child.to_owned(),
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(LinkChange {
+        parent: parent.to_owned(),
+        child: child.to_owned(),
+        changed: true,
+        child_status,
+    }))
+}
+
+/// Removes the dependency of `child` on `parent`; a `todo` child whose remaining parents are all
+/// finished becomes ready.
+pub fn unlink_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outcome<LinkChange>> {
+    load_task(tx, parent)?;
+    load_task(tx, child)?;
+    let removed = tx.execute(
+        "DELETE FROM task_links WHERE parent_id = ?1 AND child_id = ?2",
+        params![parent, child],
+    )?;
+    if removed != 1 {
+        return Ok(Outcome::Refused(Refusal::NotLinked {
+            parent: parent.to_owned(),
+            child: child.to_owned(),
+        }));
+    }
+    append_event(
+        tx,
+        child,
+        None,
+        &Event::Unlinked {
+            parent: parent.to_owned(),
+            child: child.to_owned(),
+        },
+        now,
+    )?;
+    promote_if_ready_in(tx, child, now)?;
+    let child_status = load_task(tx, child)?.status;
+    Ok(Outcome::Done(LinkChange {
+        parent: parent.to_owned(),
+        child: child.to_owned(),
+        changed: true,
+        child_status,
+    }))
+}
+
+/// Promotes every `todo` task whose parents are all finished; returns their ids.
+pub fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
+    let candidates: Vec<String> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
+               SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+               WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
+             ORDER BY t.priority DESC, t.created_at ASC, t.id",
+        )?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut promoted = Vec::with_capacity(candidates.len());
+    for id in candidates {
+        if cas(
+            tx,
+            "UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'",
+            [&id],
+        )? {
+            append_event(tx, &id, None, &Event::Promoted { status: None }, now)?;
+            promoted.push(id);
+        }
+    }
+    Ok(promoted)
+}
+
+impl Board {
+    /// Creates a task: `blocked` / `triage` when asked, else `todo` while a parent is unfinished,
+    /// else `ready`. An idempotency key that matches a non-archived task returns that task
+    /// (`existing: true`) and creates nothing.
+    pub fn create_task(&self, new: &NewTask, now: i64) -> Result<Created> {
+        self.write(|tx| create_task_in(tx, new, now))
+    }
+
+    /// Claims a ready task: parent gate (demotes to `todo` when a parent reopened), CAS
+    /// `ready → running`, a new run, `current_run_id`, a fresh heartbeat, event `claimed`.
+    pub fn claim(&self, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
+        self.write(|tx| claim_in(tx, id, spec, now))
+    }
+
+    /// Extends the claim to `now + ttl_seconds` and stamps `last_heartbeat_at` on the task and its
+    /// run, fenced on `fence`; event `heartbeat`.
+    pub fn heartbeat(
+        &self,
+        id: &str,
+        fence: &Fence,
+        note: Option<&str>,
+        ttl_seconds: i64,
+        now: i64,
+    ) -> Result<Outcome<Heartbeated>> {
+        self.write(|tx| heartbeat_in(tx, id, fence, note, ttl_seconds, now))
+    }
+
+    /// Marks a task done; closes its run (`completed`) and promotes children now free to run.
+    pub fn complete(
+        &self,
+        id: &str,
+        completion: &Completion,
+        now: i64,
+    ) -> Result<Outcome<Completed>> {
+        self.write(|tx| complete_in(tx, id, completion, now))
+    }
+
+    /// Blocks a running or ready task: `dependency` → `todo`; the same kind twice in a row →
+    /// `triage` (`block_loop_detected`); otherwise `blocked`. Closes the run (`blocked`).
+    pub fn block(
+        &self,
+        id: &str,
+        kind: Option<BlockKind>,
+        reason: &str,
+        expected_run_id: Option<i64>,
+        now: i64,
+    ) -> Result<Outcome<BlockedTask>> {
+        self.write(|tx| block_in(tx, id, kind, reason, expected_run_id, now))
+    }
+
+    /// See [`unblock_in`].
+    pub fn unblock(&self, id: &str, now: i64) -> Result<Outcome<Moved>> {
+        self.write(|tx| unblock_in(tx, id, now))
+    }
+
+    /// See [`promote_in`].
+    pub fn promote(
+        &self,
+        id: &str,
+        actor: Option<&str>,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<Moved>> {
+        self.write(|tx| promote_in(tx, id, actor, reason, now))
+    }
+
+    /// See [`archive_in`].
+    pub fn archive(&self, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
+        self.write(|tx| archive_in(tx, id, now))
+    }
+
+    /// See [`reclaim_in`].
+    pub fn reclaim(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<ReclaimedTask>> {
+        self.write(|tx| reclaim_in(tx, id, reason, now))
+    }
+
+    /// See [`assign_in`].
+    pub fn assign(
+        &self,
+        id: &str,
+        assignee: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<AssignedTask>> {
+        self.write(|tx| assign_in(tx, id, assignee, now))
+    }
+
+    /// See [`comment_in`].
+    pub fn comment(&self, id: &str, author: &str, body: &str, now: i64) -> Result<i64> {
+        self.write(|tx| comment_in(tx, id, author, body, now))
+    }
+
+    /// See [`link_in`].
+    pub fn link(&self, parent: &str, child: &str, now: i64) -> Result<Outcome<LinkChange>> {
+        self.write(|tx| link_in(tx, parent, child, now))
+    }
+
+    /// See [`unlink_in`].
+    pub fn unlink(&self, parent: &str, child: &str, now: i64) -> Result<Outcome<LinkChange>> {
+        self.write(|tx| unlink_in(tx, parent, child, now))
+    }
+
+    /// See [`recompute_ready_in`].
+    pub fn recompute_ready(&self, now: i64) -> Result<Vec<String>> {
+        self.write(|tx| recompute_ready_in(tx, now))
+    }
+}
