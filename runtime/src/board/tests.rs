@@ -375,7 +375,7 @@ fn complete_closes_the_run_and_promotes_children() {
         .into_result()
         .unwrap();
     assert_eq!(done.run_id, Some(run));
-    assert_eq!(done.promoted, [solo.clone()]);
+    assert_eq!(done.promoted, vec![solo.clone()]);
     let t = b.get_task(&p).unwrap();
     assert_eq!(t.status, Status::Done);
     assert_eq!(t.result.as_deref(), Some("42"));
@@ -653,7 +653,7 @@ fn archive_closes_the_run_and_frees_children() {
         (a.prev_status, a.run_id, a.claim_lock.as_deref()),
         (Status::Running, Some(run), Some("host:1"))
     );
-    assert_eq!(a.promoted, [c.clone()]);
+    assert_eq!(a.promoted, vec![c.clone()]);
     assert_eq!(
         b.run(run).unwrap().unwrap().outcome.as_deref(),
         Some("reclaimed")
@@ -869,7 +869,7 @@ fn recompute_ready_promotes_only_free_todo_tasks() {
     b.conn()
         .execute("UPDATE tasks SET status = 'done' WHERE id = ?1", [&p])
         .unwrap();
-    assert_eq!(b.recompute_ready(T0).unwrap(), [c.clone()]);
+    assert_eq!(b.recompute_ready(T0).unwrap(), vec![c.clone()]);
     assert_eq!(status(&b, &c), Status::Ready);
     assert_eq!(status(&b, &blocked), Status::Blocked, "blocked is sticky");
 }
