@@ -1,5 +1,82 @@
-//! `cargo xtask check|drift|lint`: the project's static checks.
+//! `cargo xtask check|drift|lint`: the project's static checks (model: rust-analyzer's xtask).
+//!
+//! Each task is one small function returning `anyhow::Result<()>`; a task that finds problems
+//! prints them as `path:line:col: rule: message — how to fix` and fails, so the process exits
+//! non-zero. The analysis itself lives in the `kanban-lints` library (so `cargo test` runs it
+//! too); this binary only parses flags, runs cargo for fmt and clippy, prints and sets the exit
+//! code. It never edits the sources.
 
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!("xtask: no tasks built yet")
+mod check;
+mod flags;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use kanban_lints::Diagnostic;
+
+fn main() {
+    // Print the chain of causes only: a failed check is not a crash, no backtrace.
+    if let Err(e) = run() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let flags = match flags::Flags::parse(std::env::args().skip(1)) {
+        Ok(flags) => flags,
+        Err(msg) => {
+            eprintln!("{msg}\n\n{}", flags::USAGE);
+            std::process::exit(2);
+        }
+    };
+    let root = match &flags.root {
+        Some(root) => root.clone(),
+        None => project_root(),
+    };
+    match flags.task {
+        flags::Task::Help => {
+            println!("{}", flags::USAGE);
+            Ok(())
+        }
+        flags::Task::Check => check::run(&root),
+        flags::Task::Drift => drift(&root),
+        flags::Task::Lint => lint(&root),
+    }
+}
+
+/// The workspace root: the parent of this package's folder.
+fn project_root() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    dir.parent().unwrap_or(dir).to_path_buf()
+}
+
+/// `cargo xtask drift`: the env-key drift guard over `dispatch::default_spawn`.
+pub fn drift(root: &Path) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let diags = kanban_lints::drift_root(root).context("drift guard")?;
+    report("drift", &diags, started)
+}
+
+/// `cargo xtask lint`: the syn-based rules over `runtime/src`.
+pub fn lint(root: &Path) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let diags = kanban_lints::lint_root(root).context("lint")?;
+    report("lint", &diags, started)
+}
+
+/// Prints `diags`; fails when one of them is an error.
+fn report(task: &str, diags: &[Diagnostic], started: Instant) -> anyhow::Result<()> {
+    for d in diags {
+        println!("{d}");
+    }
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let warnings = diags.len() - errors;
+    let elapsed = started.elapsed().as_millis();
+    if errors > 0 {
+        bail!("{task}: {errors} error(s), {warnings} warning(s) ({elapsed} ms)");
+    }
+    eprintln!("{task}: ok, {warnings} warning(s) ({elapsed} ms)");
+    Ok(())
 }

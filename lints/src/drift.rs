@@ -1,0 +1,568 @@
+//! The env-key drift guard (DESIGN §9): every `HERMES_KANBAN_*` key that
+//! `dispatch::default_spawn` puts into (or removes from) a worker's environment must be
+//! classified in `identity::KANBAN_ENV_KEYS` (identity and location: the scrubber removes them
+//! from non-owned children) or `identity::BEHAVIOR_ONLY_ENV_KEYS` (behaviour knobs).
+//!
+//! How it reads the code (syn, no type checking):
+//! * `default_spawn` must be defined exactly once in the non-test code of `runtime/src`.
+//! * Starting from it, it follows the same-crate functions it calls whose signature handles a
+//!   command or an env map (a parameter or return type naming `Command`, a map, `Vec<(…)>`,
+//!   `Extend` or an iterator of pairs), transitively. String arguments at the call site are bound
+//!   to the helper's parameters, so `set(&mut cmd, KEY, v)` resolves inside `set`.
+//! * Keys come from `.env(K, _)`, `.envs(…)` / `.extend(…)` (arrays, `vec![]`, consts or locals
+//!   of `(K, V)` tuples), `.env_remove(K)` and `.insert(K, _)`. `K` is resolved through string
+//!   literals, `const`/`static` items anywhere in the crate, `let` bindings, `for` and closure
+//!   bindings over such collections, `if`/`match` arms and `to_string()`-like conversions.
+//! * An `.env(K, _)` whose key cannot be resolved is an error (the guard cannot vouch for it);
+//!   an unresolved `.env_remove(K)` is a warning (a removal never grants identity); an unresolved
+//!   `.insert` is ignored (it may be an unrelated map).
+//!
+//! Findings: an unclassified key (error, at the injection, naming the constant it went through),
+//! no `HERMES_KANBAN_*` injection at all (error: parser drift), a missing or duplicated
+//! `default_spawn` or key list (error), a classified key never injected (warning).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::visit::{self, Visit};
+
+use crate::diag::Diagnostic;
+use crate::resolve::{Binding, Consts, Locals, Resolver, Str};
+use crate::rules::KANBAN_PREFIX;
+use crate::source::{IDENTITY_DIR, Tree};
+
+/// The rule name printed in drift diagnostics.
+pub const RULE: &str = "drift";
+/// The function the guard parses (contract name).
+pub const SPAWN_FN: &str = "default_spawn";
+/// The identity key list.
+pub const IDENTITY_LIST: &str = "KANBAN_ENV_KEYS";
+/// The behaviour-only key list.
+pub const BEHAVIOR_LIST: &str = "BEHAVIOR_ONLY_ENV_KEYS";
+
+const CLASSIFY: &str = "classify it: add it to `identity::KANBAN_ENV_KEYS` if it identifies the \
+     worker, its task, run or board (non-owned children then lose it), or to \
+     `identity::BEHAVIOR_ONLY_ENV_KEYS` if it only tunes the worker's behaviour";
+
+/// Whether a key is put into the child's environment or taken out of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Set,
+    Remove,
+}
+
+/// One key found in `default_spawn` or a helper.
+#[derive(Debug, Clone)]
+pub struct Injection {
+    pub key: String,
+    pub kind: Kind,
+    pub path: String,
+    pub span: Span,
+    /// The constant the key was read through: (name, file, line).
+    pub via: Option<(String, String, usize)>,
+    /// The function containing the call.
+    pub in_fn: String,
+}
+
+/// What the guard found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub injections: Vec<Injection>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Runs the guard over `tree`; diagnostics sorted by place.
+pub fn check(tree: &Tree) -> Vec<Diagnostic> {
+    let mut d = analyze(tree).diagnostics;
+    d.sort();
+    d.dedup();
+    d
+}
+
+struct FnDef<'t> {
+    name: String,
+    path: &'t str,
+    sig: &'t syn::Signature,
+    block: &'t syn::Block,
+}
+
+fn index_fns(tree: &Tree) -> Vec<FnDef<'_>> {
+    struct Collect<'t, 'o> {
+        path: &'t str,
+        out: &'o mut Vec<FnDef<'t>>,
+    }
+    impl<'t> Visit<'t> for Collect<'t, '_> {
+        fn visit_item_fn(&mut self, f: &'t syn::ItemFn) {
+            self.out.push(FnDef {
+                name: f.sig.ident.to_string(),
+                path: self.path,
+                sig: &f.sig,
+                block: &f.block,
+            });
+            visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'t syn::ImplItemFn) {
+            self.out.push(FnDef {
+                name: f.sig.ident.to_string(),
+                path: self.path,
+                sig: &f.sig,
+                block: &f.block,
+            });
+            visit::visit_impl_item_fn(self, f);
+        }
+        fn visit_trait_item_fn(&mut self, f: &'t syn::TraitItemFn) {
+            if let Some(block) = &f.default {
+                self.out.push(FnDef {
+                    name: f.sig.ident.to_string(),
+                    path: self.path,
+                    sig: &f.sig,
+                    block,
+                });
+            }
+            visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let mut out = Vec::new();
+    for file in &tree.files {
+        Collect {
+            path: &file.path,
+            out: &mut out,
+        }
+        .visit_file(&file.ast);
+    }
+    out
+}
+
+/// True when the signature hands over or returns a command or an env map.
+fn handles_env(sig: &syn::Signature) -> bool {
+    const MARKERS: &[&str] = &[
+        "Command", "HashMap", "BTreeMap", "IndexMap", "Vec < (", "[(", "Extend", "Item = (",
+    ];
+    let mut text = String::new();
+    for input in &sig.inputs {
+        if let syn::FnArg::Typed(t) = input {
+            let ty = &t.ty;
+            text.push_str(&quote::quote!(#ty).to_string());
+            text.push(' ');
+        }
+    }
+    if let syn::ReturnType::Type(_, ty) = &sig.output {
+        text.push_str(&quote::quote!(#ty).to_string());
+    }
+    MARKERS.iter().any(|m| text.contains(m))
+}
+
+/// Runs the guard and returns everything it found.
+pub fn analyze(tree: &Tree) -> Report {
+    let consts = Consts::of(tree);
+    let fns = index_fns(tree);
+    let mut report = Report::default();
+
+    let spawns: Vec<&FnDef<'_>> = fns.iter().filter(|f| f.name == SPAWN_FN).collect();
+    let spawn = match spawns.as_slice() {
+        [] => {
+            let path = tree
+                .files
+                .iter()
+                .find(|f| f.in_module("dispatch"))
+                .map_or("runtime/src/dispatch/mod.rs", |f| f.path.as_str());
+            report.diagnostics.push(Diagnostic {
+                path: path.to_owned(),
+                line: 1,
+                col: 1,
+                severity: crate::Severity::Error,
+                rule: RULE,
+                message: format!(
+                    "`{SPAWN_FN}` is missing: no non-test function of runtime/src has that name, \
+                     so nothing shows which environment a worker is granted"
+                ),
+                fix: format!(
+                    "define `dispatch::{SPAWN_FN}` (contract name, DESIGN §5); if it was renamed, \
+                     rename it back"
+                ),
+            });
+            return report;
+        }
+        [one] => *one,
+        [first, rest @ ..] => {
+            let line = first.sig.ident.span().start().line;
+            for dup in rest {
+                report.diagnostics.push(Diagnostic::error(
+                    dup.path,
+                    dup.sig.ident.span(),
+                    RULE,
+                    format!(
+                        "`{SPAWN_FN}` is defined twice (first at {}:{line}); the guard cannot \
+                         tell which one grants identity",
+                        first.path
+                    ),
+                    "keep exactly one `default_spawn`; name helpers differently",
+                ));
+            }
+            return report;
+        }
+    };
+
+    // Walk default_spawn and the helpers it hands the command or env map to.
+    let mut queue: Vec<(usize, HashMap<String, Vec<Str>>, usize)> = Vec::new();
+    let spawn_idx = fns
+        .iter()
+        .position(|f| std::ptr::eq(f, spawn))
+        .unwrap_or_default();
+    queue.push((spawn_idx, HashMap::new(), 0));
+    let mut seen: HashSet<String> = HashSet::new();
+    while let Some((idx, params, depth)) = queue.pop() {
+        let def = &fns[idx];
+        let mut sig_key: Vec<String> = params
+            .iter()
+            .map(|(k, v)| {
+                let vals: Vec<&str> = v.iter().map(|s| s.value.as_str()).collect();
+                format!("{k}={}", vals.join("|"))
+            })
+            .collect();
+        sig_key.sort();
+        if !seen.insert(format!("{idx}:{}", sig_key.join(","))) || depth > 8 {
+            continue;
+        }
+        let resolver = Resolver {
+            consts: &consts,
+            path: def.path,
+        };
+        let mut locals: Locals<'_> = params
+            .into_iter()
+            .map(|(k, v)| (k, Binding::Strings(v)))
+            .collect();
+        bind_locals(def.block, &mut locals);
+        let mut walk = Walk {
+            def,
+            fns: &fns,
+            resolver: &resolver,
+            locals: &locals,
+            injections: &mut report.injections,
+            diagnostics: &mut report.diagnostics,
+            calls: Vec::new(),
+        };
+        walk.visit_block(def.block);
+        for (callee, bound) in walk.calls {
+            queue.push((callee, bound, depth + 1));
+        }
+    }
+
+    classify(tree, &consts, spawn, &mut report);
+    report
+}
+
+fn classify(tree: &Tree, consts: &Consts, spawn: &FnDef<'_>, report: &mut Report) {
+    let mut lists: BTreeMap<&str, (Vec<Str>, String, Span)> = BTreeMap::new();
+    for list in [IDENTITY_LIST, BEHAVIOR_LIST] {
+        let defs: Vec<_> = consts
+            .all(list)
+            .iter()
+            .filter(|d| d.path.starts_with(IDENTITY_DIR))
+            .collect();
+        let Some(def) = defs.first() else {
+            report.diagnostics.push(Diagnostic {
+                path: format!("{IDENTITY_DIR}mod.rs"),
+                line: 1,
+                col: 1,
+                severity: crate::Severity::Error,
+                rule: RULE,
+                message: format!("`{list}` is not defined under {IDENTITY_DIR}"),
+                fix: format!(
+                    "define `pub const {list}: &[&str] = &[…];` in runtime/src/identity/ \
+                     (contract name, DESIGN §4)"
+                ),
+            });
+            continue;
+        };
+        let resolver = Resolver {
+            consts,
+            path: &def.path,
+        };
+        match resolver.strings(&def.expr, &Locals::new()) {
+            Some(keys) => {
+                lists.insert(list, (keys, def.path.clone(), def.span));
+            }
+            None => report.diagnostics.push(Diagnostic::error(
+                &def.path,
+                def.span,
+                RULE,
+                format!("cannot read the keys of `{list}`"),
+                "write it as a slice of string literals or `const` names",
+            )),
+        }
+    }
+    if lists.len() < 2 {
+        return;
+    }
+    let listed = |list: &str| -> HashSet<String> {
+        lists
+            .get(list)
+            .map(|(k, _, _)| k.iter().map(|s| s.value.clone()).collect())
+            .unwrap_or_default()
+    };
+    let identity = listed(IDENTITY_LIST);
+    let behaviour = listed(BEHAVIOR_LIST);
+
+    let kanban: Vec<&Injection> = report
+        .injections
+        .iter()
+        .filter(|i| i.key.starts_with(KANBAN_PREFIX))
+        .collect();
+    let mut diags = Vec::new();
+    if !kanban.iter().any(|i| i.kind == Kind::Set) {
+        diags.push(Diagnostic::error(
+            spawn.path,
+            spawn.sig.ident.span(),
+            RULE,
+            format!(
+                "parser drift: nothing found — no `{KANBAN_PREFIX}*` key is injected by \
+                 `{SPAWN_FN}` or the helpers it hands the command or env map to"
+            ),
+            "inject the worker identity with `.env(K, v)` / `.envs([(K, v), …])` on the worker \
+             command in default_spawn (or a helper taking the Command / env map); if the \
+             injection moved somewhere the guard cannot see, teach lints/src/drift.rs",
+        ));
+    }
+    for inj in &kanban {
+        if identity.contains(&inj.key) || behaviour.contains(&inj.key) {
+            continue;
+        }
+        let via = match &inj.via {
+            Some((name, path, line)) => format!(" through const `{name}` ({path}:{line})"),
+            None => String::new(),
+        };
+        let verb = match inj.kind {
+            Kind::Set => "injects",
+            Kind::Remove => "removes",
+        };
+        diags.push(Diagnostic::error(
+            &inj.path,
+            inj.span,
+            RULE,
+            format!(
+                "`{}` {verb} unclassified key `{}`{via}: it is in neither {IDENTITY_LIST} nor \
+                 {BEHAVIOR_LIST}",
+                inj.in_fn, inj.key
+            ),
+            CLASSIFY,
+        ));
+    }
+    let injected: HashSet<&str> = kanban
+        .iter()
+        .filter(|i| i.kind == Kind::Set)
+        .map(|i| i.key.as_str())
+        .collect();
+    for (list, (keys, path, _)) in &lists {
+        for key in keys {
+            if !injected.contains(key.value.as_str()) {
+                diags.push(
+                    Diagnostic::error(
+                        path,
+                        key.span,
+                        RULE,
+                        format!(
+                            "`{}` is listed in {list} but `{SPAWN_FN}` never injects it",
+                            key.value
+                        ),
+                        "inject it in default_spawn, or drop it from the list if no worker \
+                         receives it any more",
+                    )
+                    .warning(),
+                );
+            }
+        }
+    }
+    report.diagnostics.extend(diags);
+    let _ = tree;
+}
+
+/// Binds `let` names, `for` patterns and single-parameter closure patterns of `block`.
+fn bind_locals<'a>(block: &'a syn::Block, locals: &mut Locals<'a>) {
+    struct Bind<'a, 'l> {
+        locals: &'l mut Locals<'a>,
+    }
+    impl<'a> Bind<'a, '_> {
+        fn bind(&mut self, pat: &'a syn::Pat, expr: &'a syn::Expr, index: Option<usize>) {
+            match pat {
+                syn::Pat::Ident(i) => {
+                    self.locals
+                        .insert(i.ident.to_string(), Binding::Expr(expr, index));
+                }
+                syn::Pat::Type(t) => self.bind(&t.pat, expr, index),
+                syn::Pat::Reference(r) => self.bind(&r.pat, expr, index),
+                syn::Pat::Tuple(t) if index.is_none() => {
+                    for (i, p) in t.elems.iter().enumerate() {
+                        self.bind(p, expr, Some(i));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    impl<'a> Visit<'a> for Bind<'a, '_> {
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+        fn visit_local(&mut self, l: &'a syn::Local) {
+            if let Some(init) = &l.init {
+                // `let (k, v) = ("K", v)`: bind each name to its own element.
+                if let (syn::Pat::Tuple(p), syn::Expr::Tuple(t)) = (&l.pat, &*init.expr) {
+                    for (pat, e) in p.elems.iter().zip(&t.elems) {
+                        self.bind(pat, e, None);
+                    }
+                } else {
+                    self.bind(&l.pat, &init.expr, None);
+                }
+            }
+            visit::visit_local(self, l);
+        }
+        fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
+            self.bind(&f.pat, &f.expr, None);
+            visit::visit_expr_for_loop(self, f);
+        }
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            for arg in &m.args {
+                if let syn::Expr::Closure(c) = arg
+                    && let Some(p) = c.inputs.first()
+                {
+                    self.bind(p, &m.receiver, None);
+                }
+            }
+            visit::visit_expr_method_call(self, m);
+        }
+    }
+    Bind { locals }.visit_block(block);
+}
+
+struct Walk<'w, 't> {
+    def: &'w FnDef<'t>,
+    fns: &'w [FnDef<'t>],
+    resolver: &'w Resolver<'w>,
+    locals: &'w Locals<'w>,
+    injections: &'w mut Vec<Injection>,
+    diagnostics: &'w mut Vec<Diagnostic>,
+    calls: Vec<(usize, HashMap<String, Vec<Str>>)>,
+}
+
+impl Walk<'_, '_> {
+    fn record(&mut self, strings: Vec<Str>, kind: Kind) {
+        for s in strings {
+            self.injections.push(Injection {
+                key: s.value,
+                kind,
+                path: self.def.path.to_owned(),
+                span: s.span,
+                via: s.via,
+                in_fn: self.def.name.clone(),
+            });
+        }
+    }
+
+    fn unresolved(&mut self, expr: &syn::Expr, what: &str, warning: bool) {
+        let d = Diagnostic::error(
+            self.def.path,
+            expr.span(),
+            RULE,
+            format!(
+                "cannot resolve the key of `{what}` in `{}` to a string, so the guard cannot \
+                 check its classification",
+                self.def.name
+            ),
+            "use a string literal or a `const` (or a slice / array of `(KEY, value)` tuples)",
+        );
+        self.diagnostics.push(if warning { d.warning() } else { d });
+    }
+
+    /// Keys of a collection of `(K, V)` pairs.
+    fn pairs(&mut self, arg: &syn::Expr, what: &str, strict: bool) {
+        if let Some(keys) = self.resolver.tuple_strings(arg, self.locals, 0) {
+            self.record(keys, Kind::Set);
+            return;
+        }
+        // A local map or a parameter: its keys come from the inserts we also walk.
+        let plain = matches!(crate::resolve::chain_root(arg), syn::Expr::Path(p) if p.path.get_ident().is_some())
+            && !matches!(arg, syn::Expr::Array(_) | syn::Expr::Call(_));
+        let mut found = false;
+        struct Tuples<'x>(Vec<&'x syn::ExprTuple>);
+        impl<'x> Visit<'x> for Tuples<'x> {
+            fn visit_expr_tuple(&mut self, t: &'x syn::ExprTuple) {
+                self.0.push(t);
+            }
+        }
+        let mut tuples = Tuples(Vec::new());
+        tuples.visit_expr(arg);
+        for t in tuples.0 {
+            found = true;
+            if let Some(k) = t.elems.first() {
+                match self.resolver.strings(k, self.locals) {
+                    Some(keys) => self.record(keys, Kind::Set),
+                    None if strict => self.unresolved(k, what, false),
+                    None => {}
+                }
+            }
+        }
+        if !found && !plain && strict {
+            self.unresolved(arg, what, false);
+        }
+    }
+
+    fn follow(&mut self, name: &str, args: &[&syn::Expr]) {
+        for (idx, def) in self.fns.iter().enumerate() {
+            if def.name != name || !handles_env(def.sig) || def.name == SPAWN_FN {
+                continue;
+            }
+            let mut bound = HashMap::new();
+            let params = def.sig.inputs.iter().filter_map(|i| match i {
+                syn::FnArg::Typed(t) => Some(&*t.pat),
+                syn::FnArg::Receiver(_) => None,
+            });
+            for (pat, arg) in params.zip(args) {
+                if let syn::Pat::Ident(pi) = pat
+                    && let Some(strings) = self.resolver.strings(arg, self.locals)
+                {
+                    bound.insert(pi.ident.to_string(), strings);
+                }
+            }
+            self.calls.push((idx, bound));
+        }
+    }
+}
+
+impl<'a> Visit<'a> for Walk<'_, '_> {
+    fn visit_item(&mut self, _: &'a syn::Item) {}
+
+    fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+        let method = m.method.to_string();
+        let args: Vec<&syn::Expr> = m.args.iter().collect();
+        match (method.as_str(), args.as_slice()) {
+            ("env", [key, _]) => match self.resolver.strings(key, self.locals) {
+                Some(keys) => self.record(keys, Kind::Set),
+                None => self.unresolved(key, ".env(K, _)", false),
+            },
+            ("env_remove", [key]) => match self.resolver.strings(key, self.locals) {
+                Some(keys) => self.record(keys, Kind::Remove),
+                None => self.unresolved(key, ".env_remove(K)", true),
+            },
+            ("envs", [arg]) => self.pairs(arg, ".envs(…)", true),
+            ("extend", [arg]) => self.pairs(arg, ".extend(…)", false),
+            ("insert", [key, _]) => {
+                if let Some(keys) = self.resolver.strings(key, self.locals) {
+                    self.record(keys, Kind::Set);
+                }
+            }
+            _ => {}
+        }
+        self.follow(&method, &args);
+        visit::visit_expr_method_call(self, m);
+    }
+
+    fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
+        if let syn::Expr::Path(p) = &*c.func
+            && let Some(last) = p.path.segments.last()
+        {
+            let args: Vec<&syn::Expr> = c.args.iter().collect();
+            self.follow(&last.ident.to_string(), &args);
+        }
+        visit::visit_expr_call(self, c);
+    }
+}

@@ -1,0 +1,194 @@
+//! The lint rules, one per file (model: cargo-semver-checks' lint files). Each rule has a
+//! kebab-case name that appears in its diagnostics and fixtures under
+//! `lints/tests/fixtures/<name>/{fail,pass}/`.
+//!
+//! Rules see only non-test code of `runtime/src` (see [`crate::source`]) and never modify it.
+
+mod cached_gated_verdict;
+mod identity_key_read;
+mod raw_command;
+mod raw_thread_spawn;
+mod ungated_identity;
+
+use std::collections::HashSet;
+
+use syn::visit::{self, Visit};
+
+use crate::diag::Diagnostic;
+use crate::resolve::{Consts, Imports, Resolver};
+use crate::source::{SourceFile, Tree};
+
+/// The prefix of every worker identity / behaviour / location key.
+pub const KANBAN_PREFIX: &str = "HERMES_KANBAN_";
+
+/// The attribute that marks a function allowed to turn worker identity into behaviour.
+pub const GATED_ATTR: &str = "kanban_identity_gated";
+
+/// A lint rule.
+pub trait Rule {
+    /// The kebab-case name printed in diagnostics.
+    fn name(&self) -> &'static str;
+    /// Appends the rule's findings in `file` to `out`.
+    fn check_file(&self, cx: &Context<'_>, file: &FileCx<'_>, out: &mut Vec<Diagnostic>);
+}
+
+/// Every rule, in the order their findings are printed.
+pub fn all() -> Vec<Box<dyn Rule>> {
+    vec![
+        Box::new(identity_key_read::IdentityKeyRead),
+        Box::new(ungated_identity::UngatedIdentity),
+        Box::new(cached_gated_verdict::CachedGatedVerdict),
+        Box::new(raw_thread_spawn::RawThreadSpawn),
+        Box::new(raw_command::RawCommand),
+    ]
+}
+
+/// What the rules know about the whole crate.
+pub struct Context<'a> {
+    pub tree: &'a Tree,
+    pub consts: Consts,
+    /// Names of functions that are gated: carry `#[kanban_identity_gated]` or live in `gates/`.
+    pub gated_fns: HashSet<String>,
+    /// Names of `static` items (including `thread_local!` ones) anywhere in the crate.
+    pub statics: HashSet<String>,
+}
+
+/// One file with its imports.
+pub struct FileCx<'a> {
+    pub file: &'a SourceFile,
+    pub imports: Imports,
+}
+
+impl FileCx<'_> {
+    pub fn resolver<'a>(&'a self, cx: &'a Context<'_>) -> Resolver<'a> {
+        Resolver {
+            consts: &cx.consts,
+            path: &self.file.path,
+        }
+    }
+}
+
+impl<'a> Context<'a> {
+    pub fn new(tree: &'a Tree) -> Self {
+        struct Collect<'c> {
+            in_gates: bool,
+            gated: &'c mut HashSet<String>,
+            statics: &'c mut HashSet<String>,
+        }
+        impl Visit<'_> for Collect<'_> {
+            fn visit_item_fn(&mut self, f: &syn::ItemFn) {
+                if self.in_gates || has_gated_attr(&f.attrs) {
+                    self.gated.insert(f.sig.ident.to_string());
+                }
+                visit::visit_item_fn(self, f);
+            }
+            fn visit_impl_item_fn(&mut self, f: &syn::ImplItemFn) {
+                if self.in_gates || has_gated_attr(&f.attrs) {
+                    self.gated.insert(f.sig.ident.to_string());
+                }
+                visit::visit_impl_item_fn(self, f);
+            }
+            fn visit_item_static(&mut self, s: &syn::ItemStatic) {
+                self.statics.insert(s.ident.to_string());
+                visit::visit_item_static(self, s);
+            }
+        }
+        let mut gated_fns = HashSet::new();
+        let mut statics = HashSet::new();
+        for file in &tree.files {
+            Collect {
+                in_gates: file.in_module("gates"),
+                gated: &mut gated_fns,
+                statics: &mut statics,
+            }
+            .visit_file(&file.ast);
+        }
+        Context {
+            tree,
+            consts: Consts::of(tree),
+            gated_fns,
+            statics,
+        }
+    }
+}
+
+/// True when `attrs` contain `#[kanban_identity_gated]` (with or without arguments or a path).
+pub fn has_gated_attr(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == GATED_ATTR)
+    })
+}
+
+/// Runs every rule over `tree`; findings sorted by place.
+pub fn run(tree: &Tree) -> Vec<Diagnostic> {
+    run_rules(tree, &all())
+}
+
+/// Runs `rules` over `tree`; findings sorted by place.
+pub fn run_rules(tree: &Tree, rules: &[Box<dyn Rule>]) -> Vec<Diagnostic> {
+    let cx = Context::new(tree);
+    let mut out = Vec::new();
+    for file in &tree.files {
+        let fcx = FileCx {
+            file,
+            imports: Imports::of(&file.ast),
+        };
+        for rule in rules {
+            rule.check_file(&cx, &fcx, &mut out);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Runs the rule named `name` only (for fixtures); `None` if there is no such rule.
+pub fn run_named(tree: &Tree, name: &str) -> Option<Vec<Diagnostic>> {
+    let rule = all().into_iter().find(|r| r.name() == name)?;
+    Some(run_rules(tree, &[rule]))
+}
+
+/// Calls `f` for every function body of `file` — free functions, methods, trait default methods,
+/// at any depth — with its name and attributes. Nested functions get their own call.
+pub fn for_each_fn<'f>(
+    file: &'f syn::File,
+    mut f: impl FnMut(&'f syn::Ident, &'f [syn::Attribute], &'f syn::Block),
+) {
+    struct Fns<'f, F> {
+        f: F,
+        _file: std::marker::PhantomData<&'f ()>,
+    }
+    impl<'f, F: FnMut(&'f syn::Ident, &'f [syn::Attribute], &'f syn::Block)> Visit<'f> for Fns<'f, F> {
+        fn visit_item_fn(&mut self, i: &'f syn::ItemFn) {
+            (self.f)(&i.sig.ident, &i.attrs, &i.block);
+            visit::visit_item_fn(self, i);
+        }
+        fn visit_impl_item_fn(&mut self, i: &'f syn::ImplItemFn) {
+            (self.f)(&i.sig.ident, &i.attrs, &i.block);
+            visit::visit_impl_item_fn(self, i);
+        }
+        fn visit_trait_item_fn(&mut self, i: &'f syn::TraitItemFn) {
+            if let Some(block) = &i.default {
+                (self.f)(&i.sig.ident, &i.attrs, block);
+            }
+            visit::visit_trait_item_fn(self, i);
+        }
+    }
+    Fns {
+        f: &mut f,
+        _file: std::marker::PhantomData,
+    }
+    .visit_file(file);
+}
+
+/// Visits a function body without descending into nested items (they are visited on their own).
+pub fn visit_body<'a, V: Visit<'a>>(v: &mut V, block: &'a syn::Block) {
+    for stmt in &block.stmts {
+        if !matches!(stmt, syn::Stmt::Item(_)) {
+            v.visit_stmt(stmt);
+        }
+    }
+}

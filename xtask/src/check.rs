@@ -1,0 +1,67 @@
+//! `cargo xtask check`: everything CI checks statically, in order, reporting every failure
+//! rather than stopping at the first.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+/// One step of the check.
+type Step = fn(&Path) -> anyhow::Result<()>;
+
+/// Runs fmt, clippy, drift and lint over the workspace at `root`.
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    let steps: [(&str, Step); 4] = [
+        ("fmt", fmt),
+        ("clippy", clippy),
+        ("drift", crate::drift),
+        ("lint", crate::lint),
+    ];
+    let mut failed = Vec::new();
+    for (name, step) in steps {
+        eprintln!("== xtask check: {name}");
+        if let Err(e) = step(root) {
+            eprintln!("{name}: FAILED: {e:#}");
+            failed.push(name);
+        }
+    }
+    if !failed.is_empty() {
+        bail!("check failed: {}", failed.join(", "));
+    }
+    eprintln!("check: ok");
+    Ok(())
+}
+
+/// `cargo fmt --all --check`.
+fn fmt(root: &Path) -> anyhow::Result<()> {
+    cargo(root, &["fmt", "--all", "--check"]).context("formatting differs — run `cargo fmt --all`")
+}
+
+/// `cargo clippy --workspace --all-targets -- -D warnings`.
+fn clippy(root: &Path) -> anyhow::Result<()> {
+    cargo(
+        root,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )
+    .context("clippy found warnings — fix them (the messages above say how)")
+}
+
+fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("cannot run `cargo {}`", args.join(" ")))?;
+    if !status.success() {
+        bail!("`cargo {}` exited with {status}", args.join(" "));
+    }
+    Ok(())
+}

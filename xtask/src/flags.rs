@@ -1,0 +1,63 @@
+//! Command-line flags of `cargo xtask`, parsed by hand (two flags do not earn a dependency).
+
+use std::path::PathBuf;
+
+pub const USAGE: &str = "\
+usage: cargo xtask <task> [--root DIR]
+
+tasks:
+  check   cargo fmt --check, cargo clippy -D warnings, drift, lint
+  drift   env-key drift guard over dispatch::default_spawn
+  lint    syn-based rules over runtime/src
+
+options:
+  --root DIR   the workspace root to check (default: this workspace)";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    Check,
+    Drift,
+    Lint,
+    Help,
+}
+
+#[derive(Debug)]
+pub struct Flags {
+    pub task: Task,
+    pub root: Option<PathBuf>,
+}
+
+impl Flags {
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
+        let mut task = None;
+        let mut root = None;
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--root" => match args.next() {
+                    Some(dir) => root = Some(PathBuf::from(dir)),
+                    None => return Err("--root needs a directory".into()),
+                },
+                "-h" | "--help" | "help" => task = Some(Task::Help),
+                "check" | "drift" | "lint" if task.is_none() => {
+                    task = Some(match arg.as_str() {
+                        "check" => Task::Check,
+                        "drift" => Task::Drift,
+                        _ => Task::Lint,
+                    });
+                }
+                other => {
+                    if let Some(dir) = other.strip_prefix("--root=") {
+                        root = Some(PathBuf::from(dir));
+                    } else {
+                        return Err(format!("unexpected argument `{other}`"));
+                    }
+                }
+            }
+        }
+        match task {
+            Some(task) => Ok(Flags { task, root }),
+            None => Err("missing task".into()),
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! `cargo xtask` as a user runs it: on a scratch copy of the runtime sources (`--root`), a new
+//! identity read in a dispatch file makes `lint` fail with the rule, place and fix; the untouched
+//! copy passes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+fn scratch_tree() -> tempfile::TempDir {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf();
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&workspace.join("runtime/src"), &dir.path().join("runtime/src"));
+    dir
+}
+
+fn xtask(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .expect("xtask runs")
+}
+
+#[test]
+fn lint_on_an_untouched_copy_of_the_tree_passes() {
+    let dir = scratch_tree();
+    let root = dir.path().to_str().expect("utf-8 path");
+    let out = xtask(&["lint", "--root", root]);
+    assert!(
+        out.status.success(),
+        "lint failed on an untouched copy:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_task_read_added_to_a_dispatch_file_fails_lint() {
+    let dir = scratch_tree();
+    let file = dir.path().join("runtime/src/dispatch/mod.rs");
+    let mut text = std::fs::read_to_string(&file).expect("dispatch/mod.rs exists");
+    let line = text.lines().count() + 2;
+    text.push_str(
+        "\npub fn sneaky_task() -> Option<String> {\n    std::env::var(\"HERMES_KANBAN_TASK\").ok()\n}\n",
+    );
+    std::fs::write(&file, text).expect("write");
+    let root = dir.path().to_str().expect("utf-8 path");
+    let out = xtask(&["lint", "--root", root]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "lint must fail:\n{stdout}");
+    let want = format!("runtime/src/dispatch/mod.rs:{}:5: identity-key-read: ", line + 1);
+    assert!(stdout.contains(&want), "expected `{want}` in:\n{stdout}");
+    assert!(stdout.contains("HERMES_KANBAN_TASK"), "{stdout}");
+}
+
+#[test]
+fn unknown_task_is_a_usage_error() {
+    let out = xtask(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: cargo xtask"));
+}
