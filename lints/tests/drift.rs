@@ -101,7 +101,12 @@ fn check(case: &Path, strict_warnings: bool) {
     assert!(errors.iter().all(|d| d.rule == drift::RULE));
     assert_matches(case, "error", &errors, &lines_of(&case.join("expected")));
     if strict_warnings || case.join("warnings").exists() {
-        assert_matches(case, "warning", &warnings, &lines_of(&case.join("warnings")));
+        assert_matches(
+            case,
+            "warning",
+            &warnings,
+            &lines_of(&case.join("warnings")),
+        );
     }
 }
 
@@ -140,7 +145,9 @@ fn helper_through_const_is_followed_to_the_injection() {
     assert_eq!(new.in_fn, "apply_identity");
     assert_eq!(new.path, "runtime/src/dispatch/env.rs");
     assert_eq!(
-        new.via.as_ref().map(|(n, p, l)| (n.as_str(), p.as_str(), *l)),
+        new.via
+            .as_ref()
+            .map(|(n, p, l)| (n.as_str(), p.as_str(), *l)),
         Some(("NEW_KEY", "runtime/src/dispatch/keys.rs", 3))
     );
 }

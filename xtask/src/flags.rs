@@ -11,7 +11,8 @@ tasks:
   lint    syn-based rules over runtime/src
 
 options:
-  --root DIR   the workspace root to check (default: this workspace)";
+  --root DIR     the workspace root to check (default: this workspace)
+  -v, --verbose  drift: also list every key found and where";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
@@ -25,12 +26,14 @@ pub enum Task {
 pub struct Flags {
     pub task: Task,
     pub root: Option<PathBuf>,
+    pub verbose: bool,
 }
 
 impl Flags {
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
         let mut task = None;
         let mut root = None;
+        let mut verbose = false;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -39,6 +42,7 @@ impl Flags {
                     None => return Err("--root needs a directory".into()),
                 },
                 "-h" | "--help" | "help" => task = Some(Task::Help),
+                "-v" | "--verbose" => verbose = true,
                 "check" | "drift" | "lint" if task.is_none() => {
                     task = Some(match arg.as_str() {
                         "check" => Task::Check,
@@ -56,7 +60,11 @@ impl Flags {
             }
         }
         match task {
-            Some(task) => Ok(Flags { task, root }),
+            Some(task) => Ok(Flags {
+                task,
+                root,
+                verbose,
+            }),
             None => Err("missing task".into()),
         }
     }

@@ -41,6 +41,7 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
         flags::Task::Check => check::run(&root),
+        flags::Task::Drift if flags.verbose => drift_verbose(&root),
         flags::Task::Drift => drift(&root),
         flags::Task::Lint => lint(&root),
     }
@@ -56,6 +57,36 @@ fn project_root() -> PathBuf {
 pub fn drift(root: &Path) -> anyhow::Result<()> {
     let started = Instant::now();
     let diags = kanban_lints::drift_root(root).context("drift guard")?;
+    report("drift", &diags, started)
+}
+
+/// `cargo xtask drift -v`: the guard, listing every key it found first.
+fn drift_verbose(root: &Path) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let tree = kanban_lints::Tree::load(root).context("drift guard")?;
+    let mut found = kanban_lints::drift::analyze(&tree);
+    found.injections.sort_by_key(|i| {
+        let start = i.span.start();
+        (i.path.clone(), start.line, start.column)
+    });
+    for i in &found.injections {
+        let start = i.span.start();
+        let via = match &i.via {
+            Some((name, path, line)) => format!(" via `{name}` ({path}:{line})"),
+            None => String::new(),
+        };
+        println!(
+            "{}:{}:{}: {:?} {} in `{}`{via}",
+            i.path,
+            start.line,
+            start.column + 1,
+            i.kind,
+            i.key,
+            i.in_fn
+        );
+    }
+    let mut diags = found.diagnostics;
+    diags.sort();
     report("drift", &diags, started)
 }
 

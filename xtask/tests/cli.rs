@@ -24,7 +24,10 @@ fn scratch_tree() -> tempfile::TempDir {
         .expect("workspace root")
         .to_path_buf();
     let dir = tempfile::tempdir().expect("tempdir");
-    copy_dir(&workspace.join("runtime/src"), &dir.path().join("runtime/src"));
+    copy_dir(
+        &workspace.join("runtime/src"),
+        &dir.path().join("runtime/src"),
+    );
     dir
 }
 
@@ -62,7 +65,10 @@ fn a_task_read_added_to_a_dispatch_file_fails_lint() {
     let out = xtask(&["lint", "--root", root]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "lint must fail:\n{stdout}");
-    let want = format!("runtime/src/dispatch/mod.rs:{}:5: identity-key-read: ", line + 1);
+    let want = format!(
+        "runtime/src/dispatch/mod.rs:{}:5: identity-key-read: ",
+        line + 1
+    );
     assert!(stdout.contains(&want), "expected `{want}` in:\n{stdout}");
     assert!(stdout.contains("HERMES_KANBAN_TASK"), "{stdout}");
 }
