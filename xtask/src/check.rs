@@ -9,14 +9,17 @@ use anyhow::{Context, bail};
 /// One step of the check.
 type Step = fn(&Path) -> anyhow::Result<()>;
 
-/// Runs fmt, clippy, drift and lint over the workspace at `root`.
-pub fn run(root: &Path) -> anyhow::Result<()> {
-    let steps: [(&str, Step); 4] = [
+/// Runs fmt, clippy, drift and lint over the workspace at `root`, then the tests if `tests`.
+pub fn run(root: &Path, tests: bool) -> anyhow::Result<()> {
+    let mut steps: Vec<(&str, Step)> = vec![
         ("fmt", fmt),
         ("clippy", clippy),
         ("drift", crate::drift),
         ("lint", crate::lint),
     ];
+    if tests {
+        steps.push(("test", test));
+    }
     let mut failed = Vec::new();
     for (name, step) in steps {
         eprintln!("== xtask check: {name}");
@@ -51,6 +54,11 @@ fn clippy(root: &Path) -> anyhow::Result<()> {
         ],
     )
     .context("clippy found warnings — fix them (the messages above say how)")
+}
+
+/// `cargo test --workspace`.
+fn test(root: &Path) -> anyhow::Result<()> {
+    cargo(root, &["test", "--workspace"]).context("tests failed (see above)")
 }
 
 fn cargo(root: &Path, args: &[&str]) -> anyhow::Result<()> {

@@ -12,7 +12,8 @@ tasks:
 
 options:
   --root DIR     the workspace root to check (default: this workspace)
-  -v, --verbose  drift: also list every key found and where";
+  -v, --verbose  drift: also list every key found and where
+  --tests        check: also run `cargo test --workspace`";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
@@ -27,6 +28,7 @@ pub struct Flags {
     pub task: Task,
     pub root: Option<PathBuf>,
     pub verbose: bool,
+    pub tests: bool,
 }
 
 impl Flags {
@@ -34,6 +36,7 @@ impl Flags {
         let mut task = None;
         let mut root = None;
         let mut verbose = false;
+        let mut tests = false;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -43,6 +46,7 @@ impl Flags {
                 },
                 "-h" | "--help" | "help" => task = Some(Task::Help),
                 "-v" | "--verbose" => verbose = true,
+                "--tests" => tests = true,
                 "check" | "drift" | "lint" if task.is_none() => {
                     task = Some(match arg.as_str() {
                         "check" => Task::Check,
@@ -64,6 +68,7 @@ impl Flags {
                 task,
                 root,
                 verbose,
+                tests,
             }),
             None => Err("missing task".into()),
         }

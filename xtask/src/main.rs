@@ -40,7 +40,7 @@ fn run() -> anyhow::Result<()> {
             println!("{}", flags::USAGE);
             Ok(())
         }
-        flags::Task::Check => check::run(&root),
+        flags::Task::Check => check::run(&root, flags.tests),
         flags::Task::Drift if flags.verbose => drift_verbose(&root),
         flags::Task::Drift => drift(&root),
         flags::Task::Lint => lint(&root),

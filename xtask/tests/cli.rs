@@ -79,3 +79,76 @@ fn unknown_task_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage: cargo xtask"));
 }
+
+/// The file of the scratch tree that defines `default_spawn`.
+fn spawn_file(root: &Path) -> std::path::PathBuf {
+    fn find(dir: &Path) -> Option<std::path::PathBuf> {
+        for entry in std::fs::read_dir(dir).ok()? {
+            let path = entry.ok()?.path();
+            if path.is_dir() {
+                if let Some(found) = find(&path) {
+                    return Some(found);
+                }
+            } else if std::fs::read_to_string(&path).is_ok_and(|t| t.contains("fn default_spawn("))
+            {
+                return Some(path);
+            }
+        }
+        None
+    }
+    find(&root.join("runtime/src")).expect("default_spawn is defined in runtime/src")
+}
+
+#[test]
+fn drift_on_an_untouched_copy_of_the_tree_passes() {
+    let dir = scratch_tree();
+    let out = xtask(&["drift", "--root", dir.path().to_str().expect("utf-8 path")]);
+    assert!(
+        out.status.success(),
+        "drift failed on an untouched copy:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_new_key_injected_in_default_spawn_fails_drift_with_its_place() {
+    let dir = scratch_tree();
+    let file = spawn_file(dir.path());
+    let text = std::fs::read_to_string(&file).expect("readable");
+    let at = text.find("fn default_spawn(").expect("signature");
+    let open = at + text[at..].find("{\n").expect("body") + 2;
+    let line = text[..open].lines().count() + 1;
+    let injected =
+        "    let _ = crate::identity::command(\"x\").env(\"HERMES_KANBAN_NEW\", \"1\");\n";
+    let text = format!("{}{injected}{}", &text[..open], &text[open..]);
+    std::fs::write(&file, text).expect("write");
+    let out = xtask(&["drift", "--root", dir.path().to_str().expect("utf-8 path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "drift must fail:\n{stdout}");
+    let rel = file
+        .strip_prefix(dir.path())
+        .expect("under root")
+        .to_string_lossy()
+        .replace('\\', "/");
+    let col = injected.find("\"HERMES_KANBAN_NEW\"").expect("key") + 1;
+    let want = format!(
+        "{rel}:{line}:{col}: drift: `default_spawn` injects unclassified key `HERMES_KANBAN_NEW`"
+    );
+    assert!(stdout.contains(&want), "expected `{want}` in:\n{stdout}");
+}
+
+#[test]
+fn removing_every_injection_fails_drift_as_nothing_found() {
+    let dir = scratch_tree();
+    let file = spawn_file(dir.path());
+    let text = std::fs::read_to_string(&file).expect("readable");
+    std::fs::write(&file, text.replace("HERMES_KANBAN_", "HERMES_OTHER_")).expect("write");
+    let out = xtask(&["drift", "--root", dir.path().to_str().expect("utf-8 path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "drift must fail:\n{stdout}");
+    assert!(
+        stdout.contains("drift: parser drift: nothing found"),
+        "expected the nothing-found error in:\n{stdout}"
+    );
+}
