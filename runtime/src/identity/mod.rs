@@ -176,13 +176,16 @@ pub fn child_env_preview() -> std::collections::BTreeMap<String, String> {
 /// Starts a named thread that runs `f` in the caller's ownership context: a thread started from a
 /// non-owned scope is non-owned for its whole life.
 #[allow(clippy::disallowed_methods)] // the sanctioned spawner
-pub fn spawn<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+///
+/// Threads come from [`crate::sync::thread`], so under `--cfg loom` this is a loom thread and the
+/// models can check the carrying itself.
+pub fn spawn<F, T>(name: &str, f: F) -> std::io::Result<crate::sync::thread::JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     let carried = context::capture();
-    std::thread::Builder::new()
+    crate::sync::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
             let _scope = carried.install();
