@@ -63,12 +63,13 @@ fn in_child(test: &str, env: &[(&str, &str)], body: impl FnOnce()) {
         body();
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = clean(exe.to_str().unwrap(), env)
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let exe = exe.to_str().expect("a UTF-8 test binary path");
+    let out = clean(exe, env)
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_FLAG, "1")
         .output()
-        .unwrap();
+        .expect("re-executing the test binary");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),
