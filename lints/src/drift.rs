@@ -153,6 +153,19 @@ fn handles_env(sig: &syn::Signature) -> bool {
     MARKERS.iter().any(|m| text.contains(m))
 }
 
+/// True when the function returns an env map or a collection of pairs (not a `Command`).
+fn returns_pairs(sig: &syn::Signature) -> bool {
+    let syn::ReturnType::Type(_, ty) = &sig.output else {
+        return false;
+    };
+    let text = quote::quote!(#ty).to_string();
+    [
+        "HashMap", "BTreeMap", "IndexMap", "Vec < (", "[(", "Item = (",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
+}
+
 /// Runs the guard and returns everything it found.
 pub fn analyze(tree: &Tree) -> Report {
     let consts = Consts::of(tree);
@@ -244,6 +257,9 @@ pub fn analyze(tree: &Tree) -> Report {
             calls: Vec::new(),
         };
         walk.visit_block(def.block);
+        if idx != spawn_idx && returns_pairs(def.sig) {
+            walk.returned_pairs();
+        }
         for (callee, bound) in walk.calls {
             queue.push((callee, bound, depth + 1));
         }
@@ -473,8 +489,10 @@ impl Walk<'_, '_> {
         self.diagnostics.push(if warning { d.warning() } else { d });
     }
 
-    /// Keys of a collection of `(K, V)` pairs.
-    fn pairs(&mut self, arg: &syn::Expr, what: &str, strict: bool) {
+    /// Keys of a collection of `(K, V)` pairs. `strict_keys`: a tuple whose key cannot be
+    /// resolved is an error; `strict_shape`: so is an argument that is neither a collection of
+    /// tuples nor a plain local (whose inserts are walked separately).
+    fn pairs(&mut self, arg: &syn::Expr, what: &str, strict_keys: bool, strict_shape: bool) {
         if let Some(keys) = self.resolver.tuple_strings(arg, self.locals, 0) {
             self.record(keys, Kind::Set);
             return;
@@ -496,13 +514,53 @@ impl Walk<'_, '_> {
             if let Some(k) = t.elems.first() {
                 match self.resolver.strings(k, self.locals) {
                     Some(keys) => self.record(keys, Kind::Set),
-                    None if strict => self.unresolved(k, what, false),
+                    None if strict_keys => self.unresolved(k, what, false),
                     None => {}
                 }
             }
         }
-        if !found && !plain && strict {
+        if !found && !plain && !self.is_pairs_helper_call(arg) && strict_shape {
             self.unresolved(arg, what, false);
+        }
+    }
+
+    /// True for `helper(…)` / `x.helper(…)` where a same-crate `helper` returns pairs (its
+    /// returned collections are checked when it is followed).
+    fn is_pairs_helper_call(&self, arg: &syn::Expr) -> bool {
+        let name = match arg {
+            syn::Expr::Reference(r) => return self.is_pairs_helper_call(&r.expr),
+            syn::Expr::Call(c) => match &*c.func {
+                syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+                _ => None,
+            },
+            syn::Expr::MethodCall(m) => Some(m.method.to_string()),
+            _ => None,
+        };
+        name.is_some_and(|n| self.fns.iter().any(|f| f.name == n && returns_pairs(f.sig)))
+    }
+
+    /// A helper that returns the pairs (`fn worker_env() -> Vec<(&str, String)> { vec![…] }`):
+    /// the keys of its returned collections are injected by whoever passes them to `.envs`.
+    fn returned_pairs(&mut self) {
+        struct Returns<'x>(Vec<&'x syn::Expr>);
+        impl<'x> Visit<'x> for Returns<'x> {
+            fn visit_item(&mut self, _: &'x syn::Item) {}
+            fn visit_expr_closure(&mut self, _: &'x syn::ExprClosure) {}
+            fn visit_expr_return(&mut self, r: &'x syn::ExprReturn) {
+                if let Some(e) = &r.expr {
+                    self.0.push(e);
+                }
+                visit::visit_expr_return(self, r);
+            }
+        }
+        let block = self.def.block;
+        let mut returns = Returns(Vec::new());
+        returns.visit_block(block);
+        if let Some(syn::Stmt::Expr(tail, None)) = block.stmts.last() {
+            returns.0.push(tail);
+        }
+        for e in returns.0 {
+            self.pairs(e, "a returned collection of pairs", true, false);
         }
     }
 
@@ -543,8 +601,8 @@ impl<'a> Visit<'a> for Walk<'_, '_> {
                 Some(keys) => self.record(keys, Kind::Remove),
                 None => self.unresolved(key, ".env_remove(K)", true),
             },
-            ("envs", [arg]) => self.pairs(arg, ".envs(…)", true),
-            ("extend", [arg]) => self.pairs(arg, ".extend(…)", false),
+            ("envs", [arg]) => self.pairs(arg, ".envs(…)", true, true),
+            ("extend", [arg]) => self.pairs(arg, ".extend(…)", false, false),
             ("insert", [key, _]) => {
                 if let Some(keys) = self.resolver.strings(key, self.locals) {
                     self.record(keys, Kind::Set);

@@ -410,3 +410,16 @@ pub fn mentions_prefix(
     find.visit_expr(expr);
     find.found
 }
+
+/// `path` as written, followed by what it resolves to when that differs (`Cmd::new`
+/// → "`Cmd::new` (std::process::Command::new)").
+pub fn describe_path(path: &syn::Path, resolved: &[String]) -> String {
+    let written: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let written = written.join("::");
+    let resolved = resolved.join("::");
+    if written == resolved {
+        format!("`{written}`")
+    } else {
+        format!("`{written}` ({resolved})")
+    }
+}

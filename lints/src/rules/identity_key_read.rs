@@ -5,8 +5,10 @@
 //! `HERMES_KANBAN_` string, directly, through a `const` anywhere in the crate, or inside
 //! `format!`; and every `HERMES_KANBAN_` string in a function (or `static`/`const` initializer)
 //! that also calls `env::vars()` / `env::vars_os()`, which is how a prefix filter over the whole
-//! environment reads identity. The fix is always the same: ask `identity` (the gate for identity,
-//! `identity::settings::get` for knobs and board location).
+//! environment reads identity; and a call, with such a key, of a same-crate function that passes
+//! its parameter straight to `env::var` (`env_str("HERMES_KANBAN_TASK")`). The fix is always the
+//! same: ask `identity` (the gate for identity, `identity::settings::get` for knobs and board
+//! location).
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
@@ -34,6 +36,7 @@ impl Rule for IdentityKeyRead {
         }
         let resolver = file.resolver(cx);
         let mut scan = Scan {
+            cx,
             imports: &file.imports,
             resolver: &resolver,
             path: &file.file.path,
@@ -44,6 +47,7 @@ impl Rule for IdentityKeyRead {
 }
 
 struct Scan<'a, 'r> {
+    cx: &'a Context<'r>,
     imports: &'a Imports,
     resolver: &'a Resolver<'r>,
     path: &'a str,
@@ -160,6 +164,41 @@ impl Visit<'_> for Scan<'_, '_> {
                 FIX,
             ));
         }
+        // A same-crate helper that hands its parameter to `env::var`.
+        if let Some(path) = call_path(c)
+            && let Some(last) = path.segments.last()
+        {
+            self.helper_read(&last.ident.to_string(), c.args.iter(), c.span());
+        }
         visit::visit_expr_call(self, c);
+    }
+}
+
+impl Scan<'_, '_> {
+    fn helper_read<'e>(
+        &mut self,
+        name: &str,
+        args: impl Iterator<Item = &'e syn::Expr>,
+        span: Span,
+    ) {
+        let Some(params) = self.cx.env_readers.get(name) else {
+            return;
+        };
+        for (i, arg) in args.enumerate() {
+            if params.contains(&i)
+                && let Some((_, value)) = mentions_prefix(arg, KANBAN_PREFIX, self.resolver)
+            {
+                self.out.push(Diagnostic::error(
+                    self.path,
+                    span,
+                    NAME,
+                    format!(
+                        "`{name}` reads the environment variable it is given, so this call reads \
+                         `{value}` outside identity"
+                    ),
+                    FIX,
+                ));
+            }
+        }
     }
 }

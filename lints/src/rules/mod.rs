@@ -10,7 +10,7 @@ mod raw_command;
 mod raw_thread_spawn;
 mod ungated_identity;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use syn::visit::{self, Visit};
 
@@ -51,6 +51,9 @@ pub struct Context<'a> {
     pub gated_fns: HashSet<String>,
     /// Names of `static` items (including `thread_local!` ones) anywhere in the crate.
     pub statics: HashSet<String>,
+    /// Functions that pass one of their parameters straight to `env::var`/`var_os`: name →
+    /// positions of those parameters (a call of one with a key is a read of that key).
+    pub env_readers: HashMap<String, Vec<usize>>,
 }
 
 /// One file with its imports.
@@ -95,7 +98,15 @@ impl<'a> Context<'a> {
         }
         let mut gated_fns = HashSet::new();
         let mut statics = HashSet::new();
+        let mut env_readers = HashMap::new();
         for file in &tree.files {
+            let imports = Imports::of(&file.ast);
+            for_each_fn_sig(&file.ast, |sig, block| {
+                let params = env_read_params(sig, block, &imports);
+                if !params.is_empty() {
+                    env_readers.insert(sig.ident.to_string(), params);
+                }
+            });
             Collect {
                 in_gates: file.in_module("gates"),
                 gated: &mut gated_fns,
@@ -108,8 +119,96 @@ impl<'a> Context<'a> {
             consts: Consts::of(tree),
             gated_fns,
             statics,
+            env_readers,
         }
     }
+}
+
+/// Positions of the parameters of `sig` that `block` passes directly to `env::var`/`var_os`.
+fn env_read_params(sig: &syn::Signature, block: &syn::Block, imports: &Imports) -> Vec<usize> {
+    let names: Vec<Option<String>> = sig
+        .inputs
+        .iter()
+        .filter_map(|i| match i {
+            syn::FnArg::Typed(t) => Some(match &*t.pat {
+                syn::Pat::Ident(p) => Some(p.ident.to_string()),
+                _ => None,
+            }),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect();
+    struct Find<'a> {
+        imports: &'a Imports,
+        names: &'a [Option<String>],
+        found: Vec<usize>,
+    }
+    impl Visit<'_> for Find<'_> {
+        fn visit_item(&mut self, _: &syn::Item) {}
+        fn visit_expr_call(&mut self, c: &syn::ExprCall) {
+            if let Some(path) = crate::resolve::call_path(c) {
+                let segs = self.imports.resolve(path);
+                let reads = crate::resolve::ends_with(&segs, &["env", "var"])
+                    || crate::resolve::ends_with(&segs, &["env", "var_os"]);
+                if reads
+                    && let Some(arg) = c.args.first()
+                    && let syn::Expr::Path(p) = strip_refs(arg)
+                    && let Some(id) = p.path.get_ident()
+                    && let Some(i) = self
+                        .names
+                        .iter()
+                        .position(|n| n.as_deref() == Some(&id.to_string()))
+                    && !self.found.contains(&i)
+                {
+                    self.found.push(i);
+                }
+            }
+            visit::visit_expr_call(self, c);
+        }
+    }
+    let mut find = Find {
+        imports,
+        names: &names,
+        found: Vec::new(),
+    };
+    find.visit_block(block);
+    find.found
+}
+
+/// `expr` without leading `&`, `*` and parentheses.
+fn strip_refs(mut expr: &syn::Expr) -> &syn::Expr {
+    loop {
+        expr = match expr {
+            syn::Expr::Reference(r) => &r.expr,
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => &u.expr,
+            syn::Expr::Paren(p) => &p.expr,
+            other => return other,
+        }
+    }
+}
+
+/// Calls `f` with the signature and body of every function of `file`, at any depth.
+pub fn for_each_fn_sig<'f>(
+    file: &'f syn::File,
+    mut f: impl FnMut(&'f syn::Signature, &'f syn::Block),
+) {
+    struct Fns<F>(F);
+    impl<'f, F: FnMut(&'f syn::Signature, &'f syn::Block)> Visit<'f> for Fns<F> {
+        fn visit_item_fn(&mut self, i: &'f syn::ItemFn) {
+            (self.0)(&i.sig, &i.block);
+            visit::visit_item_fn(self, i);
+        }
+        fn visit_impl_item_fn(&mut self, i: &'f syn::ImplItemFn) {
+            (self.0)(&i.sig, &i.block);
+            visit::visit_impl_item_fn(self, i);
+        }
+        fn visit_trait_item_fn(&mut self, i: &'f syn::TraitItemFn) {
+            if let Some(block) = &i.default {
+                (self.0)(&i.sig, block);
+            }
+            visit::visit_trait_item_fn(self, i);
+        }
+    }
+    Fns(&mut f).visit_file(file);
 }
 
 /// True when `attrs` contain `#[kanban_identity_gated]` (with or without arguments or a path).

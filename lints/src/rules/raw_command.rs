@@ -11,7 +11,7 @@ use syn::visit::{self, Visit};
 
 use super::{Context, FileCx, Rule};
 use crate::diag::Diagnostic;
-use crate::resolve::{Imports, call_path, ends_with};
+use crate::resolve::{Imports, call_path, describe_path, ends_with};
 
 pub struct RawCommand;
 
@@ -52,8 +52,8 @@ impl Scan<'_> {
                 span,
                 NAME,
                 format!(
-                    "`{}` builds a child process outside identity",
-                    segs.join("::")
+                    "{} builds a child process outside identity",
+                    describe_path(path, &segs)
                 ),
                 FIX,
             ));

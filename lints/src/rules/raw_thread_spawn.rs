@@ -11,7 +11,7 @@ use syn::visit::{self, Visit};
 
 use super::{Context, FileCx, Rule};
 use crate::diag::Diagnostic;
-use crate::resolve::{Imports, call_path, chain_root, ends_with};
+use crate::resolve::{Imports, call_path, chain_root, describe_path, ends_with};
 
 pub struct RawThreadSpawn;
 
@@ -31,6 +31,7 @@ impl Rule for RawThreadSpawn {
         Scan {
             imports: &file.imports,
             path: &file.file.path,
+            builders: Vec::new(),
             out,
         }
         .visit_file(&file.file.ast);
@@ -40,22 +41,38 @@ impl Rule for RawThreadSpawn {
 struct Scan<'a> {
     imports: &'a Imports,
     path: &'a str,
+    /// Locals bound to a `thread::Builder` (`let b = thread::Builder::new().name(…);`).
+    builders: Vec<String>,
     out: &'a mut Vec<Diagnostic>,
 }
 
 impl Scan<'_> {
     fn is_builder_new(&self, expr: &syn::Expr) -> bool {
-        let syn::Expr::Call(c) = chain_root(expr) else {
-            return false;
-        };
-        call_path(c).is_some_and(|p| {
-            let segs = self.imports.resolve(p);
-            ends_with(&segs, &["thread", "Builder", "new"])
-        })
+        match chain_root(expr) {
+            syn::Expr::Call(c) => call_path(c).is_some_and(|p| {
+                let segs = self.imports.resolve(p);
+                ends_with(&segs, &["thread", "Builder", "new"])
+            }),
+            syn::Expr::Path(p) => p
+                .path
+                .get_ident()
+                .is_some_and(|id| self.builders.contains(&id.to_string())),
+            _ => false,
+        }
     }
 }
 
 impl Visit<'_> for Scan<'_> {
+    fn visit_local(&mut self, l: &syn::Local) {
+        if let Some(init) = &l.init
+            && self.is_builder_new(&init.expr)
+            && let syn::Pat::Ident(id) = &l.pat
+        {
+            self.builders.push(id.ident.to_string());
+        }
+        syn::visit::visit_local(self, l);
+    }
+
     fn visit_expr_call(&mut self, c: &syn::ExprCall) {
         if let Some(path) = call_path(c) {
             let segs = self.imports.resolve(path);
@@ -66,8 +83,8 @@ impl Visit<'_> for Scan<'_> {
                         c.span(),
                         NAME,
                         format!(
-                            "`{}` starts a thread that does not carry the ownership context",
-                            segs.join("::")
+                            "{} starts a thread that does not carry the ownership context",
+                            describe_path(path, &segs)
                         ),
                         FIX,
                     ));

@@ -68,17 +68,23 @@ impl Visit<'_> for Find<'_> {
     fn visit_item(&mut self, _: &syn::Item) {}
 
     fn visit_expr_call(&mut self, c: &syn::ExprCall) {
-        if let Some(path) = call_path(c) {
-            let segs = self.imports.resolve(path);
-            if ends_with(&segs, &["identity", "gate"]) {
-                self.found.push((c.span(), "`identity::gate()`".into()));
+        if let Some(path) = call_path(c)
+            && ends_with(&self.imports.resolve(path), &["identity", "gate"])
+        {
+            self.found.push((c.span(), "`identity::gate()`".into()));
+            for arg in &c.args {
+                self.visit_expr(arg);
             }
+            return;
         }
         visit::visit_expr_call(self, c);
     }
 
     fn visit_expr_path(&mut self, p: &syn::ExprPath) {
-        if names_worker_identity(&p.path) {
+        if ends_with(&self.imports.resolve(&p.path), &["identity", "gate"]) {
+            // The gate passed as a function value: `.or_else(identity::gate)`.
+            self.found.push((p.span(), "`identity::gate`".into()));
+        } else if names_worker_identity(&p.path) {
             self.found
                 .push((p.span(), "a `WorkerIdentity` constructor".into()));
         }
