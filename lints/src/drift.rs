@@ -172,8 +172,10 @@ pub fn analyze(tree: &Tree) -> Report {
     let fns = index_fns(tree);
     let mut report = Report::default();
 
-    let spawns: Vec<&FnDef<'_>> = fns.iter().filter(|f| f.name == SPAWN_FN).collect();
-    let spawn = match spawns.as_slice() {
+    let spawns: Vec<usize> = (0..fns.len())
+        .filter(|&i| fns[i].name == SPAWN_FN)
+        .collect();
+    let spawn_idx = match spawns.as_slice() {
         [] => {
             let path = tree
                 .files
@@ -199,8 +201,9 @@ pub fn analyze(tree: &Tree) -> Report {
         }
         [one] => *one,
         [first, rest @ ..] => {
+            let first = &fns[*first];
             let line = first.sig.ident.span().start().line;
-            for dup in rest {
+            for dup in rest.iter().map(|&i| &fns[i]) {
                 report.diagnostics.push(Diagnostic::error(
                     dup.path,
                     dup.sig.ident.span(),
@@ -218,11 +221,8 @@ pub fn analyze(tree: &Tree) -> Report {
     };
 
     // Walk default_spawn and the helpers it hands the command or env map to.
+    let spawn = &fns[spawn_idx];
     let mut queue: Vec<(usize, HashMap<String, Vec<Str>>, usize)> = Vec::new();
-    let spawn_idx = fns
-        .iter()
-        .position(|f| std::ptr::eq(f, spawn))
-        .unwrap_or_default();
     queue.push((spawn_idx, HashMap::new(), 0));
     let mut seen: HashSet<String> = HashSet::new();
     while let Some((idx, params, depth)) = queue.pop() {
@@ -265,11 +265,12 @@ pub fn analyze(tree: &Tree) -> Report {
         }
     }
 
-    classify(tree, &consts, spawn, &mut report);
+    classify(&consts, spawn, &mut report);
     report
 }
 
-fn classify(tree: &Tree, consts: &Consts, spawn: &FnDef<'_>, report: &mut Report) {
+/// Compares the keys found with the two lists of `identity`.
+fn classify(consts: &Consts, spawn: &FnDef<'_>, report: &mut Report) {
     let mut lists: BTreeMap<&str, (Vec<Str>, String, Span)> = BTreeMap::new();
     for list in [IDENTITY_LIST, BEHAVIOR_LIST] {
         let defs: Vec<_> = consts
@@ -391,7 +392,6 @@ fn classify(tree: &Tree, consts: &Consts, spawn: &FnDef<'_>, report: &mut Report
         }
     }
     report.diagnostics.extend(diags);
-    let _ = tree;
 }
 
 /// Binds `let` names, `for` patterns and single-parameter closure patterns of `block`.
