@@ -2,8 +2,9 @@
 //! without `#[kanban_identity_gated]`.
 //!
 //! "Reaches" means it obtains a `WorkerIdentity` itself: calls the gate (`identity::gate()`,
-//! however imported) or names a `WorkerIdentity` constructor (`WorkerIdentity::…`, a
-//! `WorkerIdentity { … }` literal). Receiving a `&WorkerIdentity` parameter is not reaching: the
+//! however imported, or passes it as a function value), calls `identity::owned_kanban_task()`
+//! (the gate's task id, a shortcut for the same read), or names a `WorkerIdentity` constructor
+//! (`WorkerIdentity::…`, a `WorkerIdentity { … }` literal). Receiving a `&WorkerIdentity` parameter is not reaching: the
 //! caller got it from the gate. Closures count for the function that contains them.
 
 use syn::spanned::Spanned;
@@ -58,6 +59,16 @@ struct Find<'a> {
     found: Vec<(proc_macro2::Span, String)>,
 }
 
+impl Find<'_> {
+    /// `Some("gate")` / `Some("owned_kanban_task")` when `path` names one of identity's reads.
+    fn identity_read(&self, path: &syn::Path) -> Option<&'static str> {
+        let segs = self.imports.resolve(path);
+        ["gate", "owned_kanban_task"]
+            .into_iter()
+            .find(|f| ends_with(&segs, &["identity", f]))
+    }
+}
+
 fn names_worker_identity(path: &syn::Path) -> bool {
     let n = path.segments.len();
     n >= 2 && path.segments[n - 2].ident == "WorkerIdentity"
@@ -69,9 +80,9 @@ impl Visit<'_> for Find<'_> {
 
     fn visit_expr_call(&mut self, c: &syn::ExprCall) {
         if let Some(path) = call_path(c)
-            && ends_with(&self.imports.resolve(path), &["identity", "gate"])
+            && let Some(what) = self.identity_read(path)
         {
-            self.found.push((c.span(), "`identity::gate()`".into()));
+            self.found.push((c.span(), format!("`identity::{what}()`")));
             for arg in &c.args {
                 self.visit_expr(arg);
             }
@@ -81,9 +92,9 @@ impl Visit<'_> for Find<'_> {
     }
 
     fn visit_expr_path(&mut self, p: &syn::ExprPath) {
-        if ends_with(&self.imports.resolve(&p.path), &["identity", "gate"]) {
+        if let Some(what) = self.identity_read(&p.path) {
             // The gate passed as a function value: `.or_else(identity::gate)`.
-            self.found.push((p.span(), "`identity::gate`".into()));
+            self.found.push((p.span(), format!("`identity::{what}`")));
         } else if names_worker_identity(&p.path) {
             self.found
                 .push((p.span(), "a `WorkerIdentity` constructor".into()));
