@@ -65,9 +65,12 @@ pub const BEHAVIOR_ONLY_ENV_KEYS: &[&str] = &[
 /// never a dispatcher-owned worker and may not mutate its board.
 pub const DELEGATED_CHILD_MARKER: &str = "HERMES_DELEGATED_CHILD_CONTEXT";
 
-/// What a dispatcher-owned worker knows about itself. Made only by [`gate`].
+/// What a dispatcher-owned worker knows about itself. Made only by [`gate`]: the private field
+/// makes a struct literal impossible outside this module.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WorkerIdentity {
+    #[serde(skip)]
+    sealed: Sealed,
     pub task: String,
     pub run_id: Option<i64>,
     pub claim_lock: Option<String>,
@@ -82,6 +85,10 @@ pub struct WorkerIdentity {
     /// `HERMES_KANBAN_GOAL_MAX_TURNS` (behaviour only).
     pub goal_max_turns: Option<u32>,
 }
+
+/// Seals [`WorkerIdentity`] against construction outside this module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sealed;
 
 fn env_str(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
@@ -105,13 +112,19 @@ pub fn is_delegated_child() -> bool {
 }
 
 /// The one identity gate: the worker identity, read from the environment now, if and only if the
-/// current context is dispatcher-owned and `HERMES_KANBAN_TASK` is set.
+/// current context is dispatcher-owned and `HERMES_KANBAN_TASK` is set (non-empty). A run id
+/// that is not an integer reads as `None` (lifecycle calls then carry no run fence; the
+/// dispatcher always injects an integer).
 pub fn gate() -> Option<WorkerIdentity> {
     if !is_dispatcher_owned_worker_context() {
         return None;
     }
-    let task = env_str("HERMES_KANBAN_TASK")?;
+    let task = env_str("HERMES_KANBAN_TASK")?.trim().to_owned();
+    if task.is_empty() {
+        return None;
+    }
     Some(WorkerIdentity {
+        sealed: Sealed,
         task,
         run_id: env_str("HERMES_KANBAN_RUN_ID").and_then(|v| v.parse().ok()),
         claim_lock: env_str("HERMES_KANBAN_CLAIM_LOCK"),
@@ -196,10 +209,16 @@ where
 /// What `kanban identity --json` prints: what the current context believes about itself.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct IdentityReport {
+    /// [`is_dispatcher_owned_worker_context`]: true unless the context was lowered or the process
+    /// carries the marker (so `true` in a plain shell, where `task` is `null`).
     pub owned: bool,
+    /// The owned worker's task: non-null only when the gate hands out an identity.
     pub task: Option<String>,
+    /// The owned worker's run id, under the same condition.
     pub run_id: Option<i64>,
+    /// [`is_delegated_child`]: a delegated-child scope or the marker in the process.
     pub delegated_child: bool,
+    /// Every gate's verdict ([`crate::gates::snapshot`]).
     pub gates: serde_json::Map<String, serde_json::Value>,
 }
 

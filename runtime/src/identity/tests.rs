@@ -126,6 +126,26 @@ fn gate_reads_the_worker_environment_at_call_time() {
     );
 }
 
+#[test]
+fn blank_task_is_no_identity() {
+    child(
+        "blank_task_is_no_identity",
+        &[("HERMES_KANBAN_TASK", "   ")],
+        || assert_eq!(gate(), None),
+    );
+}
+
+#[test]
+fn task_id_is_trimmed() {
+    child(
+        "task_id_is_trimmed",
+        &[("HERMES_KANBAN_TASK", " t_1 ")],
+        || {
+            assert_eq!(owned_kanban_task().as_deref(), Some("t_1"));
+        },
+    );
+}
+
 /// A scope opened on one thread must not leak into a sibling thread (the property a process-wide
 /// environment clear cannot provide).
 #[test]
