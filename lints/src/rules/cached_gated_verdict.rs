@@ -2,9 +2,11 @@
 //!
 //! A gated verdict depends on the execution context it was computed in (a cron job inside a
 //! worker gets "not owned"); memoizing it hands one context's answer to another. A *verdict* is a
-//! call of a `gates::` function, of any function marked `#[kanban_identity_gated]` or defined in
-//! `runtime/src/gates/`, or of `identity::gate` / `identity::owned_kanban_task` /
-//! `identity::is_dispatcher_owned_worker_context`, or a local `let` bound to one. A *cache* is
+//! call (or a function value) of one of [`Context::gated_fns`](super::Context): identity's reads
+//! (`identity::gate`, `owned_kanban_task`, `is_dispatcher_owned_worker_context`), any function
+//! marked `#[kanban_identity_gated]`, and any function of `gates/` or `identity/` built on them
+//! (`gates::snapshot`); or a local `let` bound to such a call. A machine fact computed in `gates/`
+//! (is this a container?) is not a verdict and may be cached. A *cache* is
 //! a `static` (including `thread_local!`, `OnceLock`, `LazyLock`): the verdict is flagged when it
 //! appears in a static's initializer, in the arguments of a storing method (`get_or_init`, `set`,
 //! `insert`, …) called on a static (directly or inside its `with` closure), or on the right of an
@@ -59,7 +61,6 @@ impl Rule for CachedGatedVerdict {
         let mut scan = Scan {
             cx,
             imports: &file.imports,
-            in_identity: file.file.in_identity(),
             tainted: HashSet::new(),
             aliases: HashMap::new(),
             path: &file.file.path,
@@ -72,7 +73,6 @@ impl Rule for CachedGatedVerdict {
 struct Scan<'a, 'c> {
     cx: &'a Context<'c>,
     imports: &'a Imports,
-    in_identity: bool,
     /// Locals bound to a verdict in the function being scanned.
     tainted: HashSet<String>,
     /// Locals bound to a static or a guard of one (`if let Ok(mut g) = CACHE.lock()`).
@@ -90,18 +90,14 @@ impl Scan<'_, '_> {
     fn is_verdict_fn(&self, path: &syn::Path) -> Option<String> {
         let segs = self.imports.resolve(path);
         let last = segs.last()?.as_str();
-        let qualified = segs.len() >= 2 && segs[segs.len() - 2] == "gates";
-        let identity_fn = matches!(
-            last,
-            "gate" | "owned_kanban_task" | "is_dispatcher_owned_worker_context"
-        ) && (segs.len() >= 2 && segs[segs.len() - 2] == "identity"
-            || (segs.len() == 1 && self.in_identity));
-        let gated = self.cx.gated_fns.contains(last)
-            && (segs.len() == 1
-                || segs
-                    .iter()
-                    .any(|s| s == "gates" || s == "self" || s == "Self"));
-        (qualified || identity_fn || gated).then(|| segs.join("::"))
+        let through_gates = segs.len() >= 2 && segs[segs.len() - 2] == "gates";
+        let qualified = segs.len() == 1
+            || segs
+                .iter()
+                .any(|s| matches!(s.as_str(), "gates" | "identity" | "self" | "Self"));
+        let verdict = (through_gates && !self.cx.plain_gates_fns.contains(last))
+            || (self.cx.gated_fns.contains(last) && qualified);
+        verdict.then(|| segs.join("::"))
     }
 
     /// The first verdict inside `expr`: its span and a name for it.
@@ -127,9 +123,7 @@ impl Scan<'_, '_> {
                     && self.scan.tainted.contains(&id.to_string())
                 {
                     self.found = Some((p.span(), format!("`{id}` (bound to a gated verdict)")));
-                } else if p.path.segments.len() >= 2
-                    && let Some(name) = self.scan.is_verdict_fn(&p.path)
-                {
+                } else if let Some(name) = self.scan.is_verdict_fn(&p.path) {
                     self.found = Some((p.span(), format!("`{name}`")));
                 }
             }

@@ -47,8 +47,13 @@ pub fn all() -> Vec<Box<dyn Rule>> {
 pub struct Context<'a> {
     pub tree: &'a Tree,
     pub consts: Consts,
-    /// Names of functions that are gated: carry `#[kanban_identity_gated]` or live in `gates/`.
+    /// Names of functions whose result is a gated verdict: identity's reads (`gate`,
+    /// `owned_kanban_task`, `is_dispatcher_owned_worker_context`), every function carrying
+    /// `#[kanban_identity_gated]`, and every function of `gates/` or `identity/` that calls one
+    /// of those (transitively, e.g. `gates::snapshot`). Machine facts in `gates/` are not.
     pub gated_fns: HashSet<String>,
+    /// Functions of `gates/` that are not verdicts (machine facts, formatting helpers).
+    pub plain_gates_fns: HashSet<String>,
     /// Names of `static` items (including `thread_local!` ones) anywhere in the crate.
     pub statics: HashSet<String>,
     /// Functions that pass one of their parameters straight to `env::var`/`var_os`: name →
@@ -74,19 +79,18 @@ impl FileCx<'_> {
 impl<'a> Context<'a> {
     pub fn new(tree: &'a Tree) -> Self {
         struct Collect<'c> {
-            in_gates: bool,
             gated: &'c mut HashSet<String>,
             statics: &'c mut HashSet<String>,
         }
         impl Visit<'_> for Collect<'_> {
             fn visit_item_fn(&mut self, f: &syn::ItemFn) {
-                if self.in_gates || has_gated_attr(&f.attrs) {
+                if has_gated_attr(&f.attrs) {
                     self.gated.insert(f.sig.ident.to_string());
                 }
                 visit::visit_item_fn(self, f);
             }
             fn visit_impl_item_fn(&mut self, f: &syn::ImplItemFn) {
-                if self.in_gates || has_gated_attr(&f.attrs) {
+                if has_gated_attr(&f.attrs) {
                     self.gated.insert(f.sig.ident.to_string());
                 }
                 visit::visit_impl_item_fn(self, f);
@@ -96,27 +100,49 @@ impl<'a> Context<'a> {
                 visit::visit_item_static(self, s);
             }
         }
-        let mut gated_fns = HashSet::new();
+        let mut gated_fns: HashSet<String> = IDENTITY_READS.iter().map(|s| s.to_string()).collect();
+        let mut surface_fns: Vec<(String, &syn::Block)> = Vec::new();
+        let mut gates_fns: HashSet<String> = HashSet::new();
         let mut statics = HashSet::new();
         let mut env_readers = HashMap::new();
         for file in &tree.files {
             let imports = Imports::of(&file.ast);
+            let surface = file.in_module("gates") || file.in_identity();
             for_each_fn_sig(&file.ast, |sig, block| {
+                if surface {
+                    surface_fns.push((sig.ident.to_string(), block));
+                }
+                if file.in_module("gates") {
+                    gates_fns.insert(sig.ident.to_string());
+                }
                 let params = env_read_params(sig, block, &imports);
                 if !params.is_empty() {
                     env_readers.insert(sig.ident.to_string(), params);
                 }
             });
             Collect {
-                in_gates: file.in_module("gates"),
                 gated: &mut gated_fns,
                 statics: &mut statics,
             }
             .visit_file(&file.ast);
         }
+        // Functions of the identity surface that derive their result from a verdict.
+        loop {
+            let before = gated_fns.len();
+            for (name, block) in &surface_fns {
+                if !gated_fns.contains(name) && calls_any(block, &gated_fns) {
+                    gated_fns.insert(name.clone());
+                }
+            }
+            if gated_fns.len() == before {
+                break;
+            }
+        }
+        let plain_gates_fns = gates_fns.difference(&gated_fns).cloned().collect();
         Context {
             tree,
             consts: Consts::of(tree),
+            plain_gates_fns,
             gated_fns,
             statics,
             env_readers,
@@ -169,6 +195,37 @@ fn env_read_params(sig: &syn::Signature, block: &syn::Block, imports: &Imports) 
         imports,
         names: &names,
         found: Vec::new(),
+    };
+    find.visit_block(block);
+    find.found
+}
+
+/// identity's own reads of worker identity / ownership, verdicts by definition.
+pub const IDENTITY_READS: &[&str] = &[
+    "gate",
+    "owned_kanban_task",
+    "is_dispatcher_owned_worker_context",
+];
+
+/// True when `block` calls (or names as a function value) a function whose name is in `names`.
+fn calls_any(block: &syn::Block, names: &HashSet<String>) -> bool {
+    struct Find<'a> {
+        names: &'a HashSet<String>,
+        found: bool,
+    }
+    impl Visit<'_> for Find<'_> {
+        fn visit_item(&mut self, _: &syn::Item) {}
+        fn visit_expr_path(&mut self, p: &syn::ExprPath) {
+            if let Some(last) = p.path.segments.last()
+                && self.names.contains(&last.ident.to_string())
+            {
+                self.found = true;
+            }
+        }
+    }
+    let mut find = Find {
+        names,
+        found: false,
     };
     find.visit_block(block);
     find.found
