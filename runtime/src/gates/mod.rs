@@ -113,6 +113,16 @@ pub fn run_id_for(identity: &WorkerIdentity, task_id: &str) -> Option<i64> {
     }
 }
 
+/// The claim lock a heartbeat of `task_id` is fenced on: the owned claim lock when `task_id` is
+/// the owned task, else `None`.
+#[kanban_identity_gated]
+pub fn claim_lock_for(identity: &WorkerIdentity, task_id: &str) -> Option<String> {
+    identity
+        .claim_lock
+        .clone()
+        .filter(|_| identity.task == task_id)
+}
+
 /// The owned worker's run id.
 #[kanban_identity_gated]
 pub fn owned_run_id(identity: &WorkerIdentity) -> Option<i64> {
@@ -171,6 +181,58 @@ pub fn authorize_mutation(task_id: &str) -> Result<(), MutationRefused> {
     identity::fence::check_board_mutation()?;
     check_mutation(task_id)?;
     Ok(())
+}
+
+/// What a lifecycle command (complete, block, heartbeat) acts on, once authorized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleTarget {
+    /// The task: the explicit id, else the owned worker's task.
+    pub task_id: String,
+    /// The run the call is fenced on: the owned run when the task is the owned one, else `None`
+    /// (an operator acting on any run).
+    pub expected_run_id: Option<i64>,
+    /// The owned worker's claim lock under the same condition, for heartbeat fencing.
+    pub claim_lock: Option<String>,
+}
+
+/// Why a lifecycle command was not even attempted.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleRefused {
+    #[error(
+        "no task id: pass one (e.g. `kanban complete t_1a2b3c4d --summary …`), or run the \
+         command as the dispatcher-owned worker, where it defaults to the worker's task"
+    )]
+    NoTask,
+    #[error(transparent)]
+    Fenced(#[from] identity::fence::Fenced),
+    #[error(transparent)]
+    NotOwner(#[from] NotOwner),
+}
+
+impl From<MutationRefused> for LifecycleRefused {
+    fn from(refused: MutationRefused) -> Self {
+        match refused {
+            MutationRefused::Fenced(f) => LifecycleRefused::Fenced(f),
+            MutationRefused::NotOwner(n) => LifecycleRefused::NotOwner(n),
+        }
+    }
+}
+
+/// Resolves and authorizes the target of a lifecycle command, in this order: the delegated-child
+/// fence (a fenced process mutates nothing, explicit id or not), the task id
+/// ([`default_task_id`]), worker ownership ([`check_mutation`]), then the run fence
+/// ([`run_id_for`]) and claim lock.
+pub fn lifecycle_target(explicit: Option<&str>) -> Result<LifecycleTarget, LifecycleRefused> {
+    identity::fence::check_board_mutation()?;
+    let task_id = default_task_id(explicit).ok_or(LifecycleRefused::NoTask)?;
+    check_mutation(&task_id)?;
+    let expected_run_id = run_id_for(&task_id);
+    let claim_lock = claim_lock_for(&task_id);
+    Ok(LifecycleTarget {
+        task_id,
+        expected_run_id,
+        claim_lock,
+    })
 }
 
 /// Every gate's verdict in the current context, for `kanban identity --json`.

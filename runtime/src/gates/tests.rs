@@ -197,3 +197,40 @@ fn gates_leave_the_environment_untouched() {
         assert_eq!(kanban_env(), before);
     });
 }
+
+#[test]
+fn lifecycle_target_defaults_fences_and_refuses() {
+    worker("lifecycle_target_defaults_fences_and_refuses", || {
+        let own = lifecycle_target(None).unwrap();
+        assert_eq!(
+            own,
+            LifecycleTarget {
+                task_id: "t_worker_real_task".into(),
+                expected_run_id: Some(42),
+                claim_lock: Some("lock-abc".into()),
+            }
+        );
+        assert_eq!(lifecycle_target(Some("t_worker_real_task")).unwrap(), own);
+        assert!(matches!(
+            lifecycle_target(Some("t_other")),
+            Err(LifecycleRefused::NotOwner(_))
+        ));
+        {
+            let _scope = non_dispatcher_owned_context();
+            assert!(matches!(
+                lifecycle_target(None),
+                Err(LifecycleRefused::NoTask)
+            ));
+            let explicit = lifecycle_target(Some("t_other")).unwrap();
+            assert_eq!(
+                (explicit.expected_run_id, explicit.claim_lock),
+                (None, None)
+            );
+        }
+        let _child = crate::identity::delegated_child_context();
+        assert!(matches!(
+            lifecycle_target(Some("t_worker_real_task")),
+            Err(LifecycleRefused::Fenced(_))
+        ));
+    });
+}
