@@ -1,2 +1,137 @@
-//! End-to-end tests that drive the real `kanban` binary on a temporary home: helpers live here,
-//! the scenarios in `tests/tests/*.rs`.
+//! End-to-end test helpers that drive the real `kanban` binary on a temporary home.
+//!
+//! Where the binary comes from: Cargo builds a package's binaries before that package's own
+//! integration tests and exposes their paths as `env!("CARGO_BIN_EXE_<name>")` — but only inside
+//! the package that defines the binary. So end-to-end scenarios that need `kanban` live in
+//! `runtime/tests/*.rs` (package `kanban-runtime`, which dev-depends on this crate) and hand the
+//! path in: `Kanban::new(env!("CARGO_BIN_EXE_kanban"))`. That works on a clean clone with a plain
+//! `cargo test --workspace`: no prebuilt binary, no guessing `target/<profile>/` paths.
+//!
+//! Every child runs with a cleared environment (only `PATH` and `LANG` kept) plus `--home <tmp>`,
+//! so a test never sees the identity of a worker it happens to run inside, and never mutates this
+//! process's environment. Add variables per command with [`Kanban::cmd`] + `.env(k, v)`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A temporary kanban home and the binary to run against it.
+pub struct Kanban {
+    bin: PathBuf,
+    home: tempfile::TempDir,
+}
+
+/// What one `kanban` invocation did.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Exit code (`-1` when killed by a signal).
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Kanban {
+    /// A fresh empty home for the binary at `bin` (pass `env!("CARGO_BIN_EXE_kanban")`).
+    pub fn new(bin: impl Into<PathBuf>) -> Kanban {
+        let home = tempfile::Builder::new()
+            .prefix("kanban-e2e-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temporary home: {e}"));
+        Kanban {
+            bin: bin.into(),
+            home,
+        }
+    }
+
+    /// The kanban root passed as `--home`.
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// The binary.
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// `kanban --home <home>` with a cleared environment; add arguments and variables, then run.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.env_clear();
+        for key in ["PATH", "LANG"] {
+            if let Some(v) = std::env::var_os(key) {
+                cmd.env(key, v);
+            }
+        }
+        cmd.arg("--home").arg(self.home.path());
+        cmd
+    }
+
+    /// Runs `kanban <args>` to completion.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out = self
+            .cmd()
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
+        out.into()
+    }
+
+    /// Runs `kanban <args>`, asserts exit 0, returns stdout trimmed.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let run = self.run(args);
+        assert_eq!(
+            run.code, 0,
+            "kanban {args:?} exited {}\nstdout: {}\nstderr: {}",
+            run.code, run.stdout, run.stderr
+        );
+        run.stdout.trim().to_owned()
+    }
+
+    /// Runs `kanban --json <args>`, asserts exit 0, parses stdout.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.ok(&all);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("kanban {all:?}: not JSON ({e}): {out}"))
+    }
+
+    /// Creates a task and returns its id.
+    pub fn create(&self, title: &str, extra: &[&str]) -> String {
+        let mut args = vec!["create", title];
+        args.extend_from_slice(extra);
+        let v = self.json(&args);
+        v["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no id in {v}"))
+            .to_owned()
+    }
+
+    /// The status of task `id`.
+    pub fn status(&self, id: &str) -> String {
+        self.json(&["show", id])["task"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Asserts `kanban fsck` is clean.
+    pub fn assert_fsck_clean(&self) {
+        let run = self.run(&["--json", "fsck"]);
+        assert_eq!(run.code, 0, "fsck: {}\n{}", run.stdout, run.stderr);
+    }
+
+    /// The default board's database file.
+    pub fn default_db(&self) -> PathBuf {
+        self.home.path().join("kanban.db")
+    }
+}

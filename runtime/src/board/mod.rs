@@ -31,7 +31,7 @@ pub use query::TaskFilter;
 pub use store::{Board, Durability, OpenOptions, Tx};
 pub use tasks::{
     BLOCK_RECURRENCE_LIMIT, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
-    DEFAULT_FAILURE_LIMIT, Fence, NewTask, default_claim_lock,
+    DEFAULT_FAILURE_LIMIT, Fence, NewTask, check_seconds, claim_ttl_seconds, default_claim_lock,
 };
 
 #[cfg(test)]

@@ -94,6 +94,29 @@ pub fn check_seconds(what: &str, value: i64) -> Result<i64> {
     }
 }
 
+/// The claim TTL: `explicit` (e.g. `--ttl`) > `HERMES_KANBAN_CLAIM_TTL_SECONDS` > the config's
+/// `[dispatch] claim_ttl_seconds` (900 s when unset). Each must be >= 1.
+pub fn claim_ttl_seconds(explicit: Option<i64>, config: &crate::config::Config) -> Result<i64> {
+    use crate::identity::settings::{self, Setting};
+    if let Some(ttl) = explicit {
+        return check_seconds("--ttl", ttl);
+    }
+    if let Some(text) = settings::get(Setting::ClaimTtlSeconds) {
+        let what = Setting::ClaimTtlSeconds.key();
+        return match text.trim().parse::<i64>() {
+            Ok(ttl) => check_seconds(what, ttl),
+            Err(_) => Err(BoardError::InvalidSeconds {
+                what: what.to_owned(),
+                value: text,
+            }),
+        };
+    }
+    check_seconds(
+        "[dispatch] claim_ttl_seconds in kanban.toml",
+        config.dispatch.claim_ttl_seconds,
+    )
+}
+
 fn normalize_assignee(assignee: Option<&str>) -> Option<String> {
     assignee
         .map(|a| a.trim().to_lowercase())

@@ -1,15 +1,743 @@
-//! `kanban` subcommands of the board concern.
+//! `kanban` subcommands of the board concern: parse, call [`crate::board`], print.
+//!
+//! Every command that changes the board first passes the delegated-child fence
+//! ([`identity::fence::check_board_mutation`]); commands that change one task also pass the
+//! worker-ownership gate ([`gates::check_mutation`]): inside a dispatcher-owned worker only its own
+//! task may be changed. The agent-facing lifecycle commands (`complete`, `block`, `heartbeat`,
+//! `comment`, and `show`) default their task through [`gates::default_task_id`] and pass the
+//! owned run id, so a superseded worker cannot close its successor's run.
+//!
+//! Exit codes: 0 ok, 1 error, 2 usage, 3 refused (a lost compare-and-swap, a stale run, a live
+//! claim, not the owner).
 
-use super::{CmdResult, Globals};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::{CmdResult, Exit, Globals, Refused, print_json};
+use crate::board::{
+    self, BlockKind, Board, BoardError, BoardLocation, ClaimOutcome, ClaimSpec, Completion, Fence,
+    NewTask, OpenOptions, Outcome, Refusal, Status, Task, TaskFilter, paths,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::gates;
+use crate::identity;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum BoardCommand {
-    /// (board commands are being built.)
-    BoardPending,
+    /// Create the board database (the default board, or --board SLUG) if it does not exist.
+    Init,
+    /// Create a task; prints its id ({"id": …} with --json).
+    Create(CreateArgs),
+    /// List tasks (highest priority first). --json: an array of tasks.
+    List(ListArgs),
+    /// Show a task with its parents, children, runs, comments and recent events.
+    Show {
+        /// Task id (default: this worker's task).
+        id: Option<String>,
+        /// How many recent events to include.
+        #[arg(long, default_value_t = 20)]
+        events: usize,
+    },
+    /// A task's events, oldest first.
+    Events {
+        id: String,
+        /// Only the newest N events.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Claim a ready task: prints {"task_id","run_id","claim_lock","claim_expires"}; exit 3 if lost.
+    Claim {
+        id: String,
+        /// Lease length in seconds (default: $HERMES_KANBAN_CLAIM_TTL_SECONDS, else the config's
+        /// [dispatch] claim_ttl_seconds, else 900).
+        #[arg(long, allow_negative_numbers = true, value_name = "SECS")]
+        ttl: Option<i64>,
+        /// Claim lock to record (default "<hostname>:<pid>").
+        #[arg(long, value_name = "LOCK")]
+        claimer: Option<String>,
+    },
+    /// Extend the claim of a running task and stamp its heartbeat.
+    Heartbeat {
+        /// Task id (default: this worker's task).
+        id: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+        /// New lease length in seconds from now (default as for `claim`).
+        #[arg(long, allow_negative_numbers = true, value_name = "SECS")]
+        ttl: Option<i64>,
+    },
+    /// Mark a task done (closes its run, promotes children whose parents are all finished).
+    Complete {
+        /// Task id (default: this worker's task).
+        id: Option<String>,
+        #[arg(long)]
+        summary: Option<String>,
+        #[arg(long)]
+        result: Option<String>,
+        /// Complete even while another live claim holds the task.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Block a running or ready task.
+    Block {
+        /// Task id (default: this worker's task).
+        id: Option<String>,
+        #[arg(long)]
+        reason: String,
+        /// dependency (back to todo), needs_input, capability or transient.
+        #[arg(long, value_name = "KIND")]
+        kind: Option<String>,
+    },
+    /// Move a blocked task back to ready (todo while a parent is unfinished).
+    Unblock { id: String },
+    /// Archive a task (from any status).
+    Archive { id: String },
+    /// Take a running task back from its worker (operator); it returns to ready.
+    Reclaim {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Assign a task to a profile (`--none` clears it).
+    Assign {
+        id: String,
+        #[arg(required_unless_present = "none")]
+        assignee: Option<String>,
+        #[arg(long, conflicts_with = "assignee")]
+        none: bool,
+    },
+    /// Add a comment to a task.
+    Comment {
+        id: String,
+        #[arg(long)]
+        body: String,
+        /// Author name (ignored inside a worker, which always comments as itself).
+        #[arg(long)]
+        author: Option<String>,
+    },
+    /// Make CHILD depend on PARENT.
+    Link { parent: String, child: String },
+    /// Remove the dependency of CHILD on PARENT.
+    Unlink { parent: String, child: String },
+    /// Move a triage, todo or blocked task to ready (refused while a parent is unfinished).
+    Promote {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// List, create and switch boards.
+    Boards {
+        #[command(subcommand)]
+        command: BoardsCommand,
+    },
+    /// Check the board's invariants; exit 1 naming each violation.
+    Fsck,
 }
 
-pub fn run(command: BoardCommand, _globals: &Globals) -> CmdResult {
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    pub title: String,
+    #[arg(long)]
+    pub body: Option<String>,
+    #[arg(long)]
+    pub assignee: Option<String>,
+    /// A task this one depends on (repeatable).
+    #[arg(long = "parent", value_name = "ID")]
+    pub parents: Vec<String>,
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// Creating twice with the same key returns the first task.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// Runtime cap of one attempt, in seconds.
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub max_runtime: Option<i64>,
+    /// Start in triage.
+    #[arg(long, conflicts_with = "blocked")]
+    pub triage: bool,
+    /// Start blocked (until `kanban unblock`).
+    #[arg(long)]
+    pub blocked: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Only this status (repeatable).
+    #[arg(long = "status", value_name = "STATUS")]
+    pub statuses: Vec<String>,
+    #[arg(long)]
+    pub assignee: Option<String>,
+    /// Include archived tasks.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum BoardsCommand {
+    /// Every board under the root (`*` marks the current one).
+    List,
+    /// Create board SLUG.
+    Create { slug: String },
+    /// Make SLUG the current board.
+    Switch { slug: String },
+}
+
+/// The root, the resolved board and the open store.
+struct Opened {
+    loc: BoardLocation,
+    board: Board,
+}
+
+fn root(globals: &Globals) -> anyhow::Result<PathBuf> {
+    Ok(paths::root_dir(globals.home.as_deref())?)
+}
+
+/// Opens the resolved board; the default board is created on first use, any other must exist.
+fn open(globals: &Globals) -> anyhow::Result<Opened> {
+    let root = root(globals)?;
+    let loc = paths::resolve(&root, globals.board.as_deref())?;
+    let create = loc.slug == board::DEFAULT_BOARD && !loc.pinned;
+    let options = OpenOptions {
+        create,
+        ..OpenOptions::default()
+    };
+    let board = Board::open(&loc, &options)?;
+    Ok(Opened { loc, board })
+}
+
+fn now() -> i64 {
+    SystemClock.now()
+}
+
+/// The delegated-child fence (exit 3 when fenced).
+fn fence() -> anyhow::Result<()> {
+    identity::fence::check_board_mutation().map_err(|e| Refused(e.to_string()))?;
+    Ok(())
+}
+
+/// The fence plus worker ownership of `task_id` (exit 3 when refused).
+fn authorize(task_id: &str) -> anyhow::Result<()> {
+    fence()?;
+    gates::check_mutation(task_id).map_err(|e| Refused(e.to_string()))?;
+    Ok(())
+}
+
+/// The task a lifecycle command acts on: explicit, else this worker's own.
+fn task_arg(explicit: Option<String>, command: &str) -> Result<String, Exit> {
+    match gates::default_task_id(explicit.as_deref()) {
+        Some(id) => Ok(id),
+        None => {
+            eprintln!(
+                "kanban {command}: no task id given and this process is not a kanban worker; pass the task id"
+            );
+            Err(Exit(2))
+        }
+    }
+}
+
+fn refused(r: Refusal) -> anyhow::Error {
+    Refused(r.to_string()).into()
+}
+
+fn done<T>(outcome: Outcome<T>) -> anyhow::Result<T> {
+    outcome.into_result().map_err(refused)
+}
+
+pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
+    let json = globals.json;
     match command {
-        BoardCommand::BoardPending => anyhow::bail!("not built yet"),
+        BoardCommand::Init => init(globals),
+        BoardCommand::Create(args) => create(args, globals),
+        BoardCommand::List(args) => list(args, globals),
+        BoardCommand::Show { id, events } => {
+            let id = match task_arg(id, "show") {
+                Ok(id) => id,
+                Err(exit) => return Ok(exit),
+            };
+            show(&id, events, globals)
+        }
+        BoardCommand::Events { id, limit } => {
+            let o = open(globals)?;
+            o.board.get_task(&id)?;
+            let events = o.board.events(&id, limit)?;
+            if json {
+                print_json(&events)?;
+            } else {
+                for e in &events {
+                    println!("{}", event_line(e));
+                }
+            }
+            Ok(Exit::OK)
+        }
+        BoardCommand::Claim { id, ttl, claimer } => {
+            authorize(&id)?;
+            let o = open(globals)?;
+            let config = Config::load(&root(globals)?)?;
+            let ttl_seconds = board::claim_ttl_seconds(ttl, &config)?;
+            let lock = claimer
+                .map(|c| c.trim().to_owned())
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(board::default_claim_lock);
+            match o
+                .board
+                .claim(&id, &ClaimSpec { lock, ttl_seconds }, now())?
+            {
+                ClaimOutcome::Claimed(c) => {
+                    if json {
+                        print_json(&c)?;
+                    } else {
+                        println!(
+                            "claimed {} run {} as {} until {}",
+                            c.task_id, c.run_id, c.claim_lock, c.claim_expires
+                        );
+                    }
+                    Ok(Exit::OK)
+                }
+                ClaimOutcome::Lost(r) => Err(refused(r)),
+            }
+        }
+        BoardCommand::Heartbeat { id, note, ttl } => {
+            let id = match task_arg(id, "heartbeat") {
+                Ok(id) => id,
+                Err(exit) => return Ok(exit),
+            };
+            authorize(&id)?;
+            let o = open(globals)?;
+            let config = Config::load(&root(globals)?)?;
+            let ttl_seconds = board::claim_ttl_seconds(ttl, &config)?;
+            let fence = Fence {
+                claim_lock: gates::owned_claim_lock(),
+                run_id: gates::owned_run_id(),
+            };
+            let hb = done(
+                o.board
+                    .heartbeat(&id, &fence, note.as_deref(), ttl_seconds, now())?,
+            )?;
+            print_out(json, &hb, || {
+                format!("heartbeat {}: claim until {}", hb.task_id, hb.claim_expires)
+            })
+        }
+        BoardCommand::Complete {
+            id,
+            summary,
+            result,
+            force,
+        } => {
+            let id = match task_arg(id, "complete") {
+                Ok(id) => id,
+                Err(exit) => return Ok(exit),
+            };
+            authorize(&id)?;
+            let o = open(globals)?;
+            let completion = Completion {
+                expected_run_id: gates::owned_run_id(),
+                summary,
+                result,
+                force,
+            };
+            let c = done(o.board.complete(&id, &completion, now())?)?;
+            print_out(json, &c, || {
+                let mut line = format!("completed {}", c.task_id);
+                if !c.promoted.is_empty() {
+                    line.push_str(&format!("; now ready: {}", c.promoted.join(", ")));
+                }
+                line
+            })
+        }
+        BoardCommand::Block { id, reason, kind } => {
+            let id = match task_arg(id, "block") {
+                Ok(id) => id,
+                Err(exit) => return Ok(exit),
+            };
+            let kind = kind.map(|k| k.parse::<BlockKind>()).transpose()?;
+            authorize(&id)?;
+            let o = open(globals)?;
+            let b = done(
+                o.board
+                    .block(&id, kind, &reason, gates::owned_run_id(), now())?,
+            )?;
+            print_out(json, &b, || format!("{} is now {}", b.task_id, b.status))
+        }
+        BoardCommand::Unblock { id } => {
+            authorize(&id)?;
+            let o = open(globals)?;
+            let m = done(o.board.unblock(&id, now())?)?;
+            print_out(json, &m, || format!("{} is now {}", m.task_id, m.to))
+        }
+        BoardCommand::Archive { id } => {
+            authorize(&id)?;
+            let o = open(globals)?;
+            let a = done(o.board.archive(&id, now())?)?;
+            print_out(json, &a, || {
+                let mut line = format!("archived {} (was {})", a.task_id, a.prev_status);
+                if let Some(pid) = a.worker_pid {
+                    line.push_str(&format!("; its worker pid {pid} may still be running"));
+                }
+                line
+            })
+        }
+        BoardCommand::Reclaim { id, reason } => {
+            authorize(&id)?;
+            let o = open(globals)?;
+            let r = done(o.board.reclaim(&id, reason.as_deref(), now())?)?;
+            print_out(json, &r, || {
+                let mut line = format!("reclaimed {}; now {}", r.task_id, r.retry_status);
+                if let Some(pid) = r.worker_pid {
+                    line.push_str(&format!("; its worker pid {pid} may still be running"));
+                }
+                line
+            })
+        }
+        BoardCommand::Assign { id, assignee, none } => {
+            authorize(&id)?;
+            let o = open(globals)?;
+            let target = if none { None } else { assignee.as_deref() };
+            let a = done(o.board.assign(&id, target, now())?)?;
+            print_out(json, &a, || {
+                format!(
+                    "{} assigned to {}",
+                    a.task_id,
+                    a.to.as_deref().unwrap_or("nobody")
+                )
+            })
+        }
+        BoardCommand::Comment { id, body, author } => {
+            let id = match task_arg(Some(id), "comment") {
+                Ok(id) => id,
+                Err(exit) => return Ok(exit),
+            };
+            authorize(&id)?;
+            let o = open(globals)?;
+            // A worker comments as itself: its profile (or task), never a name it chose.
+            let author = match identity::owned_kanban_task() {
+                Some(task) => o
+                    .board
+                    .get_task(&task)
+                    .ok()
+                    .and_then(|t| t.assignee)
+                    .unwrap_or(task),
+                None => author.unwrap_or_else(|| "operator".to_owned()),
+            };
+            let comment_id = o.board.comment(&id, &author, &body, now())?;
+            #[derive(Serialize)]
+            struct Commented<'a> {
+                id: i64,
+                task_id: &'a str,
+                author: &'a str,
+            }
+            let c = Commented {
+                id: comment_id,
+                task_id: &id,
+                author: &author,
+            };
+            print_out(json, &c, || format!("comment {comment_id} on {id}"))
+        }
+        BoardCommand::Link { parent, child } => {
+            fence()?;
+            let o = open(globals)?;
+            let l = done(o.board.link(&parent, &child, now())?)?;
+            print_out(json, &l, || {
+                format!("{} depends on {} ({})", l.child, l.parent, l.child_status)
+            })
+        }
+        BoardCommand::Unlink { parent, child } => {
+            fence()?;
+            let o = open(globals)?;
+            let l = done(o.board.unlink(&parent, &child, now())?)?;
+            print_out(json, &l, || {
+                format!(
+                    "{} no longer depends on {} ({})",
+                    l.child, l.parent, l.child_status
+                )
+            })
+        }
+        BoardCommand::Promote { id, reason } => {
+            authorize(&id)?;
+            let o = open(globals)?;
+            let m = done(
+                o.board
+                    .promote(&id, Some("operator"), reason.as_deref(), now())?,
+            )?;
+            print_out(json, &m, || format!("{} is now {}", m.task_id, m.to))
+        }
+        BoardCommand::Boards { command } => boards(command, globals),
+        BoardCommand::Fsck => {
+            let o = open(globals)?;
+            let violations = o.board.fsck()?;
+            if json {
+                #[derive(Serialize)]
+                struct Report<'a> {
+                    ok: bool,
+                    board: &'a str,
+                    violations: &'a [board::Violation],
+                }
+                print_json(&Report {
+                    ok: violations.is_empty(),
+                    board: &o.loc.slug,
+                    violations: &violations,
+                })?;
+            } else if violations.is_empty() {
+                println!("board {} is consistent", o.loc.slug);
+            }
+            for v in &violations {
+                eprintln!("kanban fsck: {v}");
+            }
+            Ok(if violations.is_empty() {
+                Exit::OK
+            } else {
+                Exit(1)
+            })
+        }
+    }
+}
+
+/// Prints `value` as JSON, or the human line.
+fn print_out<T: Serialize>(json: bool, value: &T, human: impl FnOnce() -> String) -> CmdResult {
+    if json {
+        print_json(value)?;
+    } else {
+        println!("{}", human());
+    }
+    Ok(Exit::OK)
+}
+
+fn init(globals: &Globals) -> CmdResult {
+    fence()?;
+    let root = root(globals)?;
+    let loc = paths::resolve(&root, globals.board.as_deref())?;
+    let existed = loc.db_path.exists();
+    Board::open(&loc, &OpenOptions::create())?;
+    #[derive(Serialize)]
+    struct Init<'a> {
+        board: &'a str,
+        db_path: &'a Path,
+        created: bool,
+    }
+    print_out(
+        globals.json,
+        &Init {
+            board: &loc.slug,
+            db_path: &loc.db_path,
+            created: !existed,
+        },
+        || {
+            format!(
+                "board {} {} at {}",
+                loc.slug,
+                if existed { "ready" } else { "created" },
+                loc.db_path.display()
+            )
+        },
+    )
+}
+
+fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
+    fence()?;
+    let o = open(globals)?;
+    let new = NewTask {
+        title: args.title,
+        body: args.body,
+        assignee: args.assignee,
+        parents: args.parents,
+        priority: args.priority,
+        idempotency_key: args.idempotency_key,
+        max_runtime_seconds: args.max_runtime,
+        triage: args.triage,
+        blocked: args.blocked,
+        created_by: gates::default_task_id(None),
+        ..NewTask::default()
+    };
+    let created = o.board.create_task(&new, now())?;
+    if globals.json {
+        print_json(&created)?;
+    } else {
+        println!("{}", created.id);
+    }
+    Ok(Exit::OK)
+}
+
+fn list(args: ListArgs, globals: &Globals) -> CmdResult {
+    let statuses = args
+        .statuses
+        .iter()
+        .map(|s| s.parse::<Status>())
+        .collect::<Result<Vec<_>, BoardError>>()?;
+    let o = open(globals)?;
+    let tasks = o.board.list_tasks(&TaskFilter {
+        statuses,
+        assignee: args.assignee,
+        include_archived: args.all,
+        limit: None,
+    })?;
+    if globals.json {
+        print_json(&tasks)?;
+    } else {
+        for t in &tasks {
+            println!("{}", task_line(t));
+        }
+    }
+    Ok(Exit::OK)
+}
+
+fn task_line(t: &Task) -> String {
+    format!(
+        "{}  {:<9} p{:<3} {:<12} {}",
+        t.id,
+        t.status.as_str(),
+        t.priority,
+        t.assignee.as_deref().unwrap_or("-"),
+        t.title
+    )
+}
+
+fn event_line(e: &board::StoredEvent) -> String {
+    let payload = e
+        .payload
+        .as_ref()
+        .map(|p| format!(" {p}"))
+        .unwrap_or_default();
+    let run = e.run_id.map(|r| format!(" run={r}")).unwrap_or_default();
+    format!("{} {}{run}{payload}", e.created_at, e.kind)
+}
+
+fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
+    let o = open(globals)?;
+    let task = o.board.get_task(id)?;
+    let parents = o.board.parents(id)?;
+    let children = o.board.children(id)?;
+    let runs = o.board.runs(id)?;
+    let comments = o.board.comments(id)?;
+    let recent = o.board.events(id, Some(events))?;
+    if globals.json {
+        print_json(&serde_json::json!({
+            "task": task,
+            "parents": parents,
+            "children": children,
+            "runs": runs,
+            "comments": comments,
+            "events": recent,
+        }))?;
+        return Ok(Exit::OK);
+    }
+    println!("{}: {}", task.id, task.title);
+    println!(
+        "status {}  priority {}  assignee {}",
+        task.status,
+        task.priority,
+        task.assignee.as_deref().unwrap_or("-")
+    );
+    if let (Some(lock), Some(exp)) = (&task.claim_lock, task.claim_expires) {
+        println!(
+            "claimed by {lock} until {exp} (run {})",
+            task.current_run_id
+                .map_or("-".to_owned(), |r| r.to_string())
+        );
+    }
+    if let Some(body) = &task.body {
+        println!("\n{body}\n");
+    }
+    if let Some(result) = &task.result {
+        println!("result: {result}");
+    }
+    for p in &parents {
+        println!("parent  {} {:<9} {}", p.id, p.status.as_str(), p.title);
+    }
+    for c in &children {
+        println!("child   {} {:<9} {}", c.id, c.status.as_str(), c.title);
+    }
+    for r in &runs {
+        println!(
+            "run {} {} {}{}",
+            r.id,
+            r.status,
+            r.outcome.as_deref().unwrap_or("open"),
+            r.summary
+                .as_deref()
+                .map(|s| format!(": {s}"))
+                .unwrap_or_default()
+        );
+    }
+    for c in &comments {
+        println!("comment by {} at {}: {}", c.author, c.created_at, c.body);
+    }
+    for e in &recent {
+        println!("event {}", event_line(e));
+    }
+    Ok(Exit::OK)
+}
+
+fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
+    let root = root(globals)?;
+    match command {
+        BoardsCommand::List => {
+            let current = paths::resolve(&root, globals.board.as_deref())
+                .map(|l| l.slug)
+                .unwrap_or_else(|_| board::DEFAULT_BOARD.to_owned());
+            #[derive(Serialize)]
+            struct Entry {
+                slug: String,
+                db_path: PathBuf,
+                exists: bool,
+                current: bool,
+            }
+            let entries: Vec<Entry> = paths::list_boards(&root)?
+                .into_iter()
+                .map(|b| Entry {
+                    exists: b.db_path.is_file(),
+                    current: b.slug == current,
+                    slug: b.slug,
+                    db_path: b.db_path,
+                })
+                .collect();
+            if globals.json {
+                print_json(&entries)?;
+            } else {
+                for e in &entries {
+                    println!(
+                        "{} {}{}",
+                        if e.current { "*" } else { " " },
+                        e.slug,
+                        if e.exists { "" } else { " (not created yet)" }
+                    );
+                }
+            }
+            Ok(Exit::OK)
+        }
+        BoardsCommand::Create { slug } => {
+            fence()?;
+            paths::validate_slug(&slug)?;
+            let path = paths::db_path(&root, &slug);
+            if path.exists() {
+                return Err(BoardError::BoardExists { slug, path }.into());
+            }
+            Board::open_path(&path, &OpenOptions::create())
+                .with_context(|| format!("creating board `{slug}`"))?;
+            #[derive(Serialize)]
+            struct Made<'a> {
+                slug: &'a str,
+                db_path: &'a Path,
+            }
+            print_out(
+                globals.json,
+                &Made {
+                    slug: &slug,
+                    db_path: &path,
+                },
+                || format!("created board {slug} at {}", path.display()),
+            )
+        }
+        BoardsCommand::Switch { slug } => {
+            paths::switch_board(&root, &slug)?;
+            #[derive(Serialize)]
+            struct Switched<'a> {
+                current: &'a str,
+            }
+            print_out(globals.json, &Switched { current: &slug }, || {
+                format!("current board is now {slug}")
+            })
+        }
     }
 }

@@ -1,0 +1,127 @@
+//! The claim race: 8 OS processes each run `kanban claim` over the same 200 ready tasks, every one
+//! in its own order. Every task must be claimed exactly once (exit 0 once, exit 3 seven times),
+//! the winner recorded on the task must be the process that saw exit 0, and `kanban fsck` must be
+//! clean afterwards. Repeated on fresh boards.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+
+use kanban_runtime::board::{Board, NewTask, OpenOptions, tasks};
+use kanban_tests::Kanban;
+
+const CLAIMERS: usize = 8;
+const TASKS: usize = 200;
+const ROUNDS: usize = 3;
+
+/// A deterministic per-claimer shuffle (xorshift), so each claimer walks its own order.
+fn shuffled(ids: &[String], seed: u64) -> Vec<String> {
+    let mut out = ids.to_vec();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..out.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    out
+}
+
+/// Creates `TASKS` ready tasks in one transaction through the library (setup only).
+fn seed_board(k: &Kanban) -> Vec<String> {
+    let board = Board::open_path(&k.default_db(), &OpenOptions::create()).expect("open the board");
+    board
+        .write(|tx| {
+            (0..TASKS)
+                .map(|i| {
+                    let new = NewTask {
+                        title: format!("task {i}"),
+                        ..NewTask::default()
+                    };
+                    tasks::create_task_in(tx, &new, 1_700_000_000).map(|c| c.id)
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .expect("seed the board")
+}
+
+/// One claimer: a shell loop that runs `kanban claim ID --claimer wN` per id and prints
+/// "<id> <exit code>" per line.
+fn start_claimer(k: &Kanban, n: usize, order: &[String]) -> Child {
+    let script = format!(
+        "while read id; do \"$KANBAN\" --home \"$KHOME\" claim \"$id\" --claimer w{n} --ttl 900 \
+         >/dev/null 2>\"$KHOME/err-w{n}-$id\"; echo \"$id $?\"; done"
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KANBAN", k.bin())
+        .env("KHOME", k.home())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start sh");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(order.join("\n").as_bytes())
+        .expect("feed ids");
+    stdin.write_all(b"\n").expect("feed ids");
+    drop(stdin);
+    child
+}
+
+#[test]
+fn eight_processes_claim_each_of_200_tasks_exactly_once() {
+    for round in 0..ROUNDS {
+        let k = Kanban::new(env!("CARGO_BIN_EXE_kanban"));
+        let ids = seed_board(&k);
+        let children: Vec<Child> = (0..CLAIMERS)
+            .map(|n| {
+                let order = shuffled(&ids, (round * CLAIMERS + n + 1) as u64);
+                start_claimer(&k, n, &order)
+            })
+            .collect();
+        let mut winners: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+        for (n, child) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().expect("claimer");
+            assert!(out.status.success(), "claimer {n} failed");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), TASKS, "claimer {n} ran every claim");
+            for line in lines {
+                let (id, code) = line.split_once(' ').expect("id code");
+                match code {
+                    "0" => winners.entry(id.to_owned()).or_default().push(n),
+                    "3" => {
+                        let err = std::fs::read_to_string(k.home().join(format!("err-w{n}-{id}")))
+                            .unwrap_or_default();
+                        assert!(err.contains("running"), "loser {n} on {id}: {err}");
+                    }
+                    other => {
+                        let err = std::fs::read_to_string(k.home().join(format!("err-w{n}-{id}")))
+                            .unwrap_or_default();
+                        panic!("claimer {n} on {id} exited {other}: {err}");
+                    }
+                }
+            }
+        }
+        assert_eq!(winners.len(), TASKS, "round {round}: every task claimed");
+        let list = k.json(&["list"]);
+        for task in list.as_array().expect("array") {
+            let id = task["id"].as_str().unwrap();
+            let won = &winners[id];
+            assert_eq!(won.len(), 1, "round {round}: {id} claimed by {won:?}");
+            assert_eq!(task["status"], "running");
+            assert_eq!(task["claim_lock"], format!("w{}", won[0]));
+            assert!(task["current_run_id"].is_i64());
+        }
+        let show = k.json(&["show", &ids[0]]);
+        assert_eq!(
+            show["runs"].as_array().unwrap().len(),
+            1,
+            "one run per task"
+        );
+        k.assert_fsck_clean();
+    }
+}
