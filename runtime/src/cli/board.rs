@@ -225,7 +225,7 @@ fn authorize(task_id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The task a lifecycle command acts on: explicit, else this worker's own.
+/// The task a read command acts on: explicit, else this worker's own.
 fn task_arg(explicit: Option<String>, command: &str) -> Result<String, Exit> {
     match gates::default_task_id(explicit.as_deref()) {
         Some(id) => Ok(id),
@@ -235,6 +235,20 @@ fn task_arg(explicit: Option<String>, command: &str) -> Result<String, Exit> {
             );
             Err(Exit(2))
         }
+    }
+}
+
+/// The authorized target of a lifecycle command (complete, block, heartbeat, comment): the fence,
+/// the task (explicit, else the worker's own), ownership, and the owned run id and claim lock.
+/// `Err(Exit(2))` when there is no task id at all; a refusal is exit 3.
+fn lifecycle(explicit: Option<&str>) -> anyhow::Result<Result<gates::LifecycleTarget, Exit>> {
+    match gates::lifecycle_target(explicit) {
+        Ok(target) => Ok(Ok(target)),
+        Err(gates::LifecycleRefused::NoTask) => {
+            eprintln!("kanban: {}", gates::LifecycleRefused::NoTask);
+            Ok(Err(Exit(2)))
+        }
+        Err(refusal) => Err(Refused(refusal.to_string()).into()),
     }
 }
 
@@ -300,22 +314,24 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             }
         }
         BoardCommand::Heartbeat { id, note, ttl } => {
-            let id = match task_arg(id, "heartbeat") {
-                Ok(id) => id,
+            let target = match lifecycle(id.as_deref())? {
+                Ok(target) => target,
                 Err(exit) => return Ok(exit),
             };
-            authorize(&id)?;
             let o = open(globals)?;
             let config = Config::load(&root(globals)?)?;
             let ttl_seconds = board::claim_ttl_seconds(ttl, &config)?;
             let fence = Fence {
-                claim_lock: gates::owned_claim_lock(),
-                run_id: gates::owned_run_id(),
+                claim_lock: target.claim_lock,
+                run_id: target.expected_run_id,
             };
-            let hb = done(
-                o.board
-                    .heartbeat(&id, &fence, note.as_deref(), ttl_seconds, now())?,
-            )?;
+            let hb = done(o.board.heartbeat(
+                &target.task_id,
+                &fence,
+                note.as_deref(),
+                ttl_seconds,
+                now(),
+            )?)?;
             print_out(json, &hb, || {
                 format!("heartbeat {}: claim until {}", hb.task_id, hb.claim_expires)
             })
@@ -326,19 +342,18 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             result,
             force,
         } => {
-            let id = match task_arg(id, "complete") {
-                Ok(id) => id,
+            let target = match lifecycle(id.as_deref())? {
+                Ok(target) => target,
                 Err(exit) => return Ok(exit),
             };
-            authorize(&id)?;
             let o = open(globals)?;
             let completion = Completion {
-                expected_run_id: gates::owned_run_id(),
+                expected_run_id: target.expected_run_id,
                 summary,
                 result,
                 force,
             };
-            let c = done(o.board.complete(&id, &completion, now())?)?;
+            let c = done(o.board.complete(&target.task_id, &completion, now())?)?;
             print_out(json, &c, || {
                 let mut line = format!("completed {}", c.task_id);
                 if !c.promoted.is_empty() {
@@ -348,17 +363,19 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             })
         }
         BoardCommand::Block { id, reason, kind } => {
-            let id = match task_arg(id, "block") {
-                Ok(id) => id,
+            let kind = kind.map(|k| k.parse::<BlockKind>()).transpose()?;
+            let target = match lifecycle(id.as_deref())? {
+                Ok(target) => target,
                 Err(exit) => return Ok(exit),
             };
-            let kind = kind.map(|k| k.parse::<BlockKind>()).transpose()?;
-            authorize(&id)?;
             let o = open(globals)?;
-            let b = done(
-                o.board
-                    .block(&id, kind, &reason, gates::owned_run_id(), now())?,
-            )?;
+            let b = done(o.board.block(
+                &target.task_id,
+                kind,
+                &reason,
+                target.expected_run_id,
+                now(),
+            )?)?;
             print_out(json, &b, || format!("{} is now {}", b.task_id, b.status))
         }
         BoardCommand::Unblock { id } => {
@@ -405,11 +422,10 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             })
         }
         BoardCommand::Comment { id, body, author } => {
-            let id = match task_arg(Some(id), "comment") {
-                Ok(id) => id,
+            let id = match lifecycle(Some(&id))? {
+                Ok(target) => target.task_id,
                 Err(exit) => return Ok(exit),
             };
-            authorize(&id)?;
             let o = open(globals)?;
             // A worker comments as itself: its profile (or task), never a name it chose.
             let author = match identity::owned_kanban_task() {
