@@ -187,3 +187,192 @@ fn child_command_built_in_a_non_owned_scope_is_scrubbed_and_marked() {
         },
     );
 }
+
+/// A board with two ready tasks, the first claimed as `lock-1`: (home, owned task, its run id,
+/// the other task).
+struct Claimed {
+    home: tempfile::TempDir,
+    task: String,
+    run_id: String,
+    other: String,
+}
+
+fn claimed_board() -> Claimed {
+    let home = tempfile::tempdir().unwrap();
+    let create = |title: &str| {
+        json_of(&kanban(home.path(), &[], &["--json", "create", title]))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let task = create("the worker's task");
+    let other = create("somebody else's task");
+    let claim = json_of(&kanban(
+        home.path(),
+        &[],
+        &["--json", "claim", &task, "--claimer", "lock-1"],
+    ));
+    let run_id = claim["run_id"].as_i64().unwrap().to_string();
+    Claimed {
+        home,
+        task,
+        run_id,
+        other,
+    }
+}
+
+impl Claimed {
+    fn worker_env<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+        [
+            ("HERMES_KANBAN_TASK", self.task.as_str()),
+            ("HERMES_KANBAN_RUN_ID", self.run_id.as_str()),
+            ("HERMES_KANBAN_CLAIM_LOCK", "lock-1"),
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect()
+    }
+
+    fn status(&self, id: &str) -> String {
+        let shown = json_of(&kanban(self.home.path(), &[], &["--json", "show", id]));
+        let status = shown["status"]
+            .as_str()
+            .or_else(|| shown["task"]["status"].as_str())
+            .unwrap_or_else(|| panic!("no status in {shown}"));
+        status.to_owned()
+    }
+
+    /// Every file under the home, with its bytes.
+    fn snapshot(&self) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        fn walk(dir: &Path, out: &mut Vec<(std::path::PathBuf, Vec<u8>)>) {
+            let mut entries: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            entries.sort();
+            for path in entries {
+                if path.is_dir() {
+                    walk(&path, out);
+                } else {
+                    let bytes = std::fs::read(&path).unwrap();
+                    out.push((path, bytes));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self.home.path(), &mut out);
+        out
+    }
+}
+
+fn code(out: &Output) -> Option<i32> {
+    out.status.code()
+}
+
+#[test]
+fn worker_complete_without_an_id_completes_the_owned_task() {
+    let b = claimed_board();
+    let out = kanban(
+        b.home.path(),
+        &b.worker_env(&[]),
+        &["complete", "--summary", "done by the worker"],
+    );
+    assert_eq!(
+        code(&out),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(b.status(&b.task), "done");
+    assert_eq!(b.status(&b.other), "ready");
+}
+
+#[test]
+fn delegated_child_marker_refuses_every_lifecycle_call_and_leaves_the_board_unchanged() {
+    let b = claimed_board();
+    let before = b.snapshot();
+    let env = b.worker_env(&[(DELEGATED_CHILD_MARKER, "1")]);
+    let attempts: [&[&str]; 6] = [
+        &["complete", "--summary", "hijacked"],
+        &["complete", &b.task, "--summary", "hijacked"],
+        &["block", "--reason", "hijacked"],
+        &["heartbeat"],
+        &["comment", &b.task, "--body", "hijacked"],
+        &["complete", &b.other, "--summary", "hijacked"],
+    ];
+    for args in attempts {
+        let out = kanban(b.home.path(), &env, args);
+        assert_eq!(
+            code(&out),
+            Some(3),
+            "kanban {args:?} with the marker: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        b.snapshot() == before,
+        "the board files changed under a fenced process"
+    );
+    assert_eq!(b.status(&b.task), "running");
+}
+
+#[test]
+fn worker_may_not_complete_another_task_nor_a_superseded_run() {
+    let b = claimed_board();
+    let out = kanban(
+        b.home.path(),
+        &b.worker_env(&[]),
+        &["complete", &b.other, "--summary", "not mine"],
+    );
+    assert_eq!(
+        code(&out),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(b.status(&b.other), "ready");
+
+    let stale = b.worker_env(&[("HERMES_KANBAN_RUN_ID", "999")]);
+    let out = kanban(b.home.path(), &stale, &["complete", "--summary", "stale"]);
+    assert_eq!(
+        code(&out),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(b.status(&b.task), "running");
+}
+
+/// The cron-in-a-worker scenario: a `kanban complete` started from a non-owned scope of the
+/// worker (a cron job's tool) can neither default to nor close the worker's task.
+#[test]
+fn complete_started_from_a_non_owned_scope_of_the_worker_is_refused() {
+    let b = claimed_board();
+    let env = b.worker_env(&[("KANBAN_E2E_HOME", b.home.path().to_str().unwrap())]);
+    in_child(
+        "complete_started_from_a_non_owned_scope_of_the_worker_is_refused",
+        &env,
+        || {
+            let home = std::env::var("KANBAN_E2E_HOME").unwrap();
+            let _scope = identity::non_dispatcher_owned_context();
+            for args in [
+                vec!["complete", "--summary", "from a cron job"],
+                vec!["heartbeat"],
+            ] {
+                let out = identity::command(KANBAN)
+                    .arg("--home")
+                    .arg(&home)
+                    .args(&args)
+                    .output()
+                    .unwrap();
+                assert_eq!(
+                    code(&out),
+                    Some(3),
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        },
+    );
+    assert_eq!(b.status(&b.task), "running");
+}

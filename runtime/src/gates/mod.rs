@@ -144,8 +144,8 @@ pub fn owned_identity(identity: &WorkerIdentity) -> Option<WorkerIdentity> {
 /// A mutation refused because the owned worker may only mutate its own task.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "refused: this worker is scoped to task {owned} and may not mutate task {target}; use \
-     `kanban comment {target} --body …` to leave a note or `kanban create` to fan work out"
+    "refused: this worker is scoped to task {owned} and may not mutate task {target}; work on \
+     {owned} only, and fan new work out with `kanban create`"
 )]
 pub struct NotOwner {
     pub owned: String,
