@@ -198,11 +198,11 @@ struct Claimed {
 }
 
 fn claimed_board() -> Claimed {
-    let home = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().expect("a temporary home");
     let create = |title: &str| {
         json_of(&kanban(home.path(), &[], &["--json", "create", title]))["id"]
             .as_str()
-            .unwrap()
+            .expect("create prints the new id")
             .to_owned()
     };
     let task = create("the worker's task");
@@ -212,7 +212,10 @@ fn claimed_board() -> Claimed {
         &[],
         &["--json", "claim", &task, "--claimer", "lock-1"],
     ));
-    let run_id = claim["run_id"].as_i64().unwrap().to_string();
+    let run_id = claim["run_id"]
+        .as_i64()
+        .expect("claim prints the run id")
+        .to_string();
     Claimed {
         home,
         task,
@@ -246,15 +249,15 @@ impl Claimed {
     fn snapshot(&self) -> Vec<(std::path::PathBuf, Vec<u8>)> {
         fn walk(dir: &Path, out: &mut Vec<(std::path::PathBuf, Vec<u8>)>) {
             let mut entries: Vec<_> = std::fs::read_dir(dir)
-                .unwrap()
-                .map(|e| e.unwrap().path())
+                .expect("reading the home")
+                .map(|e| e.expect("a directory entry").path())
                 .collect();
             entries.sort();
             for path in entries {
                 if path.is_dir() {
                     walk(&path, out);
                 } else {
-                    let bytes = std::fs::read(&path).unwrap();
+                    let bytes = std::fs::read(&path).expect("reading a board file");
                     out.push((path, bytes));
                 }
             }

@@ -428,7 +428,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             };
             let o = open(globals)?;
             // A worker comments as itself: its profile (or task), never a name it chose.
-            let author = match identity::owned_kanban_task() {
+            let author = match gates::default_task_id(None) {
                 Some(task) => o
                     .board
                     .get_task(&task)
