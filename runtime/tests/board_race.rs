@@ -125,3 +125,30 @@ fn eight_processes_claim_each_of_200_tasks_exactly_once() {
         k.assert_fsck_clean();
     }
 }
+
+#[test]
+fn eight_processes_creating_on_a_fresh_home_share_one_schema() {
+    for _ in 0..3 {
+        let k = Kanban::new(env!("CARGO_BIN_EXE_kanban"));
+        let children: Vec<Child> = (0..CLAIMERS)
+            .map(|n| {
+                k.cmd()
+                    .args(["create", &format!("task {n}")])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start kanban")
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().expect("kanban create");
+            assert!(
+                out.status.success(),
+                "concurrent first create failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert_eq!(k.json(&["list"]).as_array().map(Vec::len), Some(CLAIMERS));
+        k.assert_fsck_clean();
+    }
+}

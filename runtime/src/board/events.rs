@@ -381,10 +381,10 @@ pub fn append_event(
     now: i64,
 ) -> Result<i64> {
     let (kind, payload) = event.encode()?;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        rusqlite::params![task_id, run_id, kind, payload, now],
-    )?;
+    )?
+    .execute(rusqlite::params![task_id, run_id, kind, payload, now])?;
     Ok(tx.last_insert_rowid())
 }
 

@@ -135,13 +135,10 @@ fn summary_line(text: &str) -> String {
 
 /// Loads a task or fails with [`BoardError::TaskNotFound`].
 pub fn load_task(conn: &rusqlite::Connection, id: &str) -> Result<Task> {
-    conn.query_row(
-        &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"),
-        [id],
-        Task::from_row,
-    )
-    .optional()?
-    .ok_or_else(|| BoardError::TaskNotFound { id: id.to_owned() })
+    conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?
+        .query_row([id], Task::from_row)
+        .optional()?
+        .ok_or_else(|| BoardError::TaskNotFound { id: id.to_owned() })
 }
 
 /// Parents of `id` that are neither done nor archived.
@@ -165,7 +162,7 @@ fn landing_status(conn: &rusqlite::Connection, id: &str) -> Result<Status> {
 
 /// Runs an `UPDATE` that must change exactly one row.
 fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
-    Ok(tx.execute(sql, params)? == 1)
+    Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
 }
 
 /// Closes an open run; returns whether it was open.

@@ -199,7 +199,10 @@ fn root(globals: &Globals) -> anyhow::Result<PathBuf> {
 fn open(globals: &Globals) -> anyhow::Result<Opened> {
     let root = root(globals)?;
     let loc = paths::resolve(&root, globals.board.as_deref())?;
-    let create = loc.slug == board::DEFAULT_BOARD && !loc.pinned;
+    // A fenced process only reads: it never creates a board as a side effect.
+    let create = loc.slug == board::DEFAULT_BOARD
+        && !loc.pinned
+        && identity::fence::check_board_mutation().is_ok();
     let options = OpenOptions {
         create,
         ..OpenOptions::default()
