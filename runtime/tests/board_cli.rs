@@ -447,3 +447,63 @@ fn fsck_exits_1_naming_each_violation() {
     assert_eq!(v["ok"], false);
     assert_eq!(v["violations"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn board_resolution_follows_flag_db_env_board_env_current_default() {
+    let k = kanban();
+    k.ok(&["init"]);
+    k.ok(&["boards", "create", "ops"]);
+    k.ok(&["boards", "create", "dev"]);
+    let on_default = k.create("on default", &[]);
+    let on_ops = k.create("on ops", &["--board", "ops"]);
+    let on_dev = k.create("on dev", &["--board", "dev"]);
+    let titles = |args: &[&str], env: &[(&str, &str)]| -> Result<Vec<String>, String> {
+        let mut cmd = k.cmd();
+        cmd.args(["--json", "list"]).args(args);
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        let out = kanban_tests::Run::from(cmd.output().unwrap());
+        if out.code != 0 {
+            return Err(out.stderr);
+        }
+        let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+        Ok(v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect())
+    };
+    let ops_db = k.home().join("kanban/boards/ops/kanban.db");
+    let ops_db = ops_db.to_str().unwrap();
+    assert_eq!(titles(&[], &[]).unwrap(), [on_default.clone()]);
+    k.ok(&["boards", "switch", "dev"]);
+    assert_eq!(titles(&[], &[]).unwrap(), [on_dev.clone()], "current file");
+    assert_eq!(
+        titles(&[], &[("HERMES_KANBAN_BOARD", "default")]).unwrap(),
+        [on_default.clone()],
+        "HERMES_KANBAN_BOARD beats the current file"
+    );
+    assert_eq!(
+        titles(
+            &[],
+            &[("HERMES_KANBAN_BOARD", "dev"), ("HERMES_KANBAN_DB", ops_db)]
+        )
+        .unwrap(),
+        [on_ops.clone()],
+        "HERMES_KANBAN_DB pins the file"
+    );
+    assert_eq!(
+        titles(&["--board", "default"], &[("HERMES_KANBAN_DB", ops_db)]).unwrap(),
+        [on_default],
+        "--board beats everything"
+    );
+    let err = titles(&[], &[("HERMES_KANBAN_BOARD", "../x")]).unwrap_err();
+    assert!(err.contains("invalid board slug"), "{err}");
+    std::fs::write(k.home().join("kanban/current"), "../../etc\n").unwrap();
+    assert_eq!(
+        titles(&[], &[]).unwrap().len(),
+        1,
+        "a bad current file falls back to default"
+    );
+}

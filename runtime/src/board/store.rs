@@ -495,6 +495,30 @@ mod tests {
     }
 
     #[test]
+    fn a_board_of_the_original_is_adopted_with_missing_columns_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kanban.db");
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(
+            "CREATE TABLE tasks (id TEXT PRIMARY KEY, title TEXT NOT NULL, body TEXT, \
+             assignee TEXT, status TEXT NOT NULL, priority INTEGER DEFAULT 0, created_by TEXT, \
+             created_at INTEGER NOT NULL, started_at INTEGER, completed_at INTEGER, \
+             workspace_kind TEXT NOT NULL DEFAULT 'scratch', workspace_path TEXT, \
+             claim_lock TEXT, claim_expires INTEGER); \
+             CREATE TABLE task_events (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, \
+             kind TEXT NOT NULL, payload TEXT, created_at INTEGER NOT NULL); \
+             INSERT INTO tasks (id, title, status, created_at) VALUES ('t_0000aaaa', 'old', 'ready', 1);",
+        )
+        .unwrap();
+        drop(old);
+        let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
+        assert_eq!(board.user_version().unwrap(), schema::LATEST);
+        let task = board.get_task("t_0000aaaa").unwrap();
+        assert_eq!((task.title.as_str(), task.block_recurrences), ("old", 0));
+        assert!(board.fsck().unwrap().is_empty());
+    }
+
+    #[test]
     fn non_sqlite_file_is_left_byte_identical() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kanban.db");
