@@ -476,12 +476,16 @@ fn board_resolution_follows_flag_db_env_board_env_current_default() {
     };
     let ops_db = k.home().join("kanban/boards/ops/kanban.db");
     let ops_db = ops_db.to_str().unwrap();
-    assert_eq!(titles(&[], &[]).unwrap(), [on_default.clone()]);
+    assert_eq!(titles(&[], &[]).unwrap(), vec![on_default.clone()]);
     k.ok(&["boards", "switch", "dev"]);
-    assert_eq!(titles(&[], &[]).unwrap(), [on_dev.clone()], "current file");
+    assert_eq!(
+        titles(&[], &[]).unwrap(),
+        vec![on_dev.clone()],
+        "current file"
+    );
     assert_eq!(
         titles(&[], &[("HERMES_KANBAN_BOARD", "default")]).unwrap(),
-        [on_default.clone()],
+        vec![on_default.clone()],
         "HERMES_KANBAN_BOARD beats the current file"
     );
     assert_eq!(
@@ -490,12 +494,12 @@ fn board_resolution_follows_flag_db_env_board_env_current_default() {
             &[("HERMES_KANBAN_BOARD", "dev"), ("HERMES_KANBAN_DB", ops_db)]
         )
         .unwrap(),
-        [on_ops.clone()],
+        vec![on_ops.clone()],
         "HERMES_KANBAN_DB pins the file"
     );
     assert_eq!(
         titles(&["--board", "default"], &[("HERMES_KANBAN_DB", ops_db)]).unwrap(),
-        [on_default],
+        vec![on_default],
         "--board beats everything"
     );
     let err = titles(&[], &[("HERMES_KANBAN_BOARD", "../x")]).unwrap_err();
