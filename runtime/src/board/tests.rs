@@ -915,3 +915,35 @@ fn fsck_names_each_violation() {
         assert!(rules.contains(&rule), "{rule} missing from {rules:?}");
     }
 }
+
+#[test]
+fn claim_ttl_prefers_the_explicit_value_then_the_config() {
+    let mut config = crate::config::Config::default();
+    assert_eq!(
+        tasks::claim_ttl_seconds(Some(30), &config).unwrap(),
+        30,
+        "explicit wins"
+    );
+    assert!(matches!(
+        tasks::claim_ttl_seconds(Some(0), &config),
+        Err(BoardError::InvalidSeconds { .. })
+    ));
+    // The environment is not touched by unit tests; the e2e tests cover the variable.
+    config.dispatch.claim_ttl_seconds = 77;
+    assert_eq!(tasks::claim_ttl_seconds(None, &config).unwrap(), 77);
+    config.dispatch.claim_ttl_seconds = -1;
+    let err = tasks::claim_ttl_seconds(None, &config).unwrap_err();
+    assert!(err.to_string().contains("claim_ttl_seconds"), "{err}");
+    assert_eq!(
+        crate::config::Config::default().dispatch.claim_ttl_seconds,
+        DEFAULT_CLAIM_TTL_SECONDS
+    );
+}
+
+#[test]
+fn default_claim_lock_is_host_and_pid() {
+    let lock = default_claim_lock();
+    let (host, pid) = lock.rsplit_once(':').unwrap();
+    assert!(!host.is_empty());
+    assert_eq!(pid, std::process::id().to_string());
+}
