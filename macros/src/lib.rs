@@ -2,11 +2,18 @@
 //! behaviour carries. It is the only way code outside `kanban_runtime::identity` obtains a
 //! `&WorkerIdentity`.
 //!
-//! ```ignore
+//! ```
+//! use kanban_runtime::identity::{self, WorkerIdentity, kanban_identity_gated};
+//!
 //! #[kanban_identity_gated(fallback = explicit.map(str::to_owned))]
 //! pub fn default_task_id(identity: &WorkerIdentity, explicit: Option<&str>) -> Option<String> {
 //!     Some(explicit.map_or_else(|| identity.task.clone(), str::to_owned))
 //! }
+//!
+//! // Callers never pass the identity. Inside a non-owned scope only an explicit id survives.
+//! let _cron_job = identity::non_dispatcher_owned_context();
+//! assert_eq!(default_task_id(None), None);
+//! assert_eq!(default_task_id(Some("t_1")).as_deref(), Some("t_1"));
 //! ```
 //!
 //! The macro removes the leading `&WorkerIdentity` parameter (the first one after a receiver) from
