@@ -245,6 +245,14 @@ fn captured_context_installs_on_a_pool_thread_and_restores() {
     assert!(is_dispatcher_owned_worker_context());
 }
 
+#[test]
+fn installing_an_owned_capture_cannot_raise_a_lowered_thread() {
+    let owned = capture_context();
+    let _scope = non_dispatcher_owned_context();
+    let _installed = owned.install();
+    assert!(!is_dispatcher_owned_worker_context());
+}
+
 fn removed_and_set(cmd: &std::process::Command) -> (Vec<String>, Vec<(String, String)>) {
     let mut removed = Vec::new();
     let mut set = Vec::new();
