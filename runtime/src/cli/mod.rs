@@ -74,6 +74,7 @@ pub type CmdResult = anyhow::Result<Exit>;
 
 /// Entry point of the `kanban` binary.
 pub fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Board(c) => board::run(c, &cli.globals),
@@ -92,6 +93,25 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Rust ignores SIGPIPE, so `println!` panics when the reader of stdout went away
+/// (`kanban list | head -1`). Like other Unix tools, exit quietly instead (128 + SIGPIPE); by then
+/// the command's work is committed, only the rest of its output is lost.
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
 }
 
 /// Prints `value` as one line of JSON on stdout.
