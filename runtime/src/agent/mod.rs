@@ -1,11 +1,25 @@
 //! Agents: what actually works on a task (or a cron job's prompt) for one turn.
 //!
-//! The worker and `cron::run_job` both build an agent from a profile in `kanban.toml` and call
-//! [`Agent::run`]. Built-in agents act on the board only through `gates`, so inside a
-//! non-dispatcher-owned context (a cron job fired in a worker) they cannot touch the worker's task.
-//! External agents are child processes built by the identity module's sanctioned builder.
+//! The worker and `cron::run_job` both build an agent from a profile in `kanban.toml` with
+//! [`build`] and call [`Agent::run`]. Built-in agents act on the board only through `gates`, so
+//! inside a non-dispatcher-owned context (a cron job fired in a worker) they cannot touch the
+//! worker's task. Every child process (the `command` agent, `builtin:shell`) is built by
+//! `identity::command`, which scrubs the worker identity when the context is not owned; the
+//! request's `workdir` becomes the child's cwd (the agent never changes the process's cwd or
+//! environment).
+//!
+//! Exit classes keep their meaning everywhere: 0 success, 75 rate limited, 78 terminal provider,
+//! death by SIGINT/SIGTERM interrupted, anything else a failure.
+
+mod builtin;
+mod command;
 
 use std::path::Path;
+
+use crate::config::ProfileConfig;
+
+pub use builtin::{CompleteAgent, ProbeAgent, ShellAgent};
+pub use command::CommandAgent;
 
 /// One turn's input.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +45,22 @@ pub enum TurnExit {
     TerminalProvider,
     /// Interrupted by a signal: the worker exits 130.
     Interrupted,
+}
+
+impl TurnExit {
+    /// The class of a child's exit status.
+    pub fn from_status(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(0), _) => TurnExit::Success,
+            (Some(75), _) => TurnExit::RateLimited,
+            (Some(78), _) => TurnExit::TerminalProvider,
+            (Some(code), _) => TurnExit::Failed(code),
+            (None, Some(2 | 15)) => TurnExit::Interrupted,
+            (None, Some(sig)) => TurnExit::Failed(128 + sig),
+            (None, None) => TurnExit::Failed(1),
+        }
+    }
 }
 
 /// One turn's output.
@@ -62,4 +92,87 @@ pub enum AgentError {
 /// An agent runs turns.
 pub trait Agent: Send {
     fn run(&mut self, request: &Request<'_>) -> Result<Reply, AgentError>;
+}
+
+/// Builds the agent a profile names (`agent = "command" | "builtin:complete" | "builtin:shell" |
+/// "builtin:probe"`). Construction starts nothing and reads no identity.
+pub fn build(profile: &ProfileConfig) -> Result<Box<dyn Agent>, AgentError> {
+    match profile.agent.as_str() {
+        "command" => Ok(Box::new(CommandAgent::new(profile)?)),
+        "builtin:complete" => Ok(Box::new(CompleteAgent)),
+        "builtin:shell" => Ok(Box::new(ShellAgent::new(profile))),
+        "builtin:probe" => Ok(Box::new(ProbeAgent)),
+        other => Err(AgentError::UnknownKind(other.to_owned())),
+    }
+}
+
+/// Output kept from a child (the tail), in bytes.
+pub const OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+pub fn tail(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// Profile environment entries a child may receive: never an identity key or the marker, which
+/// only `identity::command` decides.
+fn profile_env(profile: &ProfileConfig) -> Vec<(String, String)> {
+    profile
+        .env
+        .iter()
+        .filter(|(k, _)| {
+            !k.starts_with("HERMES_KANBAN_") && k.as_str() != crate::identity::DELEGATED_CHILD_MARKER
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(agent: &str, command: &[&str]) -> ProfileConfig {
+        ProfileConfig {
+            agent: agent.to_owned(),
+            command: command.iter().map(|s| (*s).to_owned()).collect(),
+            env: Default::default(),
+        }
+    }
+
+    #[test]
+    fn build_knows_every_kind_and_names_them_on_error() {
+        for kind in ["builtin:complete", "builtin:shell", "builtin:probe"] {
+            assert!(build(&profile(kind, &[])).is_ok(), "{kind}");
+        }
+        assert!(build(&profile("command", &["cat"])).is_ok());
+        assert!(matches!(
+            build(&profile("command", &[])),
+            Err(AgentError::EmptyCommand)
+        ));
+        let err = build(&profile("gpt", &[])).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("builtin:probe")));
+    }
+
+    #[test]
+    fn tail_cuts_at_a_char_boundary() {
+        assert_eq!(tail("hello", 10), "hello");
+        assert_eq!(tail("hello", 3), "llo");
+        assert_eq!(tail("aé", 1), "");
+    }
+
+    #[test]
+    fn profile_env_drops_identity_keys() {
+        let mut p = profile("command", &["x"]);
+        p.env.insert("HERMES_KANBAN_TASK".into(), "t_x".into());
+        p.env.insert("HERMES_DELEGATED_CHILD_CONTEXT".into(), "".into());
+        p.env.insert("MODEL".into(), "m".into());
+        assert_eq!(profile_env(&p), vec![("MODEL".to_owned(), "m".to_owned())]);
+    }
 }

@@ -1,15 +1,318 @@
-//! `kanban cron …` subcommands.
+//! `kanban cron …`: parse, call `crate::cron`, print. `--json` prints machine-readable output on
+//! `add`, `list`, `show`, `run`, `pause`, `resume`, `remove` and `tick`.
 
-use super::{CmdResult, Globals};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::{CmdResult, Exit, Globals, Refused, print_json};
+use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::config::Config;
+use crate::cron::{
+    self, ConfigAgents, CronError, Job, NewJob, Schedule, Scheduler, SchedulerSettings, Store,
+};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum CronCommand {
-    /// (cron commands are being built.)
-    Pending,
+    /// Add a job; prints its id.
+    Add {
+        /// Display name (default: the start of the prompt).
+        #[arg(long)]
+        name: Option<String>,
+        /// `0 9 * * 1-5`, `TZ=Europe/Berlin 0 9 * * *`, `every 30m`, `30m`, `in 10m`, or an
+        /// ISO-8601 time.
+        #[arg(long)]
+        schedule: String,
+        /// What the agent is asked (what `builtin:shell` runs).
+        #[arg(long)]
+        prompt: String,
+        /// Profile in kanban.toml whose agent runs the job.
+        #[arg(long)]
+        profile: String,
+        /// Working directory of the agent's processes (an existing directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Run at most N times (default: forever; a one-shot runs once).
+        #[arg(long, value_name = "N")]
+        repeat: Option<u32>,
+    },
+    /// List jobs.
+    List,
+    /// Show one job (id or name).
+    Show { job: String },
+    /// Run a job now, in this process; prints its outcome (exit 1 when it failed).
+    Run { job: String },
+    /// Pause a job.
+    Pause {
+        job: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Resume a paused job from now.
+    Resume { job: String },
+    /// Remove a job and its run history.
+    Remove { job: String },
+    /// Run one scheduler pass: every due job, then exit.
+    Tick {
+        /// Pretend the time is this epoch second (for tests and dry runs).
+        #[arg(long, hide = true)]
+        now: Option<i64>,
+    },
+    /// Run the scheduler until killed.
+    Daemon {
+        /// Seconds between ticks (default: `[cron] interval_seconds`).
+        #[arg(long)]
+        interval: Option<f64>,
+    },
 }
 
-pub fn run(command: CronCommand, _globals: &Globals) -> CmdResult {
+pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
+    let root = crate::board::paths::root_dir(globals.home.as_deref())?;
     match command {
-        CronCommand::Pending => anyhow::bail!("not built yet"),
+        CronCommand::Add {
+            name,
+            schedule,
+            prompt,
+            profile,
+            workdir,
+            repeat,
+        } => add(&root, globals, name, schedule, prompt, profile, workdir, repeat),
+        CronCommand::List => {
+            let jobs = Store::open(&root)?.list()?;
+            if globals.json {
+                print_json(&jobs)?;
+            } else if jobs.is_empty() {
+                println!("no cron jobs (add one with `kanban cron add`)");
+            } else {
+                for job in &jobs {
+                    println!("{}", summary_line(job));
+                }
+            }
+            Ok(Exit::OK)
+        }
+        CronCommand::Show { job } => {
+            let job = Store::open(&root)?.resolve(&job)?;
+            if globals.json {
+                print_json(&job)?;
+            } else {
+                print_job(&job);
+            }
+            Ok(Exit::OK)
+        }
+        CronCommand::Run { job } => run_now(&root, globals, &job),
+        CronCommand::Pause { job, reason } => {
+            let mut store = Store::open(&root)?;
+            let id = store.resolve(&job)?.id;
+            let job = store.pause(&id, reason.as_deref(), SystemClock.now())?;
+            report_job(globals, &job, "paused")
+        }
+        CronCommand::Resume { job } => {
+            let mut store = Store::open(&root)?;
+            let id = store.resolve(&job)?.id;
+            let job = store.resume(&id, SystemClock.now())?;
+            report_job(globals, &job, "resumed")
+        }
+        CronCommand::Remove { job } => {
+            let mut store = Store::open(&root)?;
+            let id = store.resolve(&job)?.id;
+            store.remove(&id)?;
+            let _ = std::fs::remove_dir_all(cron::scheduler::output_dir(&root, &id));
+            if globals.json {
+                print_json(&serde_json::json!({ "id": id, "removed": true }))?;
+            } else {
+                println!("removed {id}");
+            }
+            Ok(Exit::OK)
+        }
+        CronCommand::Tick { now } => {
+            let clock: Arc<dyn Clock> = match now {
+                Some(t) => Arc::new(ManualClock::new(t)),
+                None => Arc::new(SystemClock),
+            };
+            let scheduler = scheduler(&root, clock)?;
+            let report = scheduler.tick()?;
+            if globals.json {
+                print_json(&report)?;
+            } else if report.skipped {
+                println!("another scheduler is ticking this home; skipped");
+            } else {
+                for id in &report.reaped {
+                    println!("{id}: expired fire claim closed as failed");
+                }
+                for fire in &report.fired {
+                    println!("{}", fire_line(fire));
+                }
+                for e in &report.errors {
+                    eprintln!("kanban: {e}");
+                }
+                if report.fired.is_empty() && report.reaped.is_empty() {
+                    println!("nothing due");
+                }
+            }
+            Ok(if report.errors.is_empty() { Exit::OK } else { Exit(1) })
+        }
+        CronCommand::Daemon { interval } => {
+            let config = Config::load(&root)?;
+            let every = interval.unwrap_or(config.cron.interval_seconds).max(0.1);
+            let scheduler = scheduler(&root, Arc::new(SystemClock))?;
+            println!("cron scheduler {} on {} every {every}s", scheduler.owner(), root.display());
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            scheduler.daemon(Duration::from_secs_f64(every), &stop, |fire| match fire {
+                Ok(fire) => println!("{}", fire_line(&fire)),
+                Err(e) => eprintln!("kanban: {e}"),
+            })?;
+            Ok(Exit::OK)
+        }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn add(
+    root: &Path,
+    globals: &Globals,
+    name: Option<String>,
+    schedule: String,
+    prompt: String,
+    profile: String,
+    workdir: Option<PathBuf>,
+    repeat: Option<u32>,
+) -> CmdResult {
+    let config = Config::load(root)?;
+    config.profile(&profile, root)?;
+    let now = SystemClock.now();
+    let zone = cron::schedule::zone(config.cron.timezone.as_deref())?;
+    let spec = Schedule::parse(&schedule, now, zone)?;
+    let workdir = match workdir {
+        None => None,
+        Some(dir) => {
+            let canonical = dir.canonicalize().map_err(|e| CronError::InvalidWorkdir {
+                path: dir.clone(),
+                reason: format!("{e}; give an existing directory"),
+            })?;
+            if !canonical.is_dir() {
+                return Err(CronError::InvalidWorkdir {
+                    path: dir,
+                    reason: "is not a directory".to_owned(),
+                }
+                .into());
+            }
+            Some(canonical)
+        }
+    };
+    let job = Store::open(root)?.add(
+        NewJob {
+            name,
+            prompt,
+            schedule,
+            schedule_spec: spec,
+            profile,
+            workdir,
+            repeat,
+        },
+        now,
+    )?;
+    if globals.json {
+        print_json(&serde_json::json!({ "id": job.id }))?;
+    } else {
+        println!("{}", job.id);
+    }
+    Ok(Exit::OK)
+}
+
+fn scheduler(root: &Path, clock: Arc<dyn Clock>) -> anyhow::Result<Scheduler> {
+    let config = Config::load(root)?;
+    let settings = SchedulerSettings::from_config(&config.cron);
+    let agents = Arc::new(ConfigAgents::new(config, root));
+    Ok(Scheduler::new(root, clock, agents, settings)?)
+}
+
+fn run_now(root: &Path, globals: &Globals, reference: &str) -> CmdResult {
+    let scheduler = scheduler(root, Arc::new(SystemClock))?;
+    let fire = match scheduler.run_now(reference) {
+        Ok(fire) => fire,
+        Err(e @ (CronError::AlreadyRunning { .. } | CronError::NotDue { .. })) => {
+            return Err(Refused(e.to_string()).into());
+        }
+        Err(e) => return Err(e).context("cannot run the job"),
+    };
+    let outcome = &fire.outcome;
+    if globals.json {
+        print_json(outcome)?;
+    } else {
+        if !outcome.final_response.is_empty() {
+            println!("{}", outcome.final_response);
+        }
+        if let Some(e) = &outcome.error {
+            eprintln!("kanban: job {} failed: {e}", fire.job_id);
+        }
+        if let Some(p) = &fire.output_path {
+            eprintln!("output saved to {}", p.display());
+        }
+    }
+    Ok(if outcome.success { Exit::OK } else { Exit(1) })
+}
+
+fn report_job(globals: &Globals, job: &Job, verb: &str) -> CmdResult {
+    if globals.json {
+        print_json(job)?;
+    } else {
+        println!("{verb} {}", summary_line(job));
+    }
+    Ok(Exit::OK)
+}
+
+fn when(t: Option<i64>) -> String {
+    t.map_or_else(|| "-".to_owned(), cron::iso)
+}
+
+fn summary_line(job: &Job) -> String {
+    format!(
+        "{}  {:<10} next {}  last {} {}  {}  [{}] {}",
+        job.id,
+        format!("{:?}", job.state).to_lowercase(),
+        when(job.next_run_at),
+        when(job.last_run_at),
+        job.last_status.as_deref().unwrap_or("-"),
+        job.schedule,
+        job.profile,
+        job.name
+    )
+}
+
+fn print_job(job: &Job) {
+    println!("id:             {}", job.id);
+    println!("name:           {}", job.name);
+    println!("schedule:       {} ({})", job.schedule, job.schedule_spec.describe());
+    println!("profile:        {}", job.profile);
+    if let Some(w) = &job.workdir {
+        println!("workdir:        {}", w.display());
+    }
+    println!("state:          {:?}{}", job.state, if job.enabled { "" } else { " (disabled)" });
+    println!("next run:       {}", when(job.next_run_at));
+    println!("last run:       {}", when(job.last_run_at));
+    println!("last status:    {}", job.last_status.as_deref().unwrap_or("-"));
+    if let Some(e) = &job.last_error {
+        println!("last error:     {e}");
+    }
+    let times = job.repeat.times.map_or("forever".to_owned(), |t| t.to_string());
+    println!("repeat:         {} of {times}", job.repeat.completed);
+    println!("failure streak: {}", job.failure_streak);
+    if let Some(c) = &job.fire_claim {
+        println!("running:        by {} (lease until {})", c.owner, cron::iso(c.expires_at));
+    }
+    println!("prompt:\n{}", job.prompt);
+}
+
+fn fire_line(fire: &cron::FireReport) -> String {
+    let status = if fire.outcome.success { "ok" } else { "error" };
+    let mut line = format!("{}: fire {} {status}", fire.job_id, fire.fire_id);
+    if let Some(e) = &fire.outcome.error {
+        line.push_str(&format!(" ({e})"));
+    }
+    if !fire.recorded {
+        line.push_str(" [claim lost; result discarded]");
+    }
+    line
 }
