@@ -1,5 +1,7 @@
 //! `kanban cron …` end to end: the real binary on a temporary home.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -44,9 +46,8 @@ fn ok_json(out: &Output) -> Value {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
-    })
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn add(home: &Path, args: &[&str]) -> String {
@@ -65,7 +66,18 @@ fn add_show_list_pause_resume_remove() {
     let h = home();
     let id = add(
         h.path(),
-        &["--name", "nightly", "--schedule", "every 30m", "--prompt", "echo hi", "--profile", "shell", "--repeat", "3"],
+        &[
+            "--name",
+            "nightly",
+            "--schedule",
+            "every 30m",
+            "--prompt",
+            "echo hi",
+            "--profile",
+            "shell",
+            "--repeat",
+            "3",
+        ],
     );
     assert_eq!(id.len(), 12);
     assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
@@ -98,18 +110,61 @@ fn add_show_list_pause_resume_remove() {
 #[test]
 fn add_rejects_unknown_profiles_bad_schedules_and_bad_workdirs() {
     let h = home();
-    let out = kanban(h.path(), &["cron", "add", "--schedule", "every 1h", "--prompt", "p", "--profile", "ghost"]);
+    let out = kanban(
+        h.path(),
+        &[
+            "cron",
+            "add",
+            "--schedule",
+            "every 1h",
+            "--prompt",
+            "p",
+            "--profile",
+            "ghost",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("unknown profile `ghost`"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("probe"), "lists the known profiles: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown profile `ghost`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("probe"),
+        "lists the known profiles: {}",
+        stderr(&out)
+    );
 
-    let out = kanban(h.path(), &["cron", "add", "--schedule", "whenever", "--prompt", "p", "--profile", "shell"]);
+    let out = kanban(
+        h.path(),
+        &[
+            "cron",
+            "add",
+            "--schedule",
+            "whenever",
+            "--prompt",
+            "p",
+            "--profile",
+            "shell",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("accepted forms"), "{}", stderr(&out));
 
     let out = kanban(
         h.path(),
-        &["cron", "add", "--schedule", "every 1h", "--prompt", "p", "--profile", "shell", "--workdir", "/nonexistent/dir"],
+        &[
+            "cron",
+            "add",
+            "--schedule",
+            "every 1h",
+            "--prompt",
+            "p",
+            "--profile",
+            "shell",
+            "--workdir",
+            "/nonexistent/dir",
+        ],
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("workdir"), "{}", stderr(&out));
@@ -123,7 +178,16 @@ fn run_prints_the_outcome_and_records_it() {
     let work = tempfile::tempdir().unwrap();
     let id = add(
         h.path(),
-        &["--schedule", "0 9 * * 1-5", "--prompt", "pwd; echo done", "--profile", "shell", "--workdir", work.path().to_str().unwrap()],
+        &[
+            "--schedule",
+            "0 9 * * 1-5",
+            "--prompt",
+            "pwd; echo done",
+            "--profile",
+            "shell",
+            "--workdir",
+            work.path().to_str().unwrap(),
+        ],
     );
     let outcome = ok_json(&kanban(h.path(), &["cron", "run", &id, "--json"]));
     assert_eq!(outcome["success"], true);
@@ -137,11 +201,28 @@ fn run_prints_the_outcome_and_records_it() {
     assert!(outcome["output"].as_str().unwrap().contains("## Response"));
     let show = ok_json(&kanban(h.path(), &["cron", "show", &id, "--json"]));
     assert_eq!(show["last_status"], "ok");
-    assert_eq!(show["repeat"]["completed"], 0, "a manual run leaves the schedule alone");
+    assert_eq!(
+        show["repeat"]["completed"], 0,
+        "a manual run leaves the schedule alone"
+    );
     let outputs = h.path().join("cron/output").join(&id);
-    assert_eq!(std::fs::read_dir(outputs).unwrap().count(), 1, "output saved per run");
+    assert_eq!(
+        std::fs::read_dir(outputs).unwrap().count(),
+        1,
+        "output saved per run"
+    );
 
-    let failing = add(h.path(), &["--schedule", "every 1h", "--prompt", "exit 3", "--profile", "shell"]);
+    let failing = add(
+        h.path(),
+        &[
+            "--schedule",
+            "every 1h",
+            "--prompt",
+            "exit 3",
+            "--profile",
+            "shell",
+        ],
+    );
     let out = kanban(h.path(), &["cron", "run", &failing, "--json"]);
     assert_eq!(out.status.code(), Some(1));
     let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -157,10 +238,19 @@ fn claimed_task(home: &Path) -> (Vec<(&'static str, String)>, String) {
     let db = home.join("kanban.db");
     let board = Board::open_path(&db, &OpenOptions::create()).unwrap();
     let task = board
-        .create_task(&NewTask { title: "real work".into(), ..NewTask::default() }, SystemClock.now())
+        .create_task(
+            &NewTask {
+                title: "real work".into(),
+                ..NewTask::default()
+            },
+            SystemClock.now(),
+        )
         .unwrap()
         .id;
-    let spec = ClaimSpec { lock: "worker-host:777".into(), ttl_seconds: 900 };
+    let spec = ClaimSpec {
+        lock: "worker-host:777".into(),
+        ttl_seconds: 900,
+    };
     let claimed = match board.claim(&task, &spec, SystemClock.now()).unwrap() {
         ClaimOutcome::Claimed(c) => c,
         ClaimOutcome::Lost(r) => panic!("{r}"),
@@ -171,7 +261,10 @@ fn claimed_task(home: &Path) -> (Vec<(&'static str, String)>, String) {
         ("HERMES_KANBAN_CLAIM_LOCK", claimed.claim_lock.clone()),
         ("HERMES_KANBAN_DB", db.to_string_lossy().into_owned()),
         ("HERMES_KANBAN_BOARD", "default".into()),
-        ("HERMES_KANBAN_WORKSPACE", home.to_string_lossy().into_owned()),
+        (
+            "HERMES_KANBAN_WORKSPACE",
+            home.to_string_lossy().into_owned(),
+        ),
     ];
     (env, task)
 }
@@ -189,7 +282,17 @@ fn cron_run_from_a_worker_shell_cannot_see_or_touch_the_workers_task() {
     assert_eq!(me["owned"], true);
     assert_eq!(me["task"], task.as_str());
 
-    let id = add(h.path(), &["--schedule", "every 1h", "--prompt", "probe", "--profile", "probe"]);
+    let id = add(
+        h.path(),
+        &[
+            "--schedule",
+            "every 1h",
+            "--prompt",
+            "probe",
+            "--profile",
+            "probe",
+        ],
+    );
     let outcome = ok_json(&kanban_env(h.path(), &["cron", "run", &id, "--json"], &env));
     assert_eq!(outcome["success"], true, "{outcome}");
     let probe: Value = serde_json::from_str(outcome["final_response"].as_str().unwrap()).unwrap();
@@ -198,17 +301,27 @@ fn cron_run_from_a_worker_shell_cannot_see_or_touch_the_workers_task() {
     assert!(probe["identity"]["run_id"].is_null());
     let child_env = probe["child_env"].as_object().unwrap();
     for key in kanban_runtime::identity::KANBAN_ENV_KEYS {
-        assert!(!child_env.contains_key(*key), "{key} leaked to the job's children: {probe}");
+        assert!(
+            !child_env.contains_key(*key),
+            "{key} leaked to the job's children: {probe}"
+        );
     }
     assert_eq!(child_env["HERMES_DELEGATED_CHILD_CONTEXT"], "1");
 
     let after = board.get_task(&task).unwrap();
     assert_eq!(after.status, Status::Running, "not completed, not blocked");
-    assert_eq!(after.last_heartbeat_at, before.last_heartbeat_at, "not heartbeated by the job");
+    assert_eq!(
+        after.last_heartbeat_at, before.last_heartbeat_at,
+        "not heartbeated by the job"
+    );
     assert_eq!(after.claim_expires, before.claim_expires);
     assert_eq!(after.current_run_id, before.current_run_id);
     assert_eq!(after.claim_lock, before.claim_lock);
-    assert_eq!(board.events(&task, None).unwrap().len(), events_before, "no event on the task");
+    assert_eq!(
+        board.events(&task, None).unwrap().len(),
+        events_before,
+        "no event on the task"
+    );
 }
 
 #[test]
@@ -218,11 +331,25 @@ fn two_scheduler_processes_run_each_occurrence_once_and_a_one_shot_once() {
     let once_log = h.path().join("once.log");
     let every = add(
         h.path(),
-        &["--schedule", "every 1m", "--prompt", &format!("echo run >> {}", log.display()), "--profile", "shell"],
+        &[
+            "--schedule",
+            "every 1m",
+            "--prompt",
+            &format!("echo run >> {}", log.display()),
+            "--profile",
+            "shell",
+        ],
     );
     let once = add(
         h.path(),
-        &["--schedule", "in 3m", "--prompt", &format!("echo run >> {}", once_log.display()), "--profile", "shell"],
+        &[
+            "--schedule",
+            "in 3m",
+            "--prompt",
+            &format!("echo run >> {}", once_log.display()),
+            "--profile",
+            "shell",
+        ],
     );
     let first = ok_json(&kanban(h.path(), &["cron", "show", &every, "--json"]))["next_run_at"]
         .as_i64()
@@ -247,8 +374,17 @@ fn two_scheduler_processes_run_each_occurrence_once_and_a_one_shot_once() {
             ok_json(&out);
         }
     }
-    let lines = |p: &Path| std::fs::read_to_string(p).unwrap_or_default().lines().count();
-    assert_eq!(lines(&log), rounds as usize, "each occurrence ran exactly once");
+    let lines = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(
+        lines(&log),
+        rounds as usize,
+        "each occurrence ran exactly once"
+    );
     assert_eq!(lines(&once_log), 1, "the one-shot ran once");
     let once_job = ok_json(&kanban(h.path(), &["cron", "show", &once, "--json"]));
     assert_eq!(once_job["state"], "completed");

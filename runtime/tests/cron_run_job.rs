@@ -6,6 +6,8 @@
 //! variables set on the child (`Command::env`) and runs one `#[ignore]`d `child_*` scenario there.
 //! The scenario refuses to run outside such a child.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -36,7 +38,13 @@ fn worker_env() -> Vec<(&'static str, String)> {
 fn run_child(name: &str, env: &[(&str, String)]) {
     let exe = std::env::current_exe().expect("test binary path");
     let out = Command::new(exe)
-        .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_MARK, "1")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
@@ -188,10 +196,20 @@ fn child_agent_runs_as_non_dispatcher() {
     assert!(outcome.success, "{outcome:?}");
     assert_eq!(outcome.final_response, "done");
     let seen = seen.lock().unwrap();
-    assert_eq!(seen[0].owned_at_build, Some(false), "not owned at construction");
+    assert_eq!(
+        seen[0].owned_at_build,
+        Some(false),
+        "not owned at construction"
+    );
     assert_eq!(seen[0].owned_in_run, Some(false), "not owned while running");
-    assert_eq!(seen[0].task_at_build, None, "no default task id at construction");
-    assert_eq!(seen[0].task_in_run, None, "no default task id while running");
+    assert_eq!(
+        seen[0].task_at_build, None,
+        "no default task id at construction"
+    );
+    assert_eq!(
+        seen[0].task_in_run, None,
+        "no default task id while running"
+    );
 }
 
 #[test]
@@ -204,14 +222,21 @@ fn environment_is_left_untouched() {
 fn child_environment_is_left_untouched() {
     require_child();
     let before = kanban_env();
-    assert_eq!(before.len(), 5, "the parent populated the worker env: {before:?}");
+    assert_eq!(
+        before.len(),
+        5,
+        "the parent populated the worker env: {before:?}"
+    );
     let cwd = std::env::current_dir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let (agents, seen) = fake(Behaviour::Succeed);
     let outcome = cron::run_job(&job(home.path(), "env"), &agents, &ManualClock::new(5));
     assert!(outcome.success);
     let seen = seen.lock().unwrap();
-    assert_eq!(seen[0].env_at_build, before, "untouched during construction");
+    assert_eq!(
+        seen[0].env_at_build, before,
+        "untouched during construction"
+    );
     assert_eq!(seen[0].env_in_run, before, "untouched while running");
     assert_eq!(kanban_env(), before, "untouched after");
     assert_eq!(std::env::current_dir().unwrap(), cwd, "cwd untouched");
@@ -316,8 +341,15 @@ fn concurrent_jobs_keep_the_worker_identity_and_its_heartbeat() {
     );
     let board = Board::open_path(&home.path().join("kanban.db"), &OpenOptions::default()).unwrap();
     let t = board.get_task(&task).unwrap();
-    assert_eq!(t.status, board::Status::Running, "the worker's task is still running");
-    assert!(t.last_heartbeat_at.is_some(), "the worker's own heartbeats landed");
+    assert_eq!(
+        t.status,
+        board::Status::Running,
+        "the worker's task is still running"
+    );
+    assert!(
+        t.last_heartbeat_at.is_some(),
+        "the worker's own heartbeats landed"
+    );
 }
 
 #[test]
@@ -333,12 +365,16 @@ fn child_concurrent_jobs_keep_the_worker_identity_and_its_heartbeat() {
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let heartbeat = {
-        let (beats, failures, stop, db) = (beats.clone(), failures.clone(), stop.clone(), db.clone());
+        let (beats, failures, stop, db) =
+            (beats.clone(), failures.clone(), stop.clone(), db.clone());
         identity::spawn("worker-heartbeat", move || {
             let board = Board::open_path(&db, &OpenOptions::default()).unwrap();
             while !stop.load(Ordering::SeqCst) {
                 let Some(me) = gates::owned_identity() else {
-                    failures.lock().unwrap().push("heartbeat thread lost its identity".into());
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push("heartbeat thread lost its identity".into());
                     return;
                 };
                 let fence = board::Fence {
@@ -382,7 +418,10 @@ fn child_concurrent_jobs_keep_the_worker_identity_and_its_heartbeat() {
             let agents = agents.clone();
             identity::spawn("cron-test-job", move || {
                 let outcome = cron::run_job(&j, agents.as_ref(), &ManualClock::new(5));
-                (outcome.success, identity::is_dispatcher_owned_worker_context())
+                (
+                    outcome.success,
+                    identity::is_dispatcher_owned_worker_context(),
+                )
             })
             .unwrap()
         })
@@ -391,15 +430,33 @@ fn child_concurrent_jobs_keep_the_worker_identity_and_its_heartbeat() {
     stop.store(true, Ordering::SeqCst);
     heartbeat.join().unwrap();
 
-    assert_eq!(results, vec![(true, true), (true, true)], "both jobs succeeded and left their threads owned");
+    assert_eq!(
+        results,
+        vec![(true, true), (true, true)],
+        "both jobs succeeded and left their threads owned"
+    );
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
     for s in seen.iter() {
-        assert_eq!((s.owned_at_build, s.owned_in_run), (Some(false), Some(false)));
+        assert_eq!(
+            (s.owned_at_build, s.owned_in_run),
+            (Some(false), Some(false))
+        );
         assert_eq!(s.env_in_run, before);
     }
-    assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
-    assert!(beats.load(Ordering::SeqCst) >= 4, "the worker heartbeated while the jobs ran");
-    assert_eq!(kanban_env(), before, "worker identity survived concurrent cron jobs");
+    assert!(
+        failures.lock().unwrap().is_empty(),
+        "{:?}",
+        failures.lock().unwrap()
+    );
+    assert!(
+        beats.load(Ordering::SeqCst) >= 4,
+        "the worker heartbeated while the jobs ran"
+    );
+    assert_eq!(
+        kanban_env(),
+        before,
+        "worker identity survived concurrent cron jobs"
+    );
     assert_eq!(gates::owned_identity().map(|w| w.task), Some(worker.task));
 }

@@ -2,6 +2,8 @@
 //! never run one occurrence twice, a one-shot runs once, the pool is bounded, outputs and
 //! statuses are recorded.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,11 +44,19 @@ impl Agent for CountingAgent {
         while c.active.load(Ordering::SeqCst) < c.gather && std::time::Instant::now() < deadline {
             std::thread::yield_now();
         }
-        *c.runs.lock().unwrap().entry(request.prompt.to_owned()).or_default() += 1;
+        *c.runs
+            .lock()
+            .unwrap()
+            .entry(request.prompt.to_owned())
+            .or_default() += 1;
         c.active.fetch_sub(1, Ordering::SeqCst);
         let failed = request.prompt.starts_with("fail");
         Ok(Reply {
-            exit: if failed { TurnExit::Failed(2) } else { TurnExit::Success },
+            exit: if failed {
+                TurnExit::Failed(2)
+            } else {
+                TurnExit::Success
+            },
             final_response: format!("ran {}", request.prompt),
             output: String::new(),
         })
@@ -72,7 +82,12 @@ fn add(home: &Path, prompt: &str, schedule: Schedule, now: i64) -> String {
         .id
 }
 
-fn scheduler(home: &Path, clock: &ManualClock, agents: &Arc<Counting>, parallel: usize) -> Scheduler {
+fn scheduler(
+    home: &Path,
+    clock: &ManualClock,
+    agents: &Arc<Counting>,
+    parallel: usize,
+) -> Scheduler {
     Scheduler::new(
         home,
         Arc::new(clock.clone()),
@@ -93,7 +108,12 @@ fn racing_fire_claims_never_run_an_occurrence_twice() {
     let home = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(BASE);
     let agents = Arc::new(Counting::default());
-    let every = add(home.path(), "every", Schedule::Interval { seconds: 60 }, BASE);
+    let every = add(
+        home.path(),
+        "every",
+        Schedule::Interval { seconds: 60 },
+        BASE,
+    );
     let once = add(home.path(), "once", Schedule::Once { at: BASE + 600 }, BASE);
     let a = Arc::new(scheduler(home.path(), &clock, &agents, 4));
     let b = Arc::new(scheduler(home.path(), &clock, &agents, 4));
@@ -118,13 +138,21 @@ fn racing_fire_claims_never_run_an_occurrence_twice() {
         granted += racers.into_iter().map(|h| h.join().unwrap()).sum::<usize>();
     }
     let runs = agents.runs.lock().unwrap().clone();
-    assert_eq!(runs.get("every"), Some(&(rounds as usize)), "one run per occurrence");
+    assert_eq!(
+        runs.get("every"),
+        Some(&(rounds as usize)),
+        "one run per occurrence"
+    );
     assert_eq!(runs.get("once"), Some(&1), "the one-shot ran once");
     assert_eq!(granted, rounds as usize + 1);
     let store = Store::open(home.path()).unwrap();
     let fires = store.fires(&every).unwrap();
     let occurrences: BTreeSet<_> = fires.iter().map(|f| f.occurrence).collect();
-    assert_eq!(occurrences.len(), fires.len(), "no occurrence in the ledger twice");
+    assert_eq!(
+        occurrences.len(),
+        fires.len(),
+        "no occurrence in the ledger twice"
+    );
     assert!(fires.iter().all(|f| f.status == "ok"));
     let once_job = store.get(&once).unwrap().unwrap();
     assert_eq!(once_job.state, JobState::Completed);
@@ -136,8 +164,18 @@ fn two_ticking_schedulers_on_one_home_run_each_occurrence_once() {
     let home = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(BASE);
     let agents = Arc::new(Counting::default());
-    add(home.path(), "every", Schedule::Interval { seconds: 60 }, BASE);
-    add(home.path(), "every-2m", Schedule::Interval { seconds: 120 }, BASE);
+    add(
+        home.path(),
+        "every",
+        Schedule::Interval { seconds: 60 },
+        BASE,
+    );
+    add(
+        home.path(),
+        "every-2m",
+        Schedule::Interval { seconds: 120 },
+        BASE,
+    );
     add(home.path(), "once", Schedule::Once { at: BASE + 300 }, BASE);
     let a = Arc::new(scheduler(home.path(), &clock, &agents, 2));
     let b = Arc::new(scheduler(home.path(), &clock, &agents, 2));
@@ -168,14 +206,29 @@ fn the_pool_bounds_parallel_jobs_and_records_status_and_output() {
         ..Counting::default()
     });
     let ids: Vec<String> = (0..5)
-        .map(|i| add(home.path(), &format!("job{i}"), Schedule::Interval { seconds: 60 }, BASE))
+        .map(|i| {
+            add(
+                home.path(),
+                &format!("job{i}"),
+                Schedule::Interval { seconds: 60 },
+                BASE,
+            )
+        })
         .collect();
-    let failing = add(home.path(), "fail-me", Schedule::Interval { seconds: 60 }, BASE);
+    let failing = add(
+        home.path(),
+        "fail-me",
+        Schedule::Interval { seconds: 60 },
+        BASE,
+    );
     let s = scheduler(home.path(), &clock, &agents, 2);
     clock.set(BASE + 61);
     let report = s.tick().unwrap();
     assert_eq!(report.fired.len(), 6);
-    assert!(agents.peak.load(Ordering::SeqCst) <= 2, "at most max_parallel at once");
+    assert!(
+        agents.peak.load(Ordering::SeqCst) <= 2,
+        "at most max_parallel at once"
+    );
     let store = Store::open(home.path()).unwrap();
     for id in &ids {
         let job = store.get(id).unwrap().unwrap();
@@ -185,7 +238,7 @@ fn the_pool_bounds_parallel_jobs_and_records_status_and_output() {
         let fire = &store.fires(id).unwrap()[0];
         let path = fire.output_path.as_deref().expect("output saved");
         let doc = std::fs::read_to_string(path).unwrap();
-        assert!(doc.contains(&format!("ran job")), "{doc}");
+        assert!(doc.contains("ran job"), "{doc}");
     }
     let bad = store.get(&failing).unwrap().unwrap();
     assert_eq!(bad.last_status.as_deref(), Some("error"));
@@ -205,9 +258,18 @@ fn a_manual_run_is_refused_while_the_job_is_claimed_elsewhere() {
     let id = add(home.path(), "m", Schedule::Interval { seconds: 60 }, BASE);
     let mut store = Store::open(home.path()).unwrap();
     let claim = store
-        .claim_fire(&id, kanban_runtime::cron::store::FireKind::Manual, "other:1:x", BASE, 300)
+        .claim_fire(
+            &id,
+            kanban_runtime::cron::store::FireKind::Manual,
+            "other:1:x",
+            BASE,
+            300,
+        )
         .unwrap();
-    assert!(matches!(claim, kanban_runtime::cron::store::ClaimOutcome::Claimed(_)));
+    assert!(matches!(
+        claim,
+        kanban_runtime::cron::store::ClaimOutcome::Claimed(_)
+    ));
     let s = scheduler(home.path(), &clock, &agents, 1);
     let err = s.run_now(&id).unwrap_err();
     assert!(err.to_string().contains("already running"), "{err}");

@@ -27,14 +27,15 @@ fn complete_owned_task(summary: &str) -> Result<Option<String>, AgentError> {
     let db: PathBuf = match &worker.db {
         Some(db) => db.clone(),
         None => {
-            let root = board::paths::root_dir(None).map_err(|e| AgentError::Other(e.to_string()))?;
+            let root =
+                board::paths::root_dir(None).map_err(|e| AgentError::Other(e.to_string()))?;
             board::paths::resolve(&root, worker.board.as_deref())
                 .map_err(|e| AgentError::Other(e.to_string()))?
                 .db_path
         }
     };
-    let board =
-        Board::open_path(&db, &OpenOptions::default()).map_err(|e| AgentError::Other(e.to_string()))?;
+    let board = Board::open_path(&db, &OpenOptions::default())
+        .map_err(|e| AgentError::Other(e.to_string()))?;
     let completion = Completion {
         expected_run_id: worker.run_id,
         summary: Some(summary.to_owned()),
@@ -59,7 +60,11 @@ pub struct CompleteAgent;
 
 impl Agent for CompleteAgent {
     fn run(&mut self, request: &Request<'_>) -> Result<Reply, AgentError> {
-        let first_line = request.prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let first_line = request
+            .prompt
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
         let summary = format!(
             "completed by builtin:complete: {}",
             first_line.chars().take(200).collect::<String>()
@@ -114,7 +119,11 @@ impl Agent for ShellAgent {
         let final_response = tail(stdout.trim_end(), OUTPUT_LIMIT).to_owned();
         if exit == TurnExit::Success {
             let summary = tail(stdout.trim_end(), SUMMARY_LIMIT);
-            let summary = if summary.is_empty() { "shell script exited 0" } else { summary };
+            let summary = if summary.is_empty() {
+                "shell script exited 0"
+            } else {
+                summary
+            };
             complete_owned_task(summary)?;
         }
         Ok(Reply {
@@ -164,8 +173,14 @@ mod tests {
         let ok = shell.run(&req("echo one; echo two")).unwrap();
         assert_eq!(ok.exit, TurnExit::Success);
         assert_eq!(ok.final_response, "one\ntwo");
-        assert_eq!(shell.run(&req("exit 75")).unwrap().exit, TurnExit::RateLimited);
-        assert_eq!(shell.run(&req("exit 78")).unwrap().exit, TurnExit::TerminalProvider);
+        assert_eq!(
+            shell.run(&req("exit 75")).unwrap().exit,
+            TurnExit::RateLimited
+        );
+        assert_eq!(
+            shell.run(&req("exit 78")).unwrap().exit,
+            TurnExit::TerminalProvider
+        );
         let failed = shell.run(&req("echo oops >&2; exit 4")).unwrap();
         assert_eq!(failed.exit, TurnExit::Failed(4));
         assert!(failed.output.contains("oops"));

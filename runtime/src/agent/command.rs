@@ -121,7 +121,10 @@ mod tests {
         assert_eq!(reply.exit, TurnExit::Success);
         let canonical = dir.path().canonicalize().unwrap();
         assert!(reply.final_response.starts_with("hello\n"), "{reply:?}");
-        assert!(reply.final_response.contains(canonical.to_str().unwrap()), "{reply:?}");
+        assert!(
+            reply.final_response.contains(canonical.to_str().unwrap()),
+            "{reply:?}"
+        );
         assert!(reply.final_response.ends_with("plain"), "{reply:?}");
     }
 
@@ -132,16 +135,22 @@ mod tests {
             ("78", TurnExit::TerminalProvider),
             ("3", TurnExit::Failed(3)),
         ] {
-            let reply = agent(&["sh", "-c", &format!("exit {code}")]).run(&req("", None)).unwrap();
+            let reply = agent(&["sh", "-c", &format!("exit {code}")])
+                .run(&req("", None))
+                .unwrap();
             assert_eq!(reply.exit, want);
         }
-        let reply = agent(&["sh", "-c", "kill -TERM $$"]).run(&req("", None)).unwrap();
+        let reply = agent(&["sh", "-c", "kill -TERM $$"])
+            .run(&req("", None))
+            .unwrap();
         assert_eq!(reply.exit, TurnExit::Interrupted);
     }
 
     #[test]
     fn a_missing_program_is_a_start_error() {
-        let err = agent(&["/nonexistent/agent"]).run(&req("", None)).unwrap_err();
+        let err = agent(&["/nonexistent/agent"])
+            .run(&req("", None))
+            .unwrap_err();
         assert!(matches!(err, AgentError::Start(_)), "{err}");
     }
 }

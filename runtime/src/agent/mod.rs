@@ -128,7 +128,8 @@ fn profile_env(profile: &ProfileConfig) -> Vec<(String, String)> {
         .env
         .iter()
         .filter(|(k, _)| {
-            !k.starts_with("HERMES_KANBAN_") && k.as_str() != crate::identity::DELEGATED_CHILD_MARKER
+            !k.starts_with("HERMES_KANBAN_")
+                && k.as_str() != crate::identity::DELEGATED_CHILD_MARKER
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
@@ -171,7 +172,8 @@ mod tests {
     fn profile_env_drops_identity_keys() {
         let mut p = profile("command", &["x"]);
         p.env.insert("HERMES_KANBAN_TASK".into(), "t_x".into());
-        p.env.insert("HERMES_DELEGATED_CHILD_CONTEXT".into(), "".into());
+        p.env
+            .insert("HERMES_DELEGATED_CHILD_CONTEXT".into(), "".into());
         p.env.insert("MODEL".into(), "m".into());
         assert_eq!(profile_env(&p), vec![("MODEL".to_owned(), "m".to_owned())]);
     }

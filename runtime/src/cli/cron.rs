@@ -78,7 +78,9 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
             profile,
             workdir,
             repeat,
-        } => add(&root, globals, name, schedule, prompt, profile, workdir, repeat),
+        } => add(
+            &root, globals, name, schedule, prompt, profile, workdir, repeat,
+        ),
         CronCommand::List => {
             let jobs = Store::open(&root)?.list()?;
             if globals.json {
@@ -151,13 +153,21 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
                     println!("nothing due");
                 }
             }
-            Ok(if report.errors.is_empty() { Exit::OK } else { Exit(1) })
+            Ok(if report.errors.is_empty() {
+                Exit::OK
+            } else {
+                Exit(1)
+            })
         }
         CronCommand::Daemon { interval } => {
             let config = Config::load(&root)?;
             let every = interval.unwrap_or(config.cron.interval_seconds).max(0.1);
             let scheduler = scheduler(&root, Arc::new(SystemClock))?;
-            println!("cron scheduler {} on {} every {every}s", scheduler.owner(), root.display());
+            println!(
+                "cron scheduler {} on {} every {every}s",
+                scheduler.owner(),
+                root.display()
+            );
             let stop = std::sync::atomic::AtomicBool::new(false);
             scheduler.daemon(Duration::from_secs_f64(every), &stop, |fire| match fire {
                 Ok(fire) => println!("{}", fire_line(&fire)),
@@ -284,23 +294,41 @@ fn summary_line(job: &Job) -> String {
 fn print_job(job: &Job) {
     println!("id:             {}", job.id);
     println!("name:           {}", job.name);
-    println!("schedule:       {} ({})", job.schedule, job.schedule_spec.describe());
+    println!(
+        "schedule:       {} ({})",
+        job.schedule,
+        job.schedule_spec.describe()
+    );
     println!("profile:        {}", job.profile);
     if let Some(w) = &job.workdir {
         println!("workdir:        {}", w.display());
     }
-    println!("state:          {:?}{}", job.state, if job.enabled { "" } else { " (disabled)" });
+    println!(
+        "state:          {:?}{}",
+        job.state,
+        if job.enabled { "" } else { " (disabled)" }
+    );
     println!("next run:       {}", when(job.next_run_at));
     println!("last run:       {}", when(job.last_run_at));
-    println!("last status:    {}", job.last_status.as_deref().unwrap_or("-"));
+    println!(
+        "last status:    {}",
+        job.last_status.as_deref().unwrap_or("-")
+    );
     if let Some(e) = &job.last_error {
         println!("last error:     {e}");
     }
-    let times = job.repeat.times.map_or("forever".to_owned(), |t| t.to_string());
+    let times = job
+        .repeat
+        .times
+        .map_or("forever".to_owned(), |t| t.to_string());
     println!("repeat:         {} of {times}", job.repeat.completed);
     println!("failure streak: {}", job.failure_streak);
     if let Some(c) = &job.fire_claim {
-        println!("running:        by {} (lease until {})", c.owner, cron::iso(c.expires_at));
+        println!(
+            "running:        by {} (lease until {})",
+            c.owner,
+            cron::iso(c.expires_at)
+        );
     }
     println!("prompt:\n{}", job.prompt);
 }

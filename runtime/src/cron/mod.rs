@@ -154,7 +154,14 @@ pub fn run_job(job: &Job, agents: &dyn AgentSource, clock: &dyn Clock) -> RunOut
             (false, String::new(), String::new(), Some(error))
         }
     };
-    let output = output_document(job, started, clock.now(), &final_response, &agent_output, error.as_deref());
+    let output = output_document(
+        job,
+        started,
+        clock.now(),
+        &final_response,
+        &agent_output,
+        error.as_deref(),
+    );
     RunOutcome {
         success,
         output,
@@ -201,7 +208,11 @@ fn output_document(
     let _ = writeln!(doc, "- profile: {}", job.profile);
     let _ = writeln!(doc, "- started: {}", iso(started));
     let _ = writeln!(doc, "- ended: {}", iso(ended));
-    let _ = writeln!(doc, "- status: {}", if error.is_none() { "ok" } else { "error" });
+    let _ = writeln!(
+        doc,
+        "- status: {}",
+        if error.is_none() { "ok" } else { "error" }
+    );
     let _ = writeln!(doc, "\n## Prompt\n\n{}", job.prompt);
     let _ = writeln!(doc, "\n## Response\n\n{final_response}");
     if !agent_output.is_empty() && agent_output != final_response {

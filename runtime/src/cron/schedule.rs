@@ -182,7 +182,10 @@ fn parse_cron(expr: &str) -> Result<Cron, String> {
 }
 
 fn split_zone_prefix(text: &str, default_tz: Tz) -> Result<(Tz, &str), String> {
-    let upper = text.get(..8).map(str::to_ascii_uppercase).unwrap_or_default();
+    let upper = text
+        .get(..8)
+        .map(str::to_ascii_uppercase)
+        .unwrap_or_default();
     let rest = if upper.starts_with("CRON_TZ=") {
         &text[8..]
     } else if upper.starts_with("TZ=") {
@@ -254,20 +257,29 @@ fn parse_timestamp(text: &str, tz: Tz) -> Result<i64, String> {
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Ok(t.timestamp());
     }
-    for fmt in ["%Y-%m-%dT%H:%M:%S%:z", "%Y-%m-%dT%H:%M%:z", "%Y-%m-%d %H:%M:%S%:z"] {
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%:z",
+        "%Y-%m-%dT%H:%M%:z",
+        "%Y-%m-%d %H:%M:%S%:z",
+    ] {
         if let Ok(t) = DateTime::parse_from_str(text, fmt) {
             return Ok(t.timestamp());
         }
     }
-    let naive = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
-        .iter()
-        .find_map(|fmt| NaiveDateTime::parse_from_str(text, fmt).ok())
-        .or_else(|| {
-            NaiveDate::parse_from_str(text, "%Y-%m-%d")
-                .ok()
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-        })
-        .ok_or_else(|| "not a valid ISO-8601 date and time".to_owned())?;
+    let naive = [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ]
+    .iter()
+    .find_map(|fmt| NaiveDateTime::parse_from_str(text, fmt).ok())
+    .or_else(|| {
+        NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+    })
+    .ok_or_else(|| "not a valid ISO-8601 date and time".to_owned())?;
     match tz.from_local_datetime(&naive) {
         LocalResult::Single(t) => Ok(t.timestamp()),
         LocalResult::Ambiguous(first, _) => Ok(first.timestamp()),
@@ -301,23 +313,58 @@ mod tests {
             ("2h", Schedule::Interval { seconds: 7_200 }),
             ("in 10m", Schedule::Once { at: NOW + 600 }),
             ("in 1h", Schedule::Once { at: NOW + 3_600 }),
-            ("2026-12-01T09:00:00Z", Schedule::Once { at: ts("2026-12-01T09:00:00Z") }),
-            ("2026-12-01T09:00:00+01:00", Schedule::Once { at: ts("2026-12-01T08:00:00Z") }),
-            ("2026-12-01T09:00", Schedule::Once { at: ts("2026-12-01T09:00:00Z") }),
-            ("2026-12-01", Schedule::Once { at: ts("2026-12-01T00:00:00Z") }),
+            (
+                "2026-12-01T09:00:00Z",
+                Schedule::Once {
+                    at: ts("2026-12-01T09:00:00Z"),
+                },
+            ),
+            (
+                "2026-12-01T09:00:00+01:00",
+                Schedule::Once {
+                    at: ts("2026-12-01T08:00:00Z"),
+                },
+            ),
+            (
+                "2026-12-01T09:00",
+                Schedule::Once {
+                    at: ts("2026-12-01T09:00:00Z"),
+                },
+            ),
+            (
+                "2026-12-01",
+                Schedule::Once {
+                    at: ts("2026-12-01T00:00:00Z"),
+                },
+            ),
             (
                 "0 9 * * 1-5",
-                Schedule::Cron { expr: "0 9 * * 1-5".into(), tz: "UTC".into() },
+                Schedule::Cron {
+                    expr: "0 9 * * 1-5".into(),
+                    tz: "UTC".into(),
+                },
             ),
             (
                 "  */5   *  * * *  ",
-                Schedule::Cron { expr: "*/5 * * * *".into(), tz: "UTC".into() },
+                Schedule::Cron {
+                    expr: "*/5 * * * *".into(),
+                    tz: "UTC".into(),
+                },
             ),
             (
                 "TZ=Europe/Berlin 30 2 * * *",
-                Schedule::Cron { expr: "30 2 * * *".into(), tz: "Europe/Berlin".into() },
+                Schedule::Cron {
+                    expr: "30 2 * * *".into(),
+                    tz: "Europe/Berlin".into(),
+                },
             ),
-            ("@daily", Schedule::Cron { expr: "@daily".into(), tz: "UTC".into() }),
+            (
+                "@daily",
+                Schedule::Cron {
+                    expr: "@daily".into(),
+                    tz: "UTC".into(),
+                },
+            ),
         ];
         for (input, want) in cases {
             let got = Schedule::parse(input, NOW, utc);
@@ -330,11 +377,16 @@ mod tests {
         let berlin: Tz = "Europe/Berlin".parse().unwrap();
         assert_eq!(
             Schedule::parse("2026-12-01T09:00", NOW, berlin),
-            Ok(Schedule::Once { at: ts("2026-12-01T08:00:00Z") })
+            Ok(Schedule::Once {
+                at: ts("2026-12-01T08:00:00Z")
+            })
         );
         assert_eq!(
             Schedule::parse("0 9 * * *", NOW, berlin),
-            Ok(Schedule::Cron { expr: "0 9 * * *".into(), tz: "Europe/Berlin".into() })
+            Ok(Schedule::Cron {
+                expr: "0 9 * * *".into(),
+                tz: "Europe/Berlin".into()
+            })
         );
     }
 
@@ -377,7 +429,10 @@ mod tests {
 
     #[test]
     fn cron_across_spring_forward_in_berlin() {
-        let berlin = Schedule::Cron { expr: "30 2 * * *".into(), tz: "Europe/Berlin".into() };
+        let berlin = Schedule::Cron {
+            expr: "30 2 * * *".into(),
+            tz: "Europe/Berlin".into(),
+        };
         // 2026-03-28 02:30 CET = 01:30Z; the 29th has no 02:30; the 30th is CEST (00:30Z).
         let before = ts("2026-03-28T00:00:00Z");
         let first = berlin.next_after(before, before).unwrap();
@@ -387,9 +442,16 @@ mod tests {
         let second = berlin.next_after(first, first).unwrap();
         assert_eq!(second, ts("2026-03-29T01:00:00Z"));
         let third = berlin.next_after(second, second).unwrap();
-        assert_eq!(third, ts("2026-03-30T00:30:00Z"), "then 02:30 CEST on the 30th");
+        assert_eq!(
+            third,
+            ts("2026-03-30T00:30:00Z"),
+            "then 02:30 CEST on the 30th"
+        );
         // An hourly job keeps running through the gap, one hour apart in real time.
-        let hourly = Schedule::Cron { expr: "0 * * * *".into(), tz: "Europe/Berlin".into() };
+        let hourly = Schedule::Cron {
+            expr: "0 * * * *".into(),
+            tz: "Europe/Berlin".into(),
+        };
         let a = hourly.next_after(ts("2026-03-29T00:30:00Z"), ts("2026-03-29T00:30:00Z"));
         assert_eq!(a, Some(ts("2026-03-29T01:00:00Z"))); // 03:00 CEST
     }
@@ -397,12 +459,19 @@ mod tests {
     #[test]
     fn cron_across_fall_back_in_new_york_runs_once() {
         // 2026-11-01: 01:30 happens twice in New York (EDT then EST).
-        let ny = Schedule::Cron { expr: "30 1 * * *".into(), tz: "America/New_York".into() };
+        let ny = Schedule::Cron {
+            expr: "30 1 * * *".into(),
+            tz: "America/New_York".into(),
+        };
         let start = ts("2026-11-01T04:00:00Z"); // 00:00 EDT
         let first = ny.next_after(start, start).unwrap();
         assert_eq!(first, ts("2026-11-01T05:30:00Z"), "01:30 EDT");
         let second = ny.next_after(first, first).unwrap();
-        assert_eq!(second, ts("2026-11-02T06:30:00Z"), "next day 01:30 EST, not the repeat");
+        assert_eq!(
+            second,
+            ts("2026-11-02T06:30:00Z"),
+            "next day 01:30 EST, not the repeat"
+        );
     }
 
     #[test]
@@ -437,7 +506,13 @@ mod tests {
         let doms = ["*", "1", "15", "L", "29", "*/10"];
         let months = ["*", "3", "10,11", "*/2", "2"];
         let dows = ["*", "0", "1-5", "SUN", "6", "5#L"];
-        let zones = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"];
+        let zones = [
+            "UTC",
+            "Europe/Berlin",
+            "America/New_York",
+            "Australia/Lord_Howe",
+            "Asia/Kolkata",
+        ];
         let mut rng = Seeds(0x9E37_79B9_7F4A_7C15);
         for seed in 0..300 {
             let expr = format!(
@@ -450,21 +525,28 @@ mod tests {
             );
             let tz = rng.pick(&zones);
             let text = format!("TZ={tz} {expr}");
-            let schedule = Schedule::parse(&text, NOW, Tz::UTC)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let schedule =
+                Schedule::parse(&text, NOW, Tz::UTC).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             // Start somewhere in 2026-2027, including the DST change days.
             let mut t = 1_767_225_600 + (rng.next() % 63_072_000) as i64;
             for step in 0..40 {
-                let Some(next) = schedule.next_after(t, t) else { break };
+                let Some(next) = schedule.next_after(t, t) else {
+                    break;
+                };
                 assert!(next > t, "seed {seed} `{text}` step {step}: {next} <= {t}");
                 t = next;
             }
-            let interval = Schedule::Interval { seconds: 60 * (1 + (rng.next() % 1_440) as i64) };
+            let interval = Schedule::Interval {
+                seconds: 60 * (1 + (rng.next() % 1_440) as i64),
+            };
             let mut occ = 1_767_225_600 + (rng.next() % 100_000) as i64;
             for _ in 0..40 {
                 let now = occ + (rng.next() % 10_000) as i64 - 5_000;
                 let next = interval.next_after(occ, now).unwrap();
-                assert!(next > occ && next > now, "seed {seed}: interval went backwards");
+                assert!(
+                    next > occ && next > now,
+                    "seed {seed}: interval went backwards"
+                );
                 occ = next;
             }
         }

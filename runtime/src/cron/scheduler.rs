@@ -227,7 +227,9 @@ impl Scheduler {
             });
             match spawned {
                 Ok(handle) => handles.push(handle),
-                Err(e) => report.errors.push(format!("job {}: {}", job.id, CronError::Thread(e))),
+                Err(e) => report
+                    .errors
+                    .push(format!("job {}: {}", job.id, CronError::Thread(e))),
             }
         }
         drop(lock);
@@ -323,13 +325,7 @@ impl Runner {
                 };
             }
         };
-        let heartbeat = Heartbeat::start(
-            &self.root,
-            job_id,
-            &self.owner,
-            self.clock.clone(),
-            ttl,
-        )?;
+        let heartbeat = Heartbeat::start(&self.root, job_id, &self.owner, self.clock.clone(), ttl)?;
         let outcome = run_job(&claimed.job, self.agents.as_ref(), self.clock.as_ref());
         let lost = heartbeat.finish();
         let now = self.clock.now();
@@ -602,8 +598,9 @@ impl Heartbeat {
             loop {
                 {
                     let (flag, cv) = &*stop2;
-                    let mut guard =
-                        flag.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut guard = flag
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     if !*guard {
                         // A spurious wake-up only makes one heartbeat early.
                         guard = cv
@@ -654,7 +651,9 @@ impl Heartbeat {
     fn stop_thread(&mut self) {
         {
             let (flag, cv) = &*self.stop;
-            *flag.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+            *flag
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
             cv.notify_all();
         }
         if let Some(handle) = self.handle.take() {

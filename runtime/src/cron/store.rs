@@ -225,7 +225,9 @@ pub struct Claimed {
 pub enum ClaimOutcome {
     Claimed(Box<Claimed>),
     /// Another runner holds a live claim on the job.
-    Busy { owner: String },
+    Busy {
+        owner: String,
+    },
     /// The occurrence is not (or no longer) due: another scheduler fired it, or the job was
     /// paused, retired or rescheduled.
     NotDue,
@@ -278,15 +280,16 @@ impl Store {
             source,
         };
         let conn = Connection::open(&path).map_err(db)?;
-        let busy_ms = crate::identity::settings::get(
-            crate::identity::settings::Setting::BusyTimeoutMs,
-        )
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(120_000);
+        let busy_ms =
+            crate::identity::settings::get(crate::identity::settings::Setting::BusyTimeoutMs)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(120_000);
         conn.busy_timeout(Duration::from_millis(busy_ms))
             .map_err(db)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(db)?;
         let mut store = Store {
             conn,
@@ -370,12 +373,14 @@ impl Store {
             .name
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| default_name(&new.prompt));
-        let spec = serde_json::to_string(&new.schedule_spec)
-            .map_err(|e| CronError::Corrupt {
-                id: id.clone(),
-                message: e.to_string(),
-            })?;
-        let workdir = new.workdir.as_ref().map(|p| p.to_string_lossy().into_owned());
+        let spec = serde_json::to_string(&new.schedule_spec).map_err(|e| CronError::Corrupt {
+            id: id.clone(),
+            message: e.to_string(),
+        })?;
+        let workdir = new
+            .workdir
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned());
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO jobs (id, name, prompt, schedule, schedule_spec, profile, workdir, \
@@ -439,7 +444,11 @@ impl Store {
             1 => Ok(matches.remove(0)),
             _ => Err(CronError::Ambiguous {
                 reference: reference.to_owned(),
-                ids: matches.iter().map(|j| j.id.clone()).collect::<Vec<_>>().join(", "),
+                ids: matches
+                    .iter()
+                    .map(|j| j.id.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
     }
@@ -586,7 +595,16 @@ impl Store {
                  fire_owner = ?5, fire_occurrence = ?6, fire_claimed_at = ?7, \
                  fire_heartbeat_at = ?7, fire_expires = ?8 \
                  WHERE id = ?1 AND (fire_owner IS NULL OR fire_expires <= ?7)",
-                params![id, next, completed, fire_id, owner, occurrence, now, now + ttl],
+                params![
+                    id,
+                    next,
+                    completed,
+                    fire_id,
+                    owner,
+                    occurrence,
+                    now,
+                    now + ttl
+                ],
             )?;
             if changed != 1 {
                 return Err(rusqlite::Error::StatementChangedRows(changed));
@@ -683,7 +701,16 @@ impl Store {
                  fire_owner = NULL, fire_occurrence = NULL, fire_claimed_at = NULL, \
                  fire_heartbeat_at = NULL, fire_expires = NULL \
                  WHERE id = ?1 AND fire_owner = ?2",
-                params![id, owner, now, status, last_error, streak, state.as_str(), enabled],
+                params![
+                    id,
+                    owner,
+                    now,
+                    status,
+                    last_error,
+                    streak,
+                    state.as_str(),
+                    enabled
+                ],
             )?;
             if changed != 1 {
                 return Ok(CompleteOutcome::Lost);
@@ -788,7 +815,14 @@ fn close_expired(
          failure_streak = failure_streak + 1, state = ?5, enabled = ?6, fire_id = NULL, \
          fire_owner = NULL, fire_occurrence = NULL, fire_claimed_at = NULL, \
          fire_heartbeat_at = NULL, fire_expires = NULL WHERE id = ?1 AND fire_owner = ?2",
-        params![job.id, claim.owner, now, last_error, state.as_str(), enabled],
+        params![
+            job.id,
+            claim.owner,
+            now,
+            last_error,
+            state.as_str(),
+            enabled
+        ],
     )?;
     Ok(())
 }
@@ -818,7 +852,9 @@ fn read_job(r: &Row<'_>) -> Result<Result<Job, CronError>, rusqlite::Error> {
             fire_id: r.get::<_, Option<i64>>("fire_id")?.unwrap_or_default(),
             owner,
             occurrence: r.get("fire_occurrence")?,
-            claimed_at: r.get::<_, Option<i64>>("fire_claimed_at")?.unwrap_or_default(),
+            claimed_at: r
+                .get::<_, Option<i64>>("fire_claimed_at")?
+                .unwrap_or_default(),
             heartbeat_at: r
                 .get::<_, Option<i64>>("fire_heartbeat_at")?
                 .unwrap_or_default(),
@@ -929,7 +965,9 @@ mod tests {
     #[test]
     fn a_recurring_fire_advances_before_it_runs_and_cannot_be_claimed_twice() {
         let (_d, mut s) = store();
-        let job = s.add(new_job(Schedule::Interval { seconds: 60 }, None), 1_000).unwrap();
+        let job = s
+            .add(new_job(Schedule::Interval { seconds: 60 }, None), 1_000)
+            .unwrap();
         assert_eq!(job.id.len(), 12);
         assert_eq!(job.next_run_at, Some(1_060));
         assert!(s.due(1_059).unwrap().is_empty());
@@ -937,13 +975,22 @@ mod tests {
         let c = claimed(s.claim_fire(&job.id, occ, "a", 1_070, 300).unwrap());
         assert_eq!(c.job.next_run_at, Some(1_120), "advanced before running");
         assert_eq!(c.job.repeat.completed, 1);
-        assert!(matches!(s.claim_fire(&job.id, occ, "b", 1_070, 300).unwrap(), ClaimOutcome::Busy { .. }));
-        assert!(s.due(1_300).unwrap().is_empty(), "a live claim hides the job");
+        assert!(matches!(
+            s.claim_fire(&job.id, occ, "b", 1_070, 300).unwrap(),
+            ClaimOutcome::Busy { .. }
+        ));
+        assert!(
+            s.due(1_300).unwrap().is_empty(),
+            "a live claim hides the job"
+        );
         let done = s
             .complete_fire(&job.id, "a", c.fire_id, &ok(), None, 1_080)
             .unwrap();
         assert_eq!(done, CompleteOutcome::Recorded);
-        assert!(matches!(s.claim_fire(&job.id, occ, "b", 1_090, 300).unwrap(), ClaimOutcome::NotDue));
+        assert!(matches!(
+            s.claim_fire(&job.id, occ, "b", 1_090, 300).unwrap(),
+            ClaimOutcome::NotDue
+        ));
         let j = s.get(&job.id).unwrap().unwrap();
         assert_eq!(j.last_status.as_deref(), Some("ok"));
         assert_eq!(j.fire_claim, None);
@@ -952,14 +999,40 @@ mod tests {
     #[test]
     fn completion_is_fenced_on_the_claim_owner() {
         let (_d, mut s) = store();
-        let job = s.add(new_job(Schedule::Interval { seconds: 60 }, None), 0).unwrap();
-        let c = claimed(s.claim_fire(&job.id, FireKind::Scheduled { occurrence: 60 }, "a", 60, 10).unwrap());
+        let job = s
+            .add(new_job(Schedule::Interval { seconds: 60 }, None), 0)
+            .unwrap();
+        let c = claimed(
+            s.claim_fire(&job.id, FireKind::Scheduled { occurrence: 60 }, "a", 60, 10)
+                .unwrap(),
+        );
         // a's lease expires; b takes the next occurrence over.
-        let c2 = claimed(s.claim_fire(&job.id, FireKind::Scheduled { occurrence: 120 }, "b", 130, 10).unwrap());
-        assert_eq!(s.heartbeat_fire(&job.id, "a", 131, 10).unwrap(), HeartbeatOutcome::Lost);
-        let late = s.complete_fire(&job.id, "a", c.fire_id, &ok(), None, 132).unwrap();
-        assert_eq!(late, CompleteOutcome::Lost, "a stale completion is discarded");
-        assert_eq!(s.heartbeat_fire(&job.id, "b", 133, 10).unwrap(), HeartbeatOutcome::Extended);
+        let c2 = claimed(
+            s.claim_fire(
+                &job.id,
+                FireKind::Scheduled { occurrence: 120 },
+                "b",
+                130,
+                10,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            s.heartbeat_fire(&job.id, "a", 131, 10).unwrap(),
+            HeartbeatOutcome::Lost
+        );
+        let late = s
+            .complete_fire(&job.id, "a", c.fire_id, &ok(), None, 132)
+            .unwrap();
+        assert_eq!(
+            late,
+            CompleteOutcome::Lost,
+            "a stale completion is discarded"
+        );
+        assert_eq!(
+            s.heartbeat_fire(&job.id, "b", 133, 10).unwrap(),
+            HeartbeatOutcome::Extended
+        );
         let fires = s.fires(&job.id).unwrap();
         assert_eq!(fires[0].status, "lost");
         assert_eq!(fires[1].status, "running");
@@ -971,13 +1044,35 @@ mod tests {
     #[test]
     fn a_one_shot_is_counted_before_it_runs_and_retires_after() {
         let (_d, mut s) = store();
-        let job = s.add(new_job(Schedule::Once { at: 500 }, None), 100).unwrap();
-        assert_eq!(job.repeat, Repeat { times: Some(1), completed: 0 });
-        let c = claimed(s.claim_fire(&job.id, FireKind::Scheduled { occurrence: 500 }, "a", 500, 60).unwrap());
+        let job = s
+            .add(new_job(Schedule::Once { at: 500 }, None), 100)
+            .unwrap();
+        assert_eq!(
+            job.repeat,
+            Repeat {
+                times: Some(1),
+                completed: 0
+            }
+        );
+        let c = claimed(
+            s.claim_fire(
+                &job.id,
+                FireKind::Scheduled { occurrence: 500 },
+                "a",
+                500,
+                60,
+            )
+            .unwrap(),
+        );
         assert_eq!(c.job.repeat.completed, 1);
         assert_eq!(c.job.next_run_at, None);
-        let fail = RunOutcome { success: false, error: Some("boom".into()), ..ok() };
-        s.complete_fire(&job.id, "a", c.fire_id, &fail, None, 510).unwrap();
+        let fail = RunOutcome {
+            success: false,
+            error: Some("boom".into()),
+            ..ok()
+        };
+        s.complete_fire(&job.id, "a", c.fire_id, &fail, None, 510)
+            .unwrap();
         let j = s.get(&job.id).unwrap().unwrap();
         assert_eq!(j.state, JobState::Completed);
         assert!(!j.enabled);
@@ -989,8 +1084,19 @@ mod tests {
     #[test]
     fn a_crashed_one_shot_is_not_run_again() {
         let (_d, mut s) = store();
-        let job = s.add(new_job(Schedule::Once { at: 500 }, None), 100).unwrap();
-        claimed(s.claim_fire(&job.id, FireKind::Scheduled { occurrence: 500 }, "a", 500, 60).unwrap());
+        let job = s
+            .add(new_job(Schedule::Once { at: 500 }, None), 100)
+            .unwrap();
+        claimed(
+            s.claim_fire(
+                &job.id,
+                FireKind::Scheduled { occurrence: 500 },
+                "a",
+                500,
+                60,
+            )
+            .unwrap(),
+        );
         assert_eq!(s.reap_expired_claims(600).unwrap(), vec![job.id.clone()]);
         let j = s.get(&job.id).unwrap().unwrap();
         assert_eq!(j.state, JobState::Completed);
@@ -1001,11 +1107,23 @@ mod tests {
     #[test]
     fn repeat_limits_recurring_runs() {
         let (_d, mut s) = store();
-        let job = s.add(new_job(Schedule::Interval { seconds: 60 }, Some(2)), 0).unwrap();
+        let job = s
+            .add(new_job(Schedule::Interval { seconds: 60 }, Some(2)), 0)
+            .unwrap();
         for (i, now) in [60, 120].into_iter().enumerate() {
-            let c = claimed(s.claim_fire(&job.id, FireKind::Scheduled { occurrence: now }, "a", now, 30).unwrap());
+            let c = claimed(
+                s.claim_fire(
+                    &job.id,
+                    FireKind::Scheduled { occurrence: now },
+                    "a",
+                    now,
+                    30,
+                )
+                .unwrap(),
+            );
             assert_eq!(c.job.repeat.completed, i as u32 + 1);
-            s.complete_fire(&job.id, "a", c.fire_id, &ok(), None, now + 1).unwrap();
+            s.complete_fire(&job.id, "a", c.fire_id, &ok(), None, now + 1)
+                .unwrap();
         }
         let j = s.get(&job.id).unwrap().unwrap();
         assert_eq!(j.state, JobState::Completed);
@@ -1015,27 +1133,44 @@ mod tests {
     #[test]
     fn manual_fire_leaves_the_schedule_alone() {
         let (_d, mut s) = store();
-        let job = s.add(new_job(Schedule::Interval { seconds: 60 }, None), 0).unwrap();
-        let c = claimed(s.claim_fire(&job.id, FireKind::Manual, "m", 10, 30).unwrap());
+        let job = s
+            .add(new_job(Schedule::Interval { seconds: 60 }, None), 0)
+            .unwrap();
+        let c = claimed(
+            s.claim_fire(&job.id, FireKind::Manual, "m", 10, 30)
+                .unwrap(),
+        );
         assert_eq!(c.job.next_run_at, Some(60));
         assert_eq!(c.job.repeat.completed, 0);
-        let c2 = claimed(s.claim_fire(&job.id, FireKind::Manual, "m", 100, 30).unwrap_or_else(|e| panic!("{e}")));
+        let c2 = claimed(
+            s.claim_fire(&job.id, FireKind::Manual, "m", 100, 30)
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
         assert_ne!(c.fire_id, c2.fire_id);
     }
 
     #[test]
     fn pause_resume_remove_and_resolve_by_name() {
         let (_d, mut s) = store();
-        let job = s.add(new_job(Schedule::Interval { seconds: 60 }, None), 0).unwrap();
+        let job = s
+            .add(new_job(Schedule::Interval { seconds: 60 }, None), 0)
+            .unwrap();
         assert_eq!(s.resolve("J").unwrap().id, job.id);
         let p = s.pause(&job.id, None, 5).unwrap();
-        assert_eq!((p.state, p.enabled, p.next_run_at), (JobState::Paused, false, None));
+        assert_eq!(
+            (p.state, p.enabled, p.next_run_at),
+            (JobState::Paused, false, None)
+        );
         assert!(s.due(1_000).unwrap().is_empty());
         let r = s.resume(&job.id, 1_000).unwrap();
         assert_eq!((r.state, r.next_run_at), (JobState::Scheduled, Some(1_060)));
-        s.add(new_job(Schedule::Interval { seconds: 60 }, None), 0).unwrap();
+        s.add(new_job(Schedule::Interval { seconds: 60 }, None), 0)
+            .unwrap();
         assert!(matches!(s.resolve("j"), Err(CronError::Ambiguous { .. })));
         assert!(s.remove(&job.id).unwrap());
-        assert!(matches!(s.resolve(&job.id), Err(CronError::NotFound { .. })));
+        assert!(matches!(
+            s.resolve(&job.id),
+            Err(CronError::NotFound { .. })
+        ));
     }
 }
