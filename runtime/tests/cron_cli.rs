@@ -5,8 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use kanban_runtime::board::{Board, ClaimOutcome, ClaimSpec, NewTask, OpenOptions, Status};
-use kanban_runtime::clock::{Clock, SystemClock};
+use kanban_runtime::board::{Board, OpenOptions, Status};
 use serde_json::Value;
 
 const PROFILES: &str = r#"
@@ -233,32 +232,24 @@ fn run_prints_the_outcome_and_records_it() {
     assert_eq!(show["failure_streak"], 1);
 }
 
-/// A board with one task claimed the way the dispatcher claims it; returns the worker env.
+/// A task created and claimed with `kanban create` / `kanban claim`; returns the env the
+/// dispatcher would give its worker.
 fn claimed_task(home: &Path) -> (Vec<(&'static str, String)>, String) {
+    let created = ok_json(&kanban(home, &["create", "real work", "--json"]));
+    let task = created["id"].as_str().unwrap().to_owned();
+    let claim = ok_json(&kanban(
+        home,
+        &["claim", &task, "--claimer", "worker-host:777", "--json"],
+    ));
     let db = home.join("kanban.db");
-    let board = Board::open_path(&db, &OpenOptions::create()).unwrap();
-    let task = board
-        .create_task(
-            &NewTask {
-                title: "real work".into(),
-                ..NewTask::default()
-            },
-            SystemClock.now(),
-        )
-        .unwrap()
-        .id;
-    let spec = ClaimSpec {
-        lock: "worker-host:777".into(),
-        ttl_seconds: 900,
-    };
-    let claimed = match board.claim(&task, &spec, SystemClock.now()).unwrap() {
-        ClaimOutcome::Claimed(c) => c,
-        ClaimOutcome::Lost(r) => panic!("{r}"),
-    };
+    assert!(db.exists(), "the default board lives at <root>/kanban.db");
     let env = vec![
         ("HERMES_KANBAN_TASK", task.clone()),
-        ("HERMES_KANBAN_RUN_ID", claimed.run_id.to_string()),
-        ("HERMES_KANBAN_CLAIM_LOCK", claimed.claim_lock.clone()),
+        ("HERMES_KANBAN_RUN_ID", claim["run_id"].to_string()),
+        (
+            "HERMES_KANBAN_CLAIM_LOCK",
+            claim["claim_lock"].as_str().unwrap().to_owned(),
+        ),
         ("HERMES_KANBAN_DB", db.to_string_lossy().into_owned()),
         ("HERMES_KANBAN_BOARD", "default".into()),
         (
