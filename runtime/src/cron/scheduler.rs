@@ -29,6 +29,12 @@ use crate::identity;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{Arc, Condvar, Mutex};
 
+/// A pool thread running one fire; `done` is set when it has finished.
+struct JobHandle {
+    done: Arc<AtomicBool>,
+    thread: crate::sync::thread::JoinHandle<Result<Option<FireReport>, String>>,
+}
+
 /// Name of the tick lock file inside `<root>/cron/`.
 pub const TICK_LOCK_FILE: &str = ".tick.lock";
 
@@ -156,18 +162,21 @@ impl Scheduler {
         stop: &std::sync::atomic::AtomicBool,
         mut on_fire: impl FnMut(Result<FireReport, String>),
     ) -> Result<(), CronError> {
-        let mut running: Vec<std::thread::JoinHandle<Result<Option<FireReport>, String>>> =
-            Vec::new();
+        let mut running: Vec<JobHandle> = Vec::new();
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let mut report = TickReport::default();
-            if let Some(handles) = self.start_due(&mut report, false)? {
-                running.extend(handles);
+            match self.start_due(&mut report, false) {
+                Ok(Some(handles)) => running.extend(handles),
+                Ok(None) => {}
+                // A busy or unreadable store must not stop the daemon: report and retry.
+                Err(e) => report.errors.push(e.to_string()),
             }
             for message in report.errors {
                 on_fire(Err(message));
             }
-            let (finished, still): (Vec<_>, Vec<_>) =
-                running.into_iter().partition(|h| h.is_finished());
+            let (finished, still): (Vec<_>, Vec<_>) = running
+                .into_iter()
+                .partition(|h| h.done.load(Ordering::SeqCst));
             running = still;
             for handle in finished {
                 match join(handle) {
@@ -193,8 +202,7 @@ impl Scheduler {
         &self,
         report: &mut TickReport,
         wait_for_slot: bool,
-    ) -> Result<Option<Vec<std::thread::JoinHandle<Result<Option<FireReport>, String>>>>, CronError>
-    {
+    ) -> Result<Option<Vec<JobHandle>>, CronError> {
         let Some(lock) = TickLock::try_acquire(&self.root)? else {
             return Ok(None);
         };
@@ -221,12 +229,16 @@ impl Scheduler {
             let runner = self.runner();
             let kind = FireKind::Scheduled { occurrence };
             let job_id = job.id.clone();
+            let done = Arc::new(AtomicBool::new(false));
+            let finished = done.clone();
             let spawned = identity::spawn("cron-job", move || {
                 let _slot = slot;
-                runner.fire(&job_id, kind).map_err(|e| e.to_string())
+                let result = runner.fire(&job_id, kind).map_err(|e| e.to_string());
+                finished.store(true, Ordering::SeqCst);
+                result
             });
             match spawned {
-                Ok(handle) => handles.push(handle),
+                Ok(thread) => handles.push(JobHandle { done, thread }),
                 Err(e) => report
                     .errors
                     .push(format!("job {}: {}", job.id, CronError::Thread(e))),
@@ -268,18 +280,14 @@ impl Scheduler {
     }
 }
 
-fn join(
-    handle: std::thread::JoinHandle<Result<Option<FireReport>, String>>,
-) -> Result<Option<FireReport>, String> {
+fn join(handle: JobHandle) -> Result<Option<FireReport>, String> {
     handle
+        .thread
         .join()
         .unwrap_or_else(|_| Err("a cron pool thread panicked".to_owned()))
 }
 
-fn collect(
-    handles: Vec<std::thread::JoinHandle<Result<Option<FireReport>, String>>>,
-    report: &mut TickReport,
-) {
+fn collect(handles: Vec<JobHandle>, report: &mut TickReport) {
     for handle in handles {
         match join(handle) {
             Ok(Some(fire)) => report.fired.push(fire),
@@ -469,8 +477,9 @@ fn prune_outputs(dir: &Path, keep: usize) {
 }
 
 /// A bounded set of run slots; a job holds at most one slot per process (its in-flight guard).
+/// Built on the `crate::sync` primitives so a loom model can check it.
 #[derive(Clone)]
-pub(crate) struct Pool {
+pub struct Pool {
     inner: Arc<PoolInner>,
 }
 
@@ -486,14 +495,18 @@ struct PoolState {
     in_flight: BTreeSet<String>,
 }
 
-pub(crate) enum Acquire {
+/// Result of [`Pool::try_acquire`].
+pub enum Acquire {
+    /// A slot, released when dropped.
     Slot(Slot),
+    /// Every slot is taken.
     Full,
+    /// The job already runs in this process.
     InFlight,
 }
 
 impl Pool {
-    pub(crate) fn new(limit: usize) -> Self {
+    pub fn new(limit: usize) -> Self {
         Self {
             inner: Arc::new(PoolInner {
                 state: Mutex::new(PoolState::default()),
@@ -511,7 +524,7 @@ impl Pool {
     }
 
     /// A slot for `job` if one is free and the job is not already running here.
-    pub(crate) fn try_acquire(&self, job: &str) -> Acquire {
+    pub fn try_acquire(&self, job: &str) -> Acquire {
         let mut state = self.lock();
         if state.in_flight.contains(job) {
             return Acquire::InFlight;
@@ -528,7 +541,7 @@ impl Pool {
     }
 
     /// Waits for a free slot; `None` when the job is already running in this process.
-    pub(crate) fn acquire(&self, job: &str) -> Option<Slot> {
+    pub fn acquire(&self, job: &str) -> Option<Slot> {
         let mut state = self.lock();
         loop {
             if state.in_flight.contains(job) {
@@ -550,14 +563,14 @@ impl Pool {
         }
     }
 
-    #[cfg(test)]
-    fn running(&self) -> usize {
+    /// Slots in use.
+    pub fn running(&self) -> usize {
         self.lock().running
     }
 }
 
 /// A held run slot; released on drop (also when the job's thread panics).
-pub(crate) struct Slot {
+pub struct Slot {
     pool: Pool,
     job: String,
 }
@@ -576,7 +589,7 @@ impl Drop for Slot {
 struct Heartbeat {
     stop: Arc<(Mutex<bool>, Condvar)>,
     lost: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    handle: Option<crate::sync::thread::JoinHandle<()>>,
 }
 
 impl Heartbeat {
