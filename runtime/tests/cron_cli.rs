@@ -381,3 +381,68 @@ fn two_scheduler_processes_run_each_occurrence_once_and_a_one_shot_once() {
     assert_eq!(once_job["state"], "completed");
     assert_eq!(once_job["repeat"]["completed"], 1);
 }
+
+#[test]
+fn the_daemon_runs_a_due_one_shot_once() {
+    let h = home();
+    let log = h.path().join("daemon.log");
+    let at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let id = add(
+        h.path(),
+        &[
+            "--schedule",
+            &at,
+            "--prompt",
+            &format!("echo run >> {}", log.display()),
+            "--profile",
+            "shell",
+        ],
+    );
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_kanban"))
+        .arg("--home")
+        .arg(h.path())
+        .args(["cron", "daemon", "--interval", "0.1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut state = Value::Null;
+    while std::time::Instant::now() < deadline {
+        state = ok_json(&kanban(h.path(), &["cron", "show", &id, "--json"]))["state"].clone();
+        if state == "completed" {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    // SIGTERM stops it cleanly (after its running jobs).
+    let term = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = daemon.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            daemon.kill().unwrap();
+            daemon.wait().unwrap();
+            break None;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "the daemon exits 0 on SIGTERM"
+    );
+    assert_eq!(state, "completed", "the daemon ran the job");
+    // Read after the daemon stopped (it kept ticking meanwhile): the one-shot ran exactly once.
+    let lines = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    assert_eq!(lines, 1);
+}

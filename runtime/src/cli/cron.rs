@@ -60,7 +60,7 @@ pub enum CronCommand {
         #[arg(long, hide = true)]
         now: Option<i64>,
     },
-    /// Run the scheduler until killed.
+    /// Run the scheduler until SIGTERM / SIGINT (running jobs finish first; a second signal exits).
     Daemon {
         /// Seconds between ticks (default: `[cron] interval_seconds`).
         #[arg(long)]
@@ -168,7 +168,13 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
                 scheduler.owner(),
                 root.display()
             );
-            let stop = std::sync::atomic::AtomicBool::new(false);
+            // SIGTERM / SIGINT stop the daemon after its running jobs finish (and record their
+            // outcome); a second signal exits at once.
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+                signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())?;
+                signal_hook::flag::register(signal, stop.clone())?;
+            }
             scheduler.daemon(Duration::from_secs_f64(every), &stop, |fire| match fire {
                 Ok(fire) => println!("{}", fire_line(&fire)),
                 Err(e) => eprintln!("kanban: {e}"),

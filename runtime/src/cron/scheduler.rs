@@ -153,9 +153,9 @@ impl Scheduler {
         Ok(report)
     }
 
-    /// Runs ticks every `interval` until `stop` is set (or forever). Jobs run in the background
-    /// pool across ticks; a tick never waits for a running job and claims only as many jobs as
-    /// there are free slots. Each finished fire is passed to `on_fire`.
+    /// Runs ticks every `interval` until `stop` is set, then waits for the running jobs. Jobs run
+    /// in the background pool across ticks; a tick never waits for a running job and starts only
+    /// as many jobs as there are free slots. Each finished fire is passed to `on_fire`.
     pub fn daemon(
         &self,
         interval: Duration,
@@ -185,7 +185,14 @@ impl Scheduler {
                     Err(message) => on_fire(Err(message)),
                 }
             }
-            std::thread::sleep(interval);
+            let wake = std::time::Instant::now() + interval;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let left = wake.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(Duration::from_millis(100)));
+            }
         }
         for handle in running {
             if let Ok(Some(fire)) = join(handle) {

@@ -286,7 +286,14 @@ impl Store {
                 .unwrap_or(120_000);
         conn.busy_timeout(Duration::from_millis(busy_ms))
             .map_err(db)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
+        // The WAL-reset corruption bug of SQLite 3.7.0–3.51.2: fall back to a rollback journal on
+        // such a library, as the board does (the bundled SQLite is not affected).
+        let journal = if crate::board::store::wal_safe(rusqlite::version_number()) {
+            "WAL"
+        } else {
+            "DELETE"
+        };
+        conn.pragma_update(None, "journal_mode", journal)
             .map_err(db)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(db)?;
@@ -318,6 +325,13 @@ impl Store {
     }
 
     fn migrate(&mut self) -> Result<(), CronError> {
+        let current: i32 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.db(e))?;
+        if current >= SCHEMA_VERSION {
+            return Ok(());
+        }
         self.write(|tx| {
             let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
             if version < 1 {
