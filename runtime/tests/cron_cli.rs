@@ -14,6 +14,10 @@ agent = "builtin:probe"
 
 [profiles.shell]
 agent = "builtin:shell"
+
+[profiles.envdump]
+agent = "command"
+command = ["sh", "-c", "cat >/dev/null; env"]
 "#;
 
 fn home() -> tempfile::TempDir {
@@ -445,4 +449,47 @@ fn the_daemon_runs_a_due_one_shot_once() {
         .lines()
         .count();
     assert_eq!(lines, 1);
+}
+
+#[test]
+fn a_cron_jobs_real_child_processes_get_the_scrubbed_environment() {
+    let h = home();
+    let (env, _task) = claimed_task(h.path());
+    for profile in ["envdump", "shell"] {
+        let id = add(
+            h.path(),
+            &[
+                "--schedule",
+                "every 1h",
+                "--prompt",
+                "env",
+                "--profile",
+                profile,
+            ],
+        );
+        let outcome = ok_json(&kanban_env(h.path(), &["cron", "run", &id, "--json"], &env));
+        assert_eq!(outcome["success"], true, "{outcome}");
+        let child_env = outcome["final_response"].as_str().unwrap();
+        let keys: Vec<&str> = child_env
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, _)| k)
+            .collect();
+        assert!(
+            keys.contains(&"PATH"),
+            "{profile}: the child got an environment: {child_env}"
+        );
+        for key in kanban_runtime::identity::KANBAN_ENV_KEYS {
+            assert!(
+                !keys.contains(key),
+                "{profile}: {key} reached the job's child process"
+            );
+        }
+        assert!(
+            child_env
+                .lines()
+                .any(|l| l == "HERMES_DELEGATED_CHILD_CONTEXT=1"),
+            "{profile}: the child carries the delegated-child marker"
+        );
+    }
 }
