@@ -1,15 +1,300 @@
-//! `kanban` subcommands of the dispatch concern.
+//! `kanban dispatch`, `kanban worker` and `kanban demo`: parse, call `dispatch` / `worker` /
+//! `demo`, print one line per spawn, exit, reclaim and completion (or one JSON report per tick).
 
-use super::{CmdResult, Globals};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::{CmdResult, Exit, Globals};
+use crate::board::{self, Board, OpenOptions, Status};
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::dispatch::{self, LoopOptions, Mode, Processes, Settings, TickReport};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum DispatchCommand {
-    /// (dispatch commands are being built.)
-    DispatchPending,
+    /// Run the dispatcher: claim ready tasks and spawn workers, reclaim dead or expired ones.
+    Dispatch(DispatchArgs),
+    /// The worker process the dispatcher spawns (not for interactive use).
+    #[command(hide = true)]
+    Worker,
+    /// A self-contained demonstration on a temporary home: a small task graph run to completion.
+    Demo(DemoArgs),
 }
 
-pub fn run(command: DispatchCommand, _globals: &Globals) -> CmdResult {
+#[derive(Debug, clap::Args)]
+pub struct DispatchArgs {
+    /// Run one tick and exit.
+    #[arg(long, conflicts_with = "until_idle")]
+    pub once: bool,
+    /// Run until nothing is ready, running or claimable, then exit.
+    #[arg(long)]
+    pub until_idle: bool,
+    /// Show what one tick would spawn; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds between ticks when the board does not change (default: [dispatch] interval_seconds).
+    #[arg(long, value_name = "SECS")]
+    pub interval: Option<f64>,
+    /// Override [dispatch] max_spawn.
+    #[arg(long, value_name = "N")]
+    pub max_spawn: Option<u32>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Keep the demo home after the run (default: a temporary directory that is removed).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+pub fn run(command: DispatchCommand, globals: &Globals) -> CmdResult {
     match command {
-        DispatchCommand::DispatchPending => anyhow::bail!("not built yet"),
+        DispatchCommand::Dispatch(args) => dispatch_cmd(&args, globals),
+        DispatchCommand::Worker => worker_cmd(globals),
+        DispatchCommand::Demo(args) => demo_cmd(&args, globals),
+    }
+}
+
+/// The root, board and settings `kanban dispatch` runs with.
+pub(crate) fn settings_for(globals: &Globals) -> anyhow::Result<(Settings, Config)> {
+    let root = board::paths::root_dir(globals.home.as_deref())?;
+    let location = board::paths::resolve(&root, globals.board.as_deref())?;
+    let config = Config::load(&root)?;
+    let mut settings = Settings::new(root.clone(), location.clone(), &config)?;
+    settings.other_boards = board::paths::list_boards(&root)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|b| b.db_path)
+        .filter(|p| *p != location.db_path)
+        .collect();
+    Ok((settings, config))
+}
+
+fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
+    let (mut settings, config) = settings_for(globals)?;
+    settings.dry_run = args.dry_run;
+    if let Some(n) = args.max_spawn {
+        settings.max_spawn = n;
+    }
+    let interval = args.interval.unwrap_or(config.dispatch.interval_seconds);
+    if !(interval.is_finite() && interval > 0.0) {
+        anyhow::bail!("--interval must be a positive number of seconds, got {interval}");
+    }
+    let mut board = Board::open(&settings.location, &OpenOptions::create())
+        .with_context(|| format!("opening board `{}`", settings.location.slug))?;
+    let clock = SystemClock;
+    let mut workers = Processes::new();
+    let json = globals.json;
+    let mut print = |board: &Board, report: &TickReport| print_report(board, report, json);
+
+    if args.once || args.dry_run {
+        let report = dispatch::run_tick(&mut board, &settings, &clock, &mut workers)?;
+        print(&board, &report);
+        return Ok(Exit::OK);
+    }
+    let stop = crate::worker::interrupt_flag();
+    let options = LoopOptions {
+        mode: if args.until_idle {
+            Mode::UntilIdle
+        } else {
+            Mode::Daemon
+        },
+        interval: Duration::from_secs_f64(interval),
+        stop,
+    };
+    if !json {
+        eprintln!(
+            "kanban dispatch: board `{}` ({}), max_spawn {}, lock {}",
+            settings.location.slug,
+            settings.location.db_path.display(),
+            settings.max_spawn,
+            settings.claim_lock
+        );
+    }
+    dispatch::daemon::run(&mut board, &settings, &clock, &mut workers, &options, &mut print)?;
+    Ok(Exit::OK)
+}
+
+/// One line per thing that happened (human), or the report as one JSON line (`--json`, active
+/// ticks only, plus every `--once` tick).
+pub(crate) fn print_report(board: &Board, report: &TickReport, json: bool) {
+    if json {
+        if report.is_active() || report.skipped_locked || report.dry_run {
+            let _ = crate::cli::print_json(report);
+        }
+        return;
+    }
+    for line in report_lines(board, report) {
+        println!("{line}");
+    }
+}
+
+/// The human lines of a tick report.
+pub(crate) fn report_lines(board: &Board, report: &TickReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if report.skipped_locked {
+        out.push("skipped: another dispatcher is ticking this board".to_owned());
+    }
+    for r in &report.reaped {
+        let status = board.get_task(&r.task_id).map(|t| t.status).ok();
+        if status == Some(Status::Done) {
+            out.push(format!("completed  {} (pid {})", r.task_id, r.pid));
+        } else if status == Some(Status::Blocked) {
+            out.push(format!("blocked    {} (pid {} {})", r.task_id, r.pid, r.exit.describe()));
+        }
+    }
+    for id in &report.promoted {
+        out.push(format!("promoted   {id}"));
+    }
+    for id in &report.extended {
+        out.push(format!("extended   {id}: worker alive, claim extended"));
+    }
+    for id in &report.deferred {
+        out.push(format!("deferred   {id}: worker survived termination, reclaim deferred"));
+    }
+    for id in &report.reclaimed {
+        out.push(format!("reclaimed  {id}: claim expired"));
+    }
+    for id in &report.reconciled {
+        out.push(format!("reclaimed  {id}: orphaned running task"));
+    }
+    for id in &report.stale {
+        out.push(format!("reclaimed  {id}: heartbeat stale"));
+    }
+    for id in &report.timed_out {
+        out.push(format!("reclaimed  {id}: runtime cap exceeded"));
+    }
+    for d in &report.exited {
+        let class = serde_json::to_value(d.class)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        out.push(format!(
+            "reclaimed  {}: worker pid {} {} ({class}) -> {}",
+            d.task_id,
+            d.pid,
+            d.exit.describe(),
+            d.status
+        ));
+    }
+    for id in &report.gave_up {
+        out.push(format!("gave up    {id}: blocked by the failure breaker"));
+    }
+    for (id, err) in &report.spawn_failed {
+        out.push(format!("spawn failed {id}: {err}"));
+    }
+    for s in &report.spawned {
+        match s.pid {
+            Some(pid) => out.push(format!(
+                "spawned    {} ({}) pid {pid} run {}: {}",
+                s.task_id, s.profile, s.run_id, s.title
+            )),
+            None => out.push(format!(
+                "would spawn {} ({}): {}",
+                s.task_id, s.profile, s.title
+            )),
+        }
+    }
+    if report.dry_run {
+        for (id, profile) in &report.skipped_nonspawnable {
+            out.push(format!(
+                "skipped    {id}: profile `{profile}` is not defined in kanban.toml"
+            ));
+        }
+    }
+    out
+}
+
+fn worker_cmd(globals: &Globals) -> CmdResult {
+    let root: PathBuf = board::paths::root_dir(globals.home.as_deref())?;
+    let interrupted = crate::worker::interrupt_flag();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut stdout = std::io::stdout();
+    match crate::worker::run(&root, clock, &interrupted, &mut stdout)? {
+        crate::worker::WorkerEnd::Superseded => Ok(Exit::OK),
+        crate::worker::WorkerEnd::Exit(rc) => {
+            eprintln!("{}", crate::worker::trailer(rc));
+            Ok(Exit(u8::try_from(rc).unwrap_or(1)))
+        }
+    }
+}
+
+fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
+    let clock = SystemClock;
+    let (home, temporary) = match &globals.home {
+        Some(dir) => (dir.clone(), false),
+        None => (dispatch::demo::temp_home(clock.now()), true),
+    };
+    let tasks = dispatch::demo::setup(&home, clock.now())?;
+    println!("kanban demo: home {}", home.display());
+    println!("kanban.toml: builtin:shell and builtin:complete profiles, rate-limit cooldown 1 s");
+    println!();
+    for t in &tasks {
+        println!("  {}  {:<28} {}", t.id, t.title, t.what);
+    }
+    println!();
+    let location = board::paths::resolve(&home, Some(board::DEFAULT_BOARD))?;
+    let config = Config::load(&home)?;
+    let settings = Settings::new(home.clone(), location.clone(), &config)?;
+    let mut board = Board::open(&location, &OpenOptions::default())?;
+    let mut workers = Processes::new();
+    let options = LoopOptions {
+        mode: Mode::UntilIdle,
+        interval: Duration::from_secs_f64(config.dispatch.interval_seconds),
+        stop: crate::worker::interrupt_flag(),
+    };
+    let mut print = |board: &Board, report: &TickReport| {
+        for line in report_lines(board, report) {
+            println!("  {line}");
+        }
+    };
+    dispatch::daemon::run(&mut board, &settings, &clock, &mut workers, &options, &mut print)?;
+
+    let rows = dispatch::demo::summary(&board)?;
+    let violations = board.fsck()?;
+    if globals.json {
+        crate::cli::print_json(&serde_json::json!({
+            "home": home,
+            "tasks": rows,
+            "fsck": violations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        println!();
+        println!("{:<12} {:<28} {:<8} {:>4}  outcomes", "task", "title", "status", "runs");
+        for r in &rows {
+            println!(
+                "{:<12} {:<28} {:<8} {:>4}  {}",
+                r.id,
+                r.title,
+                r.status,
+                r.runs,
+                r.outcomes.join(", ")
+            );
+        }
+        println!();
+        if violations.is_empty() {
+            println!("fsck: clean");
+        } else {
+            println!("fsck: {} violation(s)", violations.len());
+            for v in &violations {
+                println!("  {v}");
+            }
+        }
+    }
+    let all_done = rows.iter().all(|r| r.status == Status::Done.as_str());
+    if temporary && !args.keep {
+        let _ = std::fs::remove_dir_all(&home);
+    } else if !globals.json {
+        println!("the demo home is kept at {}", home.display());
+    }
+    if all_done && violations.is_empty() {
+        Ok(Exit::OK)
+    } else {
+        Err(anyhow::anyhow!(
+            "the demo did not finish cleanly (see the table above)"
+        ))
     }
 }

@@ -56,6 +56,11 @@ pub struct DispatchConfig {
     pub rate_limit_cooldown_seconds: i64,
     /// Seconds without a heartbeat after which a running task counts as stale (0 disables).
     pub stale_timeout_seconds: i64,
+    /// Seconds a worker may go without a heartbeat and still count as healthy when its claim
+    /// expires (an older heartbeat means "wedged": the worker is terminated and reclaimed).
+    pub heartbeat_max_stale_seconds: i64,
+    /// Seconds the dispatcher waits after SIGTERM before it sends SIGKILL to a worker.
+    pub kill_wait_seconds: f64,
     /// Seconds between daemon ticks when nothing on the board changes.
     pub interval_seconds: f64,
     /// Profile a task without an assignee runs under.
@@ -74,6 +79,8 @@ impl Default for DispatchConfig {
             crash_grace_seconds: 30,
             rate_limit_cooldown_seconds: 300,
             stale_timeout_seconds: 0,
+            heartbeat_max_stale_seconds: 3600,
+            kill_wait_seconds: 5.0,
             interval_seconds: 5.0,
             default_profile: "default".to_owned(),
             mode: "direct".to_owned(),

@@ -1,4 +1,414 @@
 //! The spawned worker process (`kanban worker`): binds to its claim, heartbeats from its own
 //! thread, builds the prompt, runs the profile's agent, records a claim-bound `worker_result`.
+//!
+//! Life of a worker (DESIGN §5):
+//! 1. its identity comes from the gate (`gates::owned_identity`); without one it refuses (exit 1);
+//! 2. it registers its pid and fingerprint on its run (`worker_registered`); if the run is no
+//!    longer current it exits 0 at once **without** the exit trailer (the log belongs to the
+//!    successor now);
+//! 3. a heartbeat thread extends the claim every `min(TTL / 3, 60 s)` whatever the agent does;
+//! 4. the prompt is built (task, body, parents' results, prior attempts, comments; bounded);
+//! 5. the profile's agent runs; a turn that ends successfully without the task being completed or
+//!    blocked gets the stop nudge, at most [`MAX_NUDGES`] times;
+//! 6. it appends `worker_result {pid, claim_lock, exit_code, last_output}`, prints
+//!    `[kanban-worker-exit] rc=<n>` as its last line and exits 0 / 1 / 75 / 78 / 130.
+//!
+//! SIGTERM / SIGINT only set a flag: the worker keeps waiting for its agent (which, leading the
+//! same process group, got the signal too), so it never exits while its agent still runs; then it
+//! exits 130. It never reads `HERMES_KANBAN_*` itself and never writes SQL.
+//!
+//! Design decision: a profile that `kanban.toml` does not define (the dispatcher does not spawn
+//! those, but the file may change in between) is a configuration error: exit 78, which blocks the
+//! task until an operator fixes the configuration and unblocks it.
 
+pub mod heartbeat;
 pub mod prompt;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::agent::{self, Request, TurnExit};
+use crate::board::{Board, BoardError, BoardLocation, Fence, OpenOptions, Outcome, Status};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::dispatch::exit::{EXIT_TRAILER, code};
+use crate::dispatch::{Settings, process};
+use crate::gates;
+
+use heartbeat::{Heartbeat, HeartbeatSpec};
+use prompt::{AttemptView, CommentView, ParentView, PromptInput, TaskView};
+
+/// Stop nudges per worker.
+pub const MAX_NUDGES: usize = 2;
+/// Characters of the agent's output kept in `worker_result.last_output`.
+pub const LAST_OUTPUT_CHARS: usize = 1000;
+
+/// Why the worker could not even start working (exit 1, or 78 for configuration).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(
+        "`kanban worker` runs only as a dispatcher-spawned worker: this process has no owned worker identity (HERMES_KANBAN_TASK) or runs in a delegated child"
+    )]
+    NotAWorker,
+    #[error("the worker identity of task {task} lacks {what}; it was not started by `kanban dispatch`")]
+    Incomplete { task: String, what: &'static str },
+    #[error("worker for task {task}: {source}")]
+    Board {
+        task: String,
+        #[source]
+        source: BoardError,
+    },
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Settings(#[from] crate::dispatch::SettingsError),
+    #[error("cannot start the heartbeat thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// How the worker ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerEnd {
+    /// The run was no longer current at start-up: nothing was done, no trailer is printed.
+    Superseded,
+    /// The worker ran; exit with this code after printing the trailer.
+    Exit(i32),
+}
+
+/// Maps an agent's turn result to the worker's exit code.
+pub fn exit_code(exit: TurnExit) -> i32 {
+    match exit {
+        TurnExit::Success => code::OK,
+        TurnExit::RateLimited | TurnExit::Failed(code::RATE_LIMITED) => code::RATE_LIMITED,
+        TurnExit::TerminalProvider | TurnExit::Failed(code::TERMINAL) => code::TERMINAL,
+        TurnExit::Interrupted | TurnExit::Failed(code::INTERRUPTED) => code::INTERRUPTED,
+        TurnExit::Failed(_) => code::FAILED,
+    }
+}
+
+/// The trailer line the dispatcher reads when it did not reap the worker itself.
+pub fn trailer(rc: i32) -> String {
+    format!("\n{EXIT_TRAILER}{rc}")
+}
+
+/// Registers SIGTERM and SIGINT to set `flag` instead of killing the process.
+pub fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // Registration only fails for forbidden signals; these two are always allowed.
+        let _ = signal_hook::flag::register(signal, Arc::clone(&flag));
+    }
+    flag
+}
+
+struct Bound {
+    board: Board,
+    task: String,
+    run_id: i64,
+    claim_lock: String,
+    workspace: PathBuf,
+    pid: i64,
+}
+
+impl Bound {
+    fn err(&self) -> impl Fn(BoardError) -> WorkerError + '_ {
+        |source| WorkerError::Board {
+            task: self.task.clone(),
+            source,
+        }
+    }
+
+    /// Whether our run is over: completed or blocked by the agent, or taken away from us.
+    fn run_closed(&self) -> Result<bool, WorkerError> {
+        let task = self.board.get_task(&self.task).map_err(self.err())?;
+        Ok(task.status != Status::Running || task.current_run_id != Some(self.run_id))
+    }
+
+    fn prompt_input(&self) -> Result<PromptInput, WorkerError> {
+        let err = self.err();
+        let task = self.board.get_task(&self.task).map_err(&err)?;
+        let mut parents = Vec::new();
+        for p in self.board.parents(&self.task).map_err(&err)? {
+            if !p.status.is_finished() {
+                continue;
+            }
+            let full = self.board.get_task(&p.id).map_err(&err)?;
+            parents.push(ParentView {
+                id: full.id,
+                title: full.title,
+                result: full.result,
+                completed_at: full.completed_at,
+            });
+        }
+        let attempts = self
+            .board
+            .runs(&self.task)
+            .map_err(&err)?
+            .into_iter()
+            .filter(|r| r.id != self.run_id && !r.is_open())
+            .map(|r| AttemptView {
+                outcome: r.outcome.unwrap_or_else(|| r.status.clone()),
+                profile: r.profile,
+                started_at: r.started_at,
+                summary: r.summary,
+                error: r.error,
+            })
+            .collect();
+        let comments = self
+            .board
+            .comments(&self.task)
+            .map_err(&err)?
+            .into_iter()
+            .map(|c| CommentView {
+                author: c.author,
+                body: c.body,
+                created_at: c.created_at,
+            })
+            .collect();
+        Ok(PromptInput {
+            task: TaskView {
+                id: task.id,
+                title: task.title,
+                body: task.body,
+                assignee: task.assignee,
+                tenant: task.tenant,
+                workspace: self.workspace.display().to_string(),
+                branch: task.branch_name,
+                max_runtime_seconds: task.max_runtime_seconds,
+            },
+            parents,
+            attempts,
+            comments,
+            guidance: gates::worker_guidance(),
+        })
+    }
+}
+
+/// Runs the worker in this process. `root` is the kanban root (for `kanban.toml`); `log` receives
+/// progress lines (the task log, via stdout). Returns how to exit.
+pub fn run(
+    root: &Path,
+    clock: Arc<dyn Clock>,
+    interrupted: &AtomicBool,
+    log: &mut dyn std::io::Write,
+) -> Result<WorkerEnd, WorkerError> {
+    let identity = gates::owned_identity().ok_or(WorkerError::NotAWorker)?;
+    let task = identity.task.clone();
+    let incomplete = |what| WorkerError::Incomplete {
+        task: task.clone(),
+        what,
+    };
+    let run_id = identity.run_id.ok_or_else(|| incomplete("HERMES_KANBAN_RUN_ID"))?;
+    let claim_lock = identity
+        .claim_lock
+        .clone()
+        .ok_or_else(|| incomplete("HERMES_KANBAN_CLAIM_LOCK"))?;
+    let db = identity.db.clone().ok_or_else(|| incomplete("HERMES_KANBAN_DB"))?;
+    let workspace = identity
+        .workspace
+        .clone()
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")));
+    let board_err = |source| WorkerError::Board {
+        task: task.clone(),
+        source,
+    };
+    let board = Board::open_path(&db, &OpenOptions::default()).map_err(board_err)?;
+
+    let pid = i64::from(std::process::id());
+    let fingerprint = process::fingerprint(std::process::id() as i32)
+        .unwrap_or_else(|| process::UNVERIFIED.to_owned());
+    match board
+        .register_worker(&task, run_id, &claim_lock, pid, &fingerprint, clock.now())
+        .map_err(board_err)?
+    {
+        Outcome::Done(_) => {}
+        Outcome::Refused(refusal) => {
+            let _ = writeln!(log, "kanban worker: not starting: {refusal}");
+            return Ok(WorkerEnd::Superseded);
+        }
+    }
+    let bound = Bound {
+        board,
+        task: task.clone(),
+        run_id,
+        claim_lock: claim_lock.clone(),
+        workspace: workspace.clone(),
+        pid,
+    };
+
+    // From here on every path ends with a worker_result and the trailer.
+    let (rc, last_output) = match work(root, &bound, &db, identity.board.as_deref(), clock.clone(), interrupted, log)
+    {
+        Ok(done) => done,
+        Err(err) => {
+            let _ = writeln!(log, "kanban worker: {err}");
+            let rc = match err {
+                WorkerError::Config(_) | WorkerError::Settings(_) => code::TERMINAL,
+                _ => code::FAILED,
+            };
+            (rc, err.to_string())
+        }
+    };
+    let rc = if interrupted.load(Ordering::SeqCst) && rc != code::OK {
+        code::INTERRUPTED
+    } else {
+        rc
+    };
+    let output = agent::tail(&last_output, LAST_OUTPUT_CHARS * 4);
+    let output: String = output
+        .chars()
+        .skip(output.chars().count().saturating_sub(LAST_OUTPUT_CHARS))
+        .collect();
+    if let Err(err) = bound.board.record_worker_result(
+        &task,
+        Some(run_id),
+        bound.pid,
+        Some(&bound.claim_lock),
+        rc,
+        (!output.is_empty()).then_some(output.as_str()),
+        clock.now(),
+    ) {
+        let _ = writeln!(log, "kanban worker: could not record worker_result: {err}");
+    }
+    Ok(WorkerEnd::Exit(rc))
+}
+
+/// Heartbeat, prompt, agent turns, nudges. Returns (exit code, last output).
+fn work(
+    root: &Path,
+    bound: &Bound,
+    db: &Path,
+    board_slug: Option<&str>,
+    clock: Arc<dyn Clock>,
+    interrupted: &AtomicBool,
+    log: &mut dyn std::io::Write,
+) -> Result<(i32, String), WorkerError> {
+    let config = Config::load(root)?;
+    let location = BoardLocation {
+        slug: board_slug.unwrap_or(crate::board::DEFAULT_BOARD).to_owned(),
+        db_path: db.to_owned(),
+    };
+    let settings = Settings::new(root.to_owned(), location, &config)?;
+    let now = clock.now();
+
+    let heartbeat = match gates::auto_heartbeat_target() {
+        Some(target) => Some(
+            Heartbeat::start(
+                HeartbeatSpec {
+                    db: db.to_owned(),
+                    task: target.task,
+                    fence: Fence {
+                        claim_lock: target.claim_lock,
+                        run_id: target.run_id,
+                    },
+                    ttl_seconds: settings.claim_ttl_seconds,
+                    interval: settings.heartbeat_interval(),
+                },
+                clock,
+            )
+            .map_err(WorkerError::Thread)?,
+        ),
+        None => None,
+    };
+    let result = turns(&config, &settings, bound, now, interrupted, log);
+    if let Some(h) = heartbeat {
+        h.stop();
+    }
+    result
+}
+
+fn turns(
+    config: &Config,
+    settings: &Settings,
+    bound: &Bound,
+    now: i64,
+    interrupted: &AtomicBool,
+    log: &mut dyn std::io::Write,
+) -> Result<(i32, String), WorkerError> {
+    let input = bound.prompt_input()?;
+    let profile_name = settings.profile_for(input.task.assignee.as_deref());
+    let profile = config.profile(&profile_name, &settings.root)?;
+    let prompt = prompt::build(&input, now);
+    let script = input.task.body.clone().unwrap_or_default();
+    let mut agent = match agent::build(profile) {
+        Ok(agent) => agent,
+        Err(err) => {
+            let message = format!("profile `{profile_name}`: {err}");
+            let _ = writeln!(log, "kanban worker: {message}");
+            return Ok((code::TERMINAL, message));
+        }
+    };
+    let _ = writeln!(
+        log,
+        "kanban worker: task {} run {} pid {} profile {profile_name}",
+        bound.task, bound.run_id, bound.pid
+    );
+    let mut text = prompt.clone();
+    let mut nudges = 0;
+    loop {
+        let request = Request {
+            prompt: &text,
+            script: &script,
+            workdir: Some(&bound.workspace),
+        };
+        let reply = match agent.run(&request) {
+            Ok(reply) => reply,
+            Err(err) => {
+                let message = format!("agent failed: {err}");
+                let _ = writeln!(log, "kanban worker: {message}");
+                let rc = if interrupted.load(Ordering::SeqCst) {
+                    code::INTERRUPTED
+                } else {
+                    code::FAILED
+                };
+                return Ok((rc, message));
+            }
+        };
+        if !reply.output.is_empty() {
+            let _ = writeln!(log, "{}", reply.output.trim_end());
+        }
+        let last = if reply.final_response.is_empty() {
+            reply.output.clone()
+        } else {
+            reply.final_response.clone()
+        };
+        if interrupted.load(Ordering::SeqCst) {
+            return Ok((code::INTERRUPTED, last));
+        }
+        let rc = exit_code(reply.exit);
+        if rc != code::OK {
+            return Ok((rc, last));
+        }
+        if bound.run_closed()? {
+            return Ok((code::OK, last));
+        }
+        if nudges >= MAX_NUDGES || !gates::stop_nudge_enabled() {
+            let _ = writeln!(
+                log,
+                "kanban worker: the agent ended without `kanban complete` or `kanban block` ({nudges} nudges)"
+            );
+            return Ok((code::OK, last));
+        }
+        nudges += 1;
+        let _ = writeln!(log, "kanban worker: stop nudge {nudges}/{MAX_NUDGES}");
+        text = format!("{}\n\n{prompt}", prompt::STOP_NUDGE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turn_exits_map_to_worker_exit_codes() {
+        assert_eq!(exit_code(TurnExit::Success), 0);
+        assert_eq!(exit_code(TurnExit::RateLimited), 75);
+        assert_eq!(exit_code(TurnExit::Failed(75)), 75);
+        assert_eq!(exit_code(TurnExit::TerminalProvider), 78);
+        assert_eq!(exit_code(TurnExit::Failed(78)), 78);
+        assert_eq!(exit_code(TurnExit::Interrupted), 130);
+        assert_eq!(exit_code(TurnExit::Failed(3)), 1);
+        assert_eq!(trailer(75), "\n[kanban-worker-exit] rc=75");
+    }
+}

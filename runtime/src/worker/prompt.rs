@@ -65,15 +65,9 @@ pub struct PromptInput {
     pub attempts: Vec<AttemptView>,
     /// Comments, oldest first.
     pub comments: Vec<CommentView>,
+    /// The worker-protocol guidance (`gates::worker_guidance`; empty outside an owned worker).
+    pub guidance: String,
 }
-
-/// What the agent is told to do when it is done (the lifecycle commands it has).
-pub const GUIDANCE: &str = "\
-You are a kanban worker. Work only on the task above, in the current directory (your workspace).
-When you are done, run `kanban complete --summary \"<what you did>\"`.
-If you cannot finish, run `kanban block --reason \"<why>\"`.
-`kanban show`, `kanban comment \"<text>\"` and `kanban heartbeat` are available; the task id and
-your run are implied by your environment.";
 
 /// The nudge given when a turn ends without `complete` or `block` (at most twice).
 pub const STOP_NUDGE: &str = "\
@@ -203,7 +197,9 @@ pub fn build(input: &PromptInput, now: i64) -> String {
         }
     }
 
-    let _ = write!(out, "\n## How to finish\n{GUIDANCE}\n");
+    if !input.guidance.is_empty() {
+        let _ = write!(out, "\n## How to finish\n{}\n", input.guidance);
+    }
     out
 }
 
@@ -221,6 +217,7 @@ mod tests {
                 workspace: "/tmp/ws".into(),
                 ..TaskView::default()
             },
+            guidance: "run kanban complete".into(),
             ..PromptInput::default()
         }
     }

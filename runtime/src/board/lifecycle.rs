@@ -1,0 +1,581 @@
+//! Dispatcher-side transitions and the reads the dispatcher's tick needs (owned by the dispatch
+//! concern; built on the board's write helper, events and compare-and-swap discipline).
+//!
+//! Every transition here is fenced on the claim it acts for: `status = 'running' AND claim_lock IS
+//! <lock> AND current_run_id IS <run>` (and, for claim extension, the expiry the dispatcher saw), so
+//! a dispatcher acting on a stale snapshot changes nothing and gets a [`Refusal`]. None of them
+//! inspects or signals a process: liveness is decided by `dispatch/` and passed in as facts.
+//!
+//! Failure accounting lives in [`release_claim_in`]: a counted failure increments
+//! `consecutive_failures`; at the task's `max_retries` (else the dispatcher's limit) the task goes
+//! `blocked` with `gave_up` instead of back to `ready`. `blocked` is sticky on this board (only an
+//! operator's `unblock` leaves it), so a gave-up or terminal-provider task stays parked.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::error::Result;
+use super::events::{Event, append_event};
+use super::model::Status;
+use super::outcome::{Outcome, Refusal};
+use super::store::{Board, Tx};
+use super::tasks::{close_run_in, load_task};
+
+/// A running task as the dispatcher's reclaim phases see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunningTask {
+    pub id: String,
+    pub run_id: Option<i64>,
+    pub claim_lock: Option<String>,
+    pub claim_expires: Option<i64>,
+    pub worker_pid: Option<i64>,
+    /// The pid fingerprint recorded at spawn (`"<boot id>|<start time>"`, or `unverified`).
+    pub fingerprint: Option<String>,
+    pub last_heartbeat_at: Option<i64>,
+    /// Start of the current run (falls back to the task's first start).
+    pub run_started_at: Option<i64>,
+    pub max_runtime_seconds: Option<i64>,
+    pub assignee: Option<String>,
+}
+
+/// A ready task the dispatcher may claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    pub id: String,
+    pub title: String,
+    pub assignee: Option<String>,
+    pub branch_name: Option<String>,
+    pub tenant: Option<String>,
+    pub goal_mode: bool,
+    pub goal_max_turns: Option<i64>,
+}
+
+/// What the dispatcher's `--until-idle` and the spawn budget look at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Workload {
+    pub running: i64,
+    /// Ready tasks, including those still in a rate-limit cooldown.
+    pub ready: i64,
+    /// Ready tasks whose rate-limit cooldown has not ended yet.
+    pub cooling_down: i64,
+}
+
+/// How a released claim is accounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Not a failure (rate limit, stale heartbeat, orphan, protocol violation below its budget).
+    NotCounted,
+    /// A counted failure; the breaker trips at `limit` (`source` says whose limit it is).
+    Counted { limit: i64, source: &'static str },
+    /// Block now and stay blocked (terminal provider error, exhausted protocol budget).
+    Trip { limit: i64, source: &'static str },
+}
+
+/// How a dispatcher releases a claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Release<'a> {
+    /// The claim lock the dispatcher saw on the task.
+    pub claim_lock: Option<&'a str>,
+    /// The run the dispatcher saw as current.
+    pub run_id: Option<i64>,
+    /// Run outcome and status: `reclaimed`, `crashed`, `protocol_violation`, `rate_limited`,
+    /// `timed_out`, `stale`, `spawn_failed`.
+    pub outcome: &'a str,
+    /// The event describing the release (its `retry_status` should be `ready`).
+    pub event: Event,
+    pub failure: Failure,
+    /// Stored as the run's error and the task's `last_failure_error` (≤ 500 chars).
+    pub error: String,
+}
+
+/// A released claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Released {
+    pub task_id: String,
+    /// `ready`, or `blocked` when the breaker tripped.
+    pub status: Status,
+    pub failures: i64,
+    pub gave_up: bool,
+}
+
+/// A worker's registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Registered {
+    pub task_id: String,
+    pub run_id: i64,
+}
+
+fn cap(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
+    Ok(tx.execute(sql, params)? == 1)
+}
+
+/// The fence every dispatcher transition uses: the task is still running under the same claim
+/// and run the caller saw.
+const FENCE: &str = "status = 'running' AND claim_lock IS ?2 AND current_run_id IS ?3";
+
+fn refusal(tx: &Tx<'_>, id: &str, lock: Option<&str>, run_id: Option<i64>) -> Result<Refusal> {
+    let task = load_task(tx, id)?;
+    Ok(if task.status != Status::Running {
+        Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running",
+        }
+    } else if task.current_run_id != run_id {
+        Refusal::StaleRun {
+            task_id: id.to_owned(),
+            expected: run_id.unwrap_or_default(),
+            current: task.current_run_id,
+        }
+    } else if task.claim_lock.as_deref() != lock {
+        Refusal::NotClaimHolder {
+            task_id: id.to_owned(),
+            expected: lock.unwrap_or_default().to_owned(),
+            current: task.claim_lock,
+        }
+    } else {
+        Refusal::Raced {
+            task_id: id.to_owned(),
+        }
+    })
+}
+
+/// Records the pid and fingerprint of a freshly spawned worker (event `spawned`).
+pub fn record_spawn_in(
+    tx: &Tx<'_>,
+    id: &str,
+    run_id: i64,
+    claim_lock: &str,
+    pid: i64,
+    fingerprint: &str,
+    now: i64,
+) -> Result<Outcome<()>> {
+    let sql = format!(
+        "UPDATE tasks SET worker_pid = ?4, worker_started_at = ?5 WHERE id = ?1 AND {FENCE}"
+    );
+    if !cas(tx, &sql, params![id, claim_lock, run_id, pid, fingerprint])? {
+        return Ok(Outcome::Refused(refusal(
+            tx,
+            id,
+            Some(claim_lock),
+            Some(run_id),
+        )?));
+    }
+    tx.execute(
+        "UPDATE task_runs SET worker_pid = ?2, worker_started_at = ?3 WHERE id = ?1 AND ended_at IS NULL",
+        params![run_id, pid, fingerprint],
+    )?;
+    let event = Event::Spawned {
+        pid,
+        started_at: Some(fingerprint.to_owned()),
+    };
+    append_event(tx, id, Some(run_id), &event, now)?;
+    Ok(Outcome::Done(()))
+}
+
+/// A worker binds to its run: the claim must still be the one it was spawned for, and no other
+/// pid may hold it (event `worker_registered`).
+pub fn register_worker_in(
+    tx: &Tx<'_>,
+    id: &str,
+    run_id: i64,
+    claim_lock: &str,
+    pid: i64,
+    fingerprint: &str,
+    now: i64,
+) -> Result<Outcome<Registered>> {
+    let sql = format!(
+        "UPDATE tasks SET worker_pid = ?4, worker_started_at = ?5 \
+         WHERE id = ?1 AND {FENCE} AND (worker_pid IS NULL OR worker_pid = ?4)"
+    );
+    if !cas(tx, &sql, params![id, claim_lock, run_id, pid, fingerprint])? {
+        return Ok(Outcome::Refused(refusal(
+            tx,
+            id,
+            Some(claim_lock),
+            Some(run_id),
+        )?));
+    }
+    tx.execute(
+        "UPDATE task_runs SET worker_pid = ?2, worker_started_at = ?3 WHERE id = ?1 AND ended_at IS NULL",
+        params![run_id, pid, fingerprint],
+    )?;
+    let event = Event::WorkerRegistered {
+        pid,
+        started_at: Some(fingerprint.to_owned()),
+    };
+    append_event(tx, id, Some(run_id), &event, now)?;
+    Ok(Outcome::Done(Registered {
+        task_id: id.to_owned(),
+        run_id,
+    }))
+}
+
+/// Extends the expired claim of a live, heartbeating host-local worker (event `claim_extended`).
+/// Fenced on the expiry the dispatcher saw, so a heartbeat in between wins.
+pub fn extend_claim_in(
+    tx: &Tx<'_>,
+    task: &RunningTask,
+    new_expires: i64,
+    now: i64,
+) -> Result<Outcome<()>> {
+    let sql = format!(
+        "UPDATE tasks SET claim_expires = ?4 WHERE id = ?1 AND {FENCE} AND claim_expires IS ?5"
+    );
+    let lock = task.claim_lock.as_deref();
+    if !cas(
+        tx,
+        &sql,
+        params![task.id, lock, task.run_id, new_expires, task.claim_expires],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: task.id.clone(),
+        }));
+    }
+    if let Some(run_id) = task.run_id {
+        tx.execute(
+            "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
+            params![run_id, new_expires],
+        )?;
+    }
+    let event = Event::ClaimExtended {
+        reason: "pid_alive".to_owned(),
+        worker_pid: task.worker_pid,
+        claim_lock: lock.unwrap_or_default().to_owned(),
+        claim_expires_was: task.claim_expires,
+        claim_expires_now: new_expires,
+        last_heartbeat_at: task.last_heartbeat_at,
+    };
+    append_event(tx, &task.id, task.run_id, &event, now)?;
+    Ok(Outcome::Done(()))
+}
+
+/// Our worker survived termination: keep the claim until `new_expires` (event
+/// `reclaim_deferred`). Never releases anything.
+pub fn defer_reclaim_in(
+    tx: &Tx<'_>,
+    task: &RunningTask,
+    new_expires: i64,
+    reason: &str,
+    termination: super::events::Termination,
+    now: i64,
+) -> Result<Outcome<()>> {
+    let sql = format!("UPDATE tasks SET claim_expires = ?4 WHERE id = ?1 AND {FENCE}");
+    let lock = task.claim_lock.as_deref();
+    if !cas(tx, &sql, params![task.id, lock, task.run_id, new_expires])? {
+        return Ok(Outcome::Refused(refusal(tx, &task.id, lock, task.run_id)?));
+    }
+    if let Some(run_id) = task.run_id {
+        tx.execute(
+            "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
+            params![run_id, new_expires],
+        )?;
+    }
+    let event = Event::ReclaimDeferred {
+        reason: reason.to_owned(),
+        claim_lock: lock.unwrap_or_default().to_owned(),
+        claim_expires_now: new_expires,
+        termination: Some(termination),
+    };
+    append_event(tx, &task.id, task.run_id, &event, now)?;
+    Ok(Outcome::Done(()))
+}
+
+/// Releases a running task's claim back to `ready` (or `blocked` when the breaker trips), closes
+/// its run with `release.outcome`, and appends `release.event` (+ `gave_up` on a trip).
+pub fn release_claim_in(
+    tx: &Tx<'_>,
+    id: &str,
+    release: &Release<'_>,
+    now: i64,
+) -> Result<Outcome<Released>> {
+    let task = load_task(tx, id)?;
+    let lock = release.claim_lock;
+    if task.status != Status::Running
+        || task.claim_lock.as_deref() != lock
+        || task.current_run_id != release.run_id
+    {
+        return Ok(Outcome::Refused(refusal(tx, id, lock, release.run_id)?));
+    }
+    let (failures, tripped, limit) = match release.failure {
+        Failure::NotCounted => (task.consecutive_failures, false, None),
+        Failure::Counted { limit, source } => {
+            let n = task.consecutive_failures + 1;
+            (n, n >= limit, Some((limit, source)))
+        }
+        Failure::Trip { limit, source } => (task.consecutive_failures + 1, true, Some((limit, source))),
+    };
+    let status = if tripped {
+        Status::Blocked
+    } else {
+        Status::Ready
+    };
+    let error = cap(&release.error, 500);
+    let sql = format!(
+        "UPDATE tasks SET status = ?4, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
+         worker_started_at = NULL, last_heartbeat_at = NULL, current_run_id = NULL, \
+         consecutive_failures = ?5, last_failure_error = ?6 WHERE id = ?1 AND {FENCE}"
+    );
+    if !cas(
+        tx,
+        &sql,
+        params![id, lock, release.run_id, status.as_str(), failures, error],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    if let Some(run_id) = release.run_id {
+        close_run_in(tx, run_id, release.outcome, release.outcome, None, Some(&error), now)?;
+    }
+    append_event(tx, id, release.run_id, &release.event, now)?;
+    if tripped && let Some((limit, source)) = limit {
+        let sticky = matches!(release.failure, Failure::Trip { .. });
+        let event = Event::GaveUp {
+            failures,
+            effective_limit: limit,
+            limit_source: source.to_owned(),
+            error: Some(error.clone()),
+            trigger_outcome: release.outcome.to_owned(),
+            retry_status: Some(Status::Ready),
+            sticky: sticky.then_some(true),
+        };
+        append_event(tx, id, release.run_id, &event, now)?;
+    }
+    Ok(Outcome::Done(Released {
+        task_id: id.to_owned(),
+        status,
+        failures,
+        gave_up: tripped,
+    }))
+}
+
+/// A running task without a claim (or without an expiry) whose worker is gone goes back to
+/// `ready`, not counted (event `reconciled`).
+pub fn reconcile_orphan_in(tx: &Tx<'_>, task: &RunningTask, now: i64) -> Result<Outcome<()>> {
+    let moved = cas(
+        tx,
+        "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
+         worker_started_at = NULL, last_heartbeat_at = NULL, current_run_id = NULL \
+         WHERE id = ?1 AND status = 'running' AND (claim_lock IS NULL OR claim_expires IS NULL) \
+         AND worker_pid IS ?2 AND current_run_id IS ?3",
+        params![task.id, task.worker_pid, task.run_id],
+    )?;
+    if !moved {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: task.id.clone(),
+        }));
+    }
+    tx.execute(
+        "UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', \
+         error = 'orphaned running task without a claim', ended_at = ?2 \
+         WHERE task_id = ?1 AND ended_at IS NULL",
+        params![task.id, now],
+    )?;
+    let event = Event::Reconciled {
+        reason: "orphaned_running".to_owned(),
+        claim_lock: task.claim_lock.clone(),
+        claim_expires: task.claim_expires,
+        worker_pid: task.worker_pid,
+        now,
+    };
+    append_event(tx, &task.id, task.run_id, &event, now)?;
+    Ok(Outcome::Done(()))
+}
+
+impl Board {
+    /// Every running task with its claim, worker and current run.
+    pub fn running_tasks(&self) -> Result<Vec<RunningTask>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT t.id, t.current_run_id, t.claim_lock, t.claim_expires, t.worker_pid, \
+               CAST(t.worker_started_at AS TEXT), t.last_heartbeat_at, \
+               COALESCE(r.started_at, t.started_at), t.max_runtime_seconds, t.assignee \
+             FROM tasks t LEFT JOIN task_runs r ON r.id = t.current_run_id \
+             WHERE t.status = 'running' ORDER BY t.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(RunningTask {
+                id: r.get(0)?,
+                run_id: r.get(1)?,
+                claim_lock: r.get::<_, Option<String>>(2)?.filter(|s| !s.is_empty()),
+                claim_expires: r.get(3)?,
+                worker_pid: r.get(4)?,
+                fingerprint: r.get::<_, Option<String>>(5)?.filter(|s| !s.is_empty()),
+                last_heartbeat_at: r.get(6)?,
+                run_started_at: r.get(7)?,
+                max_runtime_seconds: r.get(8)?,
+                assignee: r.get::<_, Option<String>>(9)?.filter(|s| !s.is_empty()),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Up to `limit` claimable ready tasks, priority DESC then created_at ASC (then creation
+    /// order), leaving out those whose last run was rate limited less than `cooldown` ago.
+    pub fn ready_candidates(&self, now: i64, cooldown: i64, limit: usize) -> Result<Vec<Candidate>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, t.goal_max_turns \
+             FROM tasks t WHERE t.status = 'ready' AND t.claim_lock IS NULL \
+               AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.id = ( \
+                   SELECT MAX(r2.id) FROM task_runs r2 WHERE r2.task_id = t.id AND r2.ended_at IS NOT NULL) \
+                 AND r.outcome = 'rate_limited' AND r.ended_at + ?2 > ?1) \
+             ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC LIMIT ?3",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![now, cooldown, limit], |r| {
+            Ok(Candidate {
+                id: r.get(0)?,
+                title: r.get(1)?,
+                assignee: r.get::<_, Option<String>>(2)?.filter(|s| !s.is_empty()),
+                branch_name: r.get::<_, Option<String>>(3)?.filter(|s| !s.is_empty()),
+                tenant: r.get::<_, Option<String>>(4)?.filter(|s| !s.is_empty()),
+                goal_mode: r.get::<_, Option<i64>>(5)?.unwrap_or(0) != 0,
+                goal_max_turns: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Running and ready counts (ready split by rate-limit cooldown).
+    pub fn workload(&self, now: i64, cooldown: i64) -> Result<Workload> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT \
+               (SELECT COUNT(*) FROM tasks WHERE status = 'running'), \
+               (SELECT COUNT(*) FROM tasks WHERE status = 'ready'), \
+               (SELECT COUNT(*) FROM tasks t WHERE t.status = 'ready' AND EXISTS ( \
+                  SELECT 1 FROM task_runs r WHERE r.id = ( \
+                    SELECT MAX(r2.id) FROM task_runs r2 WHERE r2.task_id = t.id AND r2.ended_at IS NOT NULL) \
+                  AND r.outcome = 'rate_limited' AND r.ended_at + ?2 > ?1))",
+        )?;
+        Ok(stmt.query_row(params![now, cooldown], |r| {
+            Ok(Workload {
+                running: r.get(0)?,
+                ready: r.get(1)?,
+                cooling_down: r.get(2)?,
+            })
+        })?)
+    }
+
+    /// Running tasks claimed by a lock that starts with `host_prefix` (`"<hostname>:"`).
+    pub fn running_on_host(&self, host_prefix: &str) -> Result<i64> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND substr(claim_lock, 1, length(?1)) = ?1",
+        )?;
+        Ok(stmt.query_row([host_prefix], |r| r.get(0))?)
+    }
+
+    /// How many of the task's newest closed runs in a row (rate-limited runs skipped) were
+    /// protocol violations.
+    pub fn protocol_violation_streak(&self, id: &str) -> Result<i64> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT outcome FROM task_runs WHERE task_id = ?1 AND ended_at IS NOT NULL \
+             ORDER BY id DESC LIMIT 50",
+        )?;
+        let outcomes = stmt.query_map([id], |r| r.get::<_, Option<String>>(0))?;
+        let mut streak = 0;
+        for outcome in outcomes {
+            match outcome?.as_deref() {
+                Some("protocol_violation") => streak += 1,
+                Some("rate_limited") => {}
+                _ => break,
+            }
+        }
+        Ok(streak)
+    }
+
+    /// The task's own failure limit (`max_retries`), if it has one.
+    pub fn task_failure_limit(&self, id: &str) -> Result<Option<i64>> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT max_retries FROM tasks WHERE id = ?1")?;
+        Ok(stmt
+            .query_row([id], |r| r.get::<_, Option<i64>>(0))
+            .optional()?
+            .flatten()
+            .filter(|n| *n >= 1))
+    }
+
+    /// SQLite's `PRAGMA data_version`: changes whenever another connection commits to the board.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self
+            .conn()
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
+    /// See [`record_spawn_in`].
+    pub fn record_spawn(
+        &self,
+        id: &str,
+        run_id: i64,
+        claim_lock: &str,
+        pid: i64,
+        fingerprint: &str,
+        now: i64,
+    ) -> Result<Outcome<()>> {
+        self.write(|tx| record_spawn_in(tx, id, run_id, claim_lock, pid, fingerprint, now))
+    }
+
+    /// See [`register_worker_in`].
+    pub fn register_worker(
+        &self,
+        id: &str,
+        run_id: i64,
+        claim_lock: &str,
+        pid: i64,
+        fingerprint: &str,
+        now: i64,
+    ) -> Result<Outcome<Registered>> {
+        self.write(|tx| register_worker_in(tx, id, run_id, claim_lock, pid, fingerprint, now))
+    }
+
+    /// See [`extend_claim_in`].
+    pub fn extend_claim(&self, task: &RunningTask, new_expires: i64, now: i64) -> Result<Outcome<()>> {
+        self.write(|tx| extend_claim_in(tx, task, new_expires, now))
+    }
+
+    /// See [`defer_reclaim_in`].
+    pub fn defer_reclaim(
+        &self,
+        task: &RunningTask,
+        new_expires: i64,
+        reason: &str,
+        termination: super::events::Termination,
+        now: i64,
+    ) -> Result<Outcome<()>> {
+        self.write(|tx| defer_reclaim_in(tx, task, new_expires, reason, termination, now))
+    }
+
+    /// See [`release_claim_in`].
+    pub fn release_claim(&self, id: &str, release: &Release<'_>, now: i64) -> Result<Outcome<Released>> {
+        self.write(|tx| release_claim_in(tx, id, release, now))
+    }
+
+    /// See [`reconcile_orphan_in`].
+    pub fn reconcile_orphan(&self, task: &RunningTask, now: i64) -> Result<Outcome<()>> {
+        self.write(|tx| reconcile_orphan_in(tx, task, now))
+    }
+
+    /// Appends the worker's claim-bound `worker_result` (an event only; it changes no state).
+    pub fn record_worker_result(
+        &self,
+        id: &str,
+        run_id: Option<i64>,
+        pid: i64,
+        claim_lock: Option<&str>,
+        exit_code: i32,
+        last_output: Option<&str>,
+        now: i64,
+    ) -> Result<()> {
+        let event = Event::WorkerResult {
+            pid,
+            claim_lock: claim_lock.map(str::to_owned),
+            exit_code,
+            last_output: last_output.map(|o| cap(o, 2000)),
+        };
+        self.write(|tx| append_event(tx, id, run_id, &event, now).map(|_| ()))
+    }
+}

@@ -1,0 +1,170 @@
+//! `kanban demo`: a self-contained run on a fresh home. It writes a `kanban.toml` with built-in
+//! profiles and short timings, creates a small dependency graph in which one task fails once and
+//! one is rate-limited once, and hands back everything the CLI needs to run the dispatcher until
+//! idle and print a summary. Nothing here depends on anything outside the home it is given.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::board::{self, Board, BoardError, NewTask, OpenOptions};
+use crate::config::CONFIG_FILE;
+
+/// The demo's `kanban.toml`: built-in agents only, timings short enough to finish in seconds.
+pub const DEMO_CONFIG: &str = r#"# Written by `kanban demo`.
+[dispatch]
+max_spawn = 3
+claim_ttl_seconds = 60
+crash_grace_seconds = 0
+rate_limit_cooldown_seconds = 1
+kill_wait_seconds = 1.0
+interval_seconds = 0.5
+default_profile = "writer"
+
+[profiles.writer]
+agent = "builtin:complete"
+
+[profiles.shell]
+agent = "builtin:shell"
+"#;
+
+/// Errors setting the demo up.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("cannot prepare the demo home {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} already has a board with tasks; give `kanban demo` an empty --home")]
+    NotEmpty { path: PathBuf },
+    #[error(transparent)]
+    Board(#[from] BoardError),
+}
+
+/// One task of the demo graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DemoTask {
+    pub id: String,
+    pub title: String,
+    pub what: &'static str,
+}
+
+/// One row of the summary table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SummaryRow {
+    pub id: String,
+    pub title: String,
+    pub status: String,
+    pub runs: usize,
+    /// Outcomes of the task's runs, oldest first.
+    pub outcomes: Vec<String>,
+}
+
+/// Writes the config and creates the task graph in the default board of `home`.
+pub fn setup(home: &Path, now: i64) -> Result<Vec<DemoTask>, DemoError> {
+    let io = |source| DemoError::Io {
+        path: home.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(home).map_err(io)?;
+    std::fs::write(home.join(CONFIG_FILE), DEMO_CONFIG).map_err(io)?;
+    let location = board::paths::resolve(home, Some(board::DEFAULT_BOARD))?;
+    let board = Board::open(&location, &OpenOptions::create())?;
+    if !board.list_tasks(&board::TaskFilter::default())?.is_empty() {
+        return Err(DemoError::NotEmpty {
+            path: home.to_owned(),
+        });
+    }
+    let mut tasks = Vec::new();
+    let mut add = |title: &str,
+                   body: Option<&str>,
+                   assignee: &str,
+                   parents: Vec<String>,
+                   what: &'static str|
+     -> Result<String, DemoError> {
+        let created = board.create_task(
+            &NewTask {
+                title: title.to_owned(),
+                body: body.map(str::to_owned),
+                assignee: Some(assignee.to_owned()),
+                parents,
+                created_by: Some("kanban demo".to_owned()),
+                ..NewTask::default()
+            },
+            now,
+        )?;
+        tasks.push(DemoTask {
+            id: created.id.clone(),
+            title: title.to_owned(),
+            what,
+        });
+        Ok(created.id)
+    };
+    let fetch = add(
+        "Fetch the input data",
+        Some("echo 'fetched 42 rows'"),
+        "shell",
+        vec![],
+        "shell script, succeeds",
+    )?;
+    let build = add(
+        "Build the model",
+        Some(
+            "if [ -e .tried ]; then echo 'model built'; else touch .tried; \
+             echo 'transient build failure' >&2; exit 1; fi",
+        ),
+        "shell",
+        vec![],
+        "fails once (exit 1, counted), then succeeds",
+    )?;
+    let api = add(
+        "Query the rate-limited API",
+        Some(
+            "if [ -e .limited ]; then echo 'api answered'; else touch .limited; \
+             echo 'HTTP 429' >&2; exit 75; fi",
+        ),
+        "shell",
+        vec![],
+        "rate-limited once (exit 75, not counted), respawned after the cooldown",
+    )?;
+    let report = add(
+        "Write the report",
+        None,
+        "writer",
+        vec![fetch, build, api],
+        "waits for the three above, builtin:complete",
+    )?;
+    add(
+        "Publish the report",
+        None,
+        "writer",
+        vec![report],
+        "waits for the report",
+    )?;
+    Ok(tasks)
+}
+
+/// The summary table: every task with its status and the outcomes of its runs.
+pub fn summary(board: &Board) -> Result<Vec<SummaryRow>, BoardError> {
+    let mut rows = Vec::new();
+    for task in board.list_tasks(&board::TaskFilter::default())? {
+        let runs = board.runs(&task.id)?;
+        rows.push(SummaryRow {
+            outcomes: runs
+                .iter()
+                .map(|r| r.outcome.clone().unwrap_or_else(|| r.status.clone()))
+                .collect(),
+            runs: runs.len(),
+            status: task.status.as_str().to_owned(),
+            title: task.title,
+            id: task.id,
+        });
+    }
+    Ok(rows)
+}
+
+/// A fresh directory under the system temp dir for a demo home.
+pub fn temp_home(now: i64) -> PathBuf {
+    std::env::temp_dir().join(format!("kanban-demo-{}-{now}", std::process::id()))
+}

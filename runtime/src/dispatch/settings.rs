@@ -1,0 +1,222 @@
+//! The dispatcher's effective settings: `[dispatch]` of `kanban.toml`, overridden by the
+//! environment knobs (`HERMES_KANBAN_CLAIM_TTL_SECONDS`, `HERMES_KANBAN_CRASH_GRACE_SECONDS`,
+//! `HERMES_KANBAN_RATE_LIMIT_COOLDOWN_SECONDS`, read through `identity::settings`), else the
+//! defaults. Precedence: environment > kanban.toml > default. An invalid value is an error that
+//! names the key, never a silent default.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::board::BoardLocation;
+use crate::config::Config;
+use crate::identity::settings::{self as env, Setting};
+
+use super::process::{self, KillWait};
+
+/// Seconds a claim is pushed out when our worker survived termination (reference: 120 s).
+pub const RECLAIM_DEFER_SECONDS: i64 = 120;
+/// Consecutive protocol violations (rc 0 without complete/block) before a task is blocked, unless
+/// the task's `max_retries` says otherwise.
+pub const PROTOCOL_VIOLATION_LIMIT: i64 = 3;
+
+/// Errors building [`Settings`].
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("invalid {key}={value:?}: {expected}")]
+    Invalid {
+        key: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+/// Everything one board's tick needs besides the board, the clock and the workers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Kanban root (workspaces, logs, `kanban.toml`).
+    pub root: PathBuf,
+    /// The board this dispatcher serves.
+    pub location: BoardLocation,
+    /// Running workers per board (running + this tick's spawns).
+    pub max_spawn: u32,
+    /// Running workers on this host across boards (`None` = unlimited).
+    pub max_in_progress: Option<u32>,
+    /// Other boards on this host counted against `max_in_progress`.
+    pub other_boards: Vec<PathBuf>,
+    pub failure_limit: i64,
+    pub claim_ttl_seconds: i64,
+    pub crash_grace_seconds: i64,
+    pub rate_limit_cooldown_seconds: i64,
+    /// 0 disables the stale-heartbeat phase.
+    pub stale_timeout_seconds: i64,
+    pub heartbeat_max_stale_seconds: i64,
+    pub reclaim_defer_seconds: i64,
+    pub kill_wait: KillWait,
+    /// Profile of a task without an assignee.
+    pub default_profile: String,
+    /// Profiles defined in `kanban.toml`; a task whose profile is not one of them is not spawned.
+    pub profiles: BTreeSet<String>,
+    /// `"<hostname>:<dispatcher pid>"`.
+    pub claim_lock: String,
+    /// `"<hostname>:"`.
+    pub host_prefix: String,
+    /// Report what would be spawned without claiming or spawning anything.
+    pub dry_run: bool,
+}
+
+fn env_seconds(setting: Setting, min: i64) -> Result<Option<i64>, SettingsError> {
+    let Some(value) = env::get(setting) else {
+        return Ok(None);
+    };
+    match value.trim().parse::<i64>() {
+        Ok(n) if n >= min => Ok(Some(n)),
+        _ => Err(SettingsError::Invalid {
+            key: setting.key(),
+            value,
+            expected: if min >= 1 {
+                "expected a whole number of seconds, at least 1"
+            } else {
+                "expected a whole number of seconds, 0 or more"
+            },
+        }),
+    }
+}
+
+fn at_least(key: &'static str, value: i64, min: i64) -> Result<i64, SettingsError> {
+    if value >= min {
+        Ok(value)
+    } else {
+        Err(SettingsError::Invalid {
+            key,
+            value: value.to_string(),
+            expected: "a number of seconds that is too small for this setting",
+        })
+    }
+}
+
+impl Settings {
+    /// The effective settings for `location` under `root`, from `config` and the environment.
+    pub fn new(root: PathBuf, location: BoardLocation, config: &Config) -> Result<Settings, SettingsError> {
+        let d = &config.dispatch;
+        let claim_ttl_seconds = match env_seconds(Setting::ClaimTtlSeconds, 1)? {
+            Some(n) => n,
+            None => at_least("[dispatch] claim_ttl_seconds", d.claim_ttl_seconds, 1)?,
+        };
+        let crash_grace_seconds = match env_seconds(Setting::CrashGraceSeconds, 0)? {
+            Some(n) => n,
+            None => at_least("[dispatch] crash_grace_seconds", d.crash_grace_seconds, 0)?,
+        };
+        let rate_limit_cooldown_seconds = match env_seconds(Setting::RateLimitCooldownSeconds, 0)? {
+            Some(n) => n,
+            None => at_least(
+                "[dispatch] rate_limit_cooldown_seconds",
+                d.rate_limit_cooldown_seconds,
+                0,
+            )?,
+        };
+        let kill_wait = if d.kill_wait_seconds.is_finite() && d.kill_wait_seconds >= 0.0 {
+            KillWait {
+                after_term: Duration::from_secs_f64(d.kill_wait_seconds),
+                ..KillWait::default()
+            }
+        } else {
+            return Err(SettingsError::Invalid {
+                key: "[dispatch] kill_wait_seconds",
+                value: d.kill_wait_seconds.to_string(),
+                expected: "expected seconds, 0 or more",
+            });
+        };
+        Ok(Settings {
+            root,
+            location,
+            max_spawn: d.max_spawn,
+            max_in_progress: d.max_in_progress,
+            other_boards: Vec::new(),
+            failure_limit: if d.failure_limit >= 1 {
+                i64::from(d.failure_limit)
+            } else {
+                crate::board::DEFAULT_FAILURE_LIMIT
+            },
+            claim_ttl_seconds,
+            crash_grace_seconds,
+            rate_limit_cooldown_seconds,
+            stale_timeout_seconds: at_least(
+                "[dispatch] stale_timeout_seconds",
+                d.stale_timeout_seconds,
+                0,
+            )?,
+            heartbeat_max_stale_seconds: at_least(
+                "[dispatch] heartbeat_max_stale_seconds",
+                d.heartbeat_max_stale_seconds,
+                1,
+            )?,
+            reclaim_defer_seconds: RECLAIM_DEFER_SECONDS,
+            kill_wait,
+            default_profile: d.default_profile.trim().to_lowercase(),
+            profiles: config.profiles.keys().map(|k| k.to_lowercase()).collect(),
+            claim_lock: process::claimer_id(),
+            host_prefix: process::host_prefix(),
+            dry_run: false,
+        })
+    }
+
+    /// The profile a task runs under: its assignee, else the default profile.
+    pub fn profile_for(&self, assignee: Option<&str>) -> String {
+        assignee
+            .map(|a| a.trim().to_lowercase())
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| self.default_profile.clone())
+    }
+
+    /// How often a worker heartbeats: a third of the claim TTL, at most 60 s, at least 1 s.
+    pub fn heartbeat_interval(&self) -> Duration {
+        heartbeat_interval(self.claim_ttl_seconds)
+    }
+}
+
+/// `min(ttl / 3, 60 s)`, at least 200 ms.
+pub fn heartbeat_interval(ttl_seconds: i64) -> Duration {
+    let third_ms = u64::try_from(ttl_seconds.max(1)).unwrap_or(1) * 1000 / 3;
+    Duration::from_millis(third_ms.clamp(200, 60_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn location() -> BoardLocation {
+        BoardLocation {
+            slug: "default".into(),
+            db_path: PathBuf::from("/tmp/x/kanban.db"),
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_reference() {
+        let s = Settings::new(PathBuf::from("/tmp/x"), location(), &Config::default()).unwrap();
+        assert_eq!(s.max_spawn, 4);
+        assert_eq!(s.failure_limit, 2);
+        assert_eq!(s.reclaim_defer_seconds, 120);
+        assert_eq!(s.heartbeat_max_stale_seconds, 3600);
+        assert!(s.claim_lock.starts_with(&s.host_prefix));
+        assert_eq!(s.profile_for(None), "default");
+        assert_eq!(s.profile_for(Some(" Coder ")), "coder");
+    }
+
+    #[test]
+    fn heartbeat_is_a_third_of_the_ttl_capped_at_a_minute() {
+        assert_eq!(heartbeat_interval(900), Duration::from_secs(60));
+        assert_eq!(heartbeat_interval(30), Duration::from_secs(10));
+        assert_eq!(heartbeat_interval(3), Duration::from_secs(1));
+        assert_eq!(heartbeat_interval(0), Duration::from_millis(333));
+    }
+
+    #[test]
+    fn a_zero_failure_limit_falls_back_to_two() {
+        let mut c = Config::default();
+        c.dispatch.failure_limit = 0;
+        let s = Settings::new(PathBuf::from("/tmp/x"), location(), &c).unwrap();
+        assert_eq!(s.failure_limit, 2);
+    }
+}

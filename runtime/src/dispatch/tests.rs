@@ -1,0 +1,425 @@
+//! Tick tests on a real SQLite board with an injected clock and a scripted fake for processes:
+//! every lease rule of DESIGN §3 without waiting for anything.
+
+use std::collections::{HashMap, HashSet};
+
+use super::exit::WorkerExit;
+use super::process::{KillWait, Liveness, Termination};
+use super::*;
+use crate::board::{self, Board, Completion, Fence, NewTask, OpenOptions, Outcome, Status};
+use crate::clock::{Clock, ManualClock};
+use crate::config::{Config, ProfileConfig};
+
+#[derive(Default)]
+struct Fake {
+    next: i64,
+    alive: HashSet<i64>,
+    exits: HashMap<i64, WorkerExit>,
+    survive: HashSet<i64>,
+    spawned: Vec<SpawnRequest>,
+    terminated: Vec<i64>,
+}
+
+impl Fake {
+    fn pid_of(&self, task: &str) -> i64 {
+        let i = self
+            .spawned
+            .iter()
+            .rposition(|r| r.task_id == task)
+            .unwrap();
+        1000 + i as i64 + 1
+    }
+    fn exit(&mut self, task: &str, exit: WorkerExit) {
+        let pid = self.pid_of(task);
+        self.alive.remove(&pid);
+        self.exits.insert(pid, exit);
+    }
+    fn spawns_of(&self, task: &str) -> usize {
+        self.spawned.iter().filter(|r| r.task_id == task).count()
+    }
+}
+
+impl Workers for Fake {
+    fn spawn(&mut self, req: &SpawnRequest) -> Result<i64, SpawnError> {
+        self.next += 1;
+        let pid = 1000 + self.next;
+        self.alive.insert(pid);
+        self.spawned.push(req.clone());
+        Ok(pid)
+    }
+    fn reap(&mut self) -> Vec<Reaped> {
+        Vec::new()
+    }
+    fn exit_of(&self, pid: i64) -> Option<WorkerExit> {
+        self.exits.get(&pid).copied()
+    }
+    fn liveness(&self, pid: i64, _fp: Option<&str>) -> Liveness {
+        if self.alive.contains(&pid) {
+            Liveness::Alive
+        } else {
+            Liveness::Dead
+        }
+    }
+    fn fingerprint(&self, pid: i64) -> Option<String> {
+        Some(format!("fake|{pid}"))
+    }
+    fn terminate(&mut self, pid: i64, _fp: Option<&str>, _wait: KillWait) -> Termination {
+        self.terminated.push(pid);
+        let survived = self.survive.contains(&pid);
+        if !survived {
+            self.alive.remove(&pid);
+            self.exits.insert(pid, WorkerExit::Signaled { signal: 15 });
+        }
+        Termination {
+            prev_pid: Some(pid),
+            host_local: true,
+            termination_attempted: true,
+            terminated: !survived,
+            sigkill: true,
+            ..Termination::default()
+        }
+    }
+    fn children(&self) -> usize {
+        self.alive.len()
+    }
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    board: Board,
+    settings: Settings,
+    clock: ManualClock,
+    fake: Fake,
+}
+
+const T0: i64 = 1_800_000_000;
+
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    let location = board::paths::resolve(&root, Some("default")).unwrap();
+    let board = Board::open(&location, &OpenOptions::create()).unwrap();
+    let mut config = Config::default();
+    config.profiles.insert(
+        "p".into(),
+        ProfileConfig {
+            agent: "builtin:complete".into(),
+            command: vec![],
+            env: Default::default(),
+        },
+    );
+    config.dispatch.default_profile = "p".into();
+    let settings = Settings::new(root, location, &config).unwrap();
+    Env {
+        _dir: dir,
+        board,
+        settings,
+        clock: ManualClock::new(T0),
+        fake: Fake::default(),
+    }
+}
+
+impl Env {
+    fn create(&self, title: &str, priority: i64, parents: Vec<String>) -> String {
+        self.board
+            .create_task(
+                &NewTask {
+                    title: title.into(),
+                    priority,
+                    parents,
+                    ..NewTask::default()
+                },
+                self.clock.now(),
+            )
+            .unwrap()
+            .id
+    }
+    fn tick(&mut self) -> TickReport {
+        tick(&mut self.board, &self.settings, &self.clock, &mut self.fake).unwrap()
+    }
+    fn status(&self, id: &str) -> Status {
+        self.board.get_task(id).unwrap().status
+    }
+    fn kinds(&self, id: &str) -> Vec<String> {
+        let mut events = self.board.events(id, None).unwrap();
+        events.sort_by_key(|e| e.id);
+        events.into_iter().map(|e| e.kind).collect()
+    }
+}
+
+#[test]
+fn claims_by_priority_then_creation_within_the_spawn_budget() {
+    let mut e = env();
+    e.settings.max_spawn = 2;
+    let low = e.create("low", 0, vec![]);
+    let first = e.create("first high", 5, vec![]);
+    let second = e.create("second high", 5, vec![]);
+    let r = e.tick();
+    let ids: Vec<_> = r.spawned.iter().map(|s| s.task_id.clone()).collect();
+    assert_eq!(ids, [first.clone(), second.clone()]);
+    assert_eq!(e.status(&low), Status::Ready);
+    // Budget is per board concurrency, not per tick: nothing more while two run.
+    assert!(e.tick().spawned.is_empty());
+    let t = e.board.get_task(&first).unwrap();
+    assert_eq!(t.worker_pid, Some(e.fake.pid_of(&first)));
+    assert_eq!(
+        t.worker_started_at.as_deref(),
+        Some(format!("fake|{}", e.fake.pid_of(&first)).as_str())
+    );
+    assert!(e.kinds(&first).contains(&"spawned".to_owned()));
+}
+
+#[test]
+fn expired_claim_with_live_heartbeating_worker_is_extended() {
+    let mut e = env();
+    let id = e.create("slow", 0, vec![]);
+    e.tick();
+    e.clock.advance(e.settings.claim_ttl_seconds + 1);
+    let r = e.tick();
+    assert_eq!(r.extended, [id.clone()]);
+    assert_eq!(e.status(&id), Status::Running);
+    assert_eq!(e.fake.spawns_of(&id), 1);
+    assert!(e.fake.terminated.is_empty());
+    let t = e.board.get_task(&id).unwrap();
+    assert_eq!(t.claim_expires, Some(e.clock.now() + e.settings.claim_ttl_seconds));
+    assert!(e.kinds(&id).contains(&"claim_extended".to_owned()));
+}
+
+#[test]
+fn worker_that_survives_termination_defers_the_reclaim_and_is_never_duplicated() {
+    let mut e = env();
+    let id = e.create("wedged", 0, vec![]);
+    e.tick();
+    let pid = e.fake.pid_of(&id);
+    e.fake.survive.insert(pid);
+    // A heartbeat older than the stale limit: the worker is wedged, so it is terminated.
+    e.clock.advance(e.settings.heartbeat_max_stale_seconds + 1);
+    for _ in 0..3 {
+        let r = e.tick();
+        assert_eq!(r.deferred, [id.clone()]);
+        assert!(r.spawned.is_empty());
+        assert_eq!(e.status(&id), Status::Running);
+        e.clock.advance(e.settings.reclaim_defer_seconds + 1);
+    }
+    assert_eq!(e.fake.spawns_of(&id), 1);
+    // Once it can be killed, the claim is released (counted) and a new worker starts.
+    e.fake.survive.clear();
+    let r = e.tick();
+    assert_eq!(r.reclaimed, [id.clone()]);
+    assert_eq!(r.spawned.len(), 1);
+    assert_eq!(e.fake.spawns_of(&id), 2);
+    let t = e.board.get_task(&id).unwrap();
+    assert_eq!(t.consecutive_failures, 1);
+    let kinds = e.kinds(&id);
+    assert!(kinds.contains(&"reclaim_deferred".to_owned()));
+    assert!(kinds.contains(&"reclaimed".to_owned()));
+}
+
+#[test]
+fn exit_75_requeues_without_a_failure_and_respawns_only_after_the_cooldown() {
+    let mut e = env();
+    let id = e.create("quota", 0, vec![]);
+    e.tick();
+    e.fake.exit(&id, WorkerExit::Exited { code: 75 });
+    let r = e.tick();
+    assert_eq!(r.exited.len(), 1);
+    assert_eq!(r.exited[0].class, exit::ExitClass::RateLimited);
+    assert!(r.spawned.is_empty(), "respawned inside the cooldown");
+    let t = e.board.get_task(&id).unwrap();
+    assert_eq!((t.status, t.consecutive_failures), (Status::Ready, 0));
+    assert!(!r.is_idle(), "a task in cooldown is pending work");
+    e.clock.advance(e.settings.rate_limit_cooldown_seconds - 1);
+    assert!(e.tick().spawned.is_empty());
+    e.clock.advance(2);
+    assert_eq!(e.tick().spawned.len(), 1);
+    assert!(e.kinds(&id).contains(&"rate_limited".to_owned()));
+}
+
+#[test]
+fn exit_78_blocks_and_stays_blocked() {
+    let mut e = env();
+    let id = e.create("bad key", 0, vec![]);
+    e.tick();
+    e.fake.exit(&id, WorkerExit::Exited { code: 78 });
+    let r = e.tick();
+    assert_eq!(r.gave_up, [id.clone()]);
+    for _ in 0..3 {
+        e.clock.advance(3600);
+        assert!(e.tick().spawned.is_empty());
+        assert_eq!(e.status(&id), Status::Blocked);
+    }
+    let kinds = e.kinds(&id);
+    assert!(kinds.contains(&"crashed".to_owned()) && kinds.contains(&"gave_up".to_owned()));
+}
+
+#[test]
+fn exit_0_without_complete_is_a_protocol_violation_not_counted_until_the_budget() {
+    let mut e = env();
+    let id = e.create("lazy", 0, vec![]);
+    e.tick();
+    for round in 1..=super::settings::PROTOCOL_VIOLATION_LIMIT {
+        e.fake.exit(&id, WorkerExit::Exited { code: 0 });
+        let r = e.tick();
+        assert_eq!(r.exited[0].class, exit::ExitClass::ProtocolViolation);
+        let t = e.board.get_task(&id).unwrap();
+        if round < super::settings::PROTOCOL_VIOLATION_LIMIT {
+            assert_eq!(r.spawned.len(), 1, "round {round}: requeued and respawned");
+            assert_eq!(t.consecutive_failures, 0);
+        } else {
+            assert_eq!(t.status, Status::Blocked);
+            assert_eq!(r.gave_up, [id.clone()]);
+        }
+    }
+    assert!(e.kinds(&id).contains(&"protocol_violation".to_owned()));
+}
+
+#[test]
+fn crashes_count_and_the_breaker_gives_up_at_the_limit() {
+    let mut e = env();
+    let id = e.create("crashy", 0, vec![]);
+    e.tick();
+    e.fake.exit(&id, WorkerExit::Signaled { signal: 9 });
+    let r = e.tick();
+    assert_eq!(r.exited[0].class, exit::ExitClass::Crashed);
+    assert_eq!(e.board.get_task(&id).unwrap().consecutive_failures, 1);
+    assert_eq!(r.spawned.len(), 1, "a crash is retried at once");
+    e.fake.exit(&id, WorkerExit::Exited { code: 1 });
+    let r = e.tick();
+    assert_eq!(r.gave_up, [id.clone()]);
+    let t = e.board.get_task(&id).unwrap();
+    assert_eq!((t.status, t.consecutive_failures), (Status::Blocked, 2));
+}
+
+#[test]
+fn a_superseded_run_can_neither_heartbeat_nor_complete() {
+    let mut e = env();
+    let id = e.create("handover", 0, vec![]);
+    e.tick();
+    let old_run = e.board.get_task(&id).unwrap().current_run_id.unwrap();
+    let old_lock = e.board.get_task(&id).unwrap().claim_lock;
+    e.fake.exit(&id, WorkerExit::Signaled { signal: 9 });
+    e.tick();
+    let new_run = e.board.get_task(&id).unwrap().current_run_id.unwrap();
+    assert_ne!(old_run, new_run);
+    let fence = Fence {
+        claim_lock: old_lock,
+        run_id: Some(old_run),
+    };
+    let hb = e.board.heartbeat(&id, &fence, None, 900, e.clock.now()).unwrap();
+    assert!(matches!(hb, Outcome::Refused(_)));
+    let done = e
+        .board
+        .complete(
+            &id,
+            &Completion {
+                expected_run_id: Some(old_run),
+                summary: Some("stale".into()),
+                ..Completion::default()
+            },
+            e.clock.now(),
+        )
+        .unwrap();
+    assert!(matches!(done, Outcome::Refused(_)));
+    assert_eq!(e.status(&id), Status::Running);
+}
+
+#[test]
+fn an_unreaped_dead_worker_waits_for_the_grace_then_uses_the_log_trailer() {
+    let mut e = env();
+    e.settings.crash_grace_seconds = 30;
+    let id = e.create("adopted", 0, vec![]);
+    e.tick();
+    let pid = e.fake.pid_of(&id);
+    e.fake.alive.remove(&pid); // dead, but not reaped by us
+    let log = board::paths::log_path(&e.settings.root, "default", &id);
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "working\n[kanban-worker-exit] rc=75\n").unwrap();
+    assert!(e.tick().exited.is_empty(), "released inside the grace");
+    e.clock.advance(31);
+    let r = e.tick();
+    assert_eq!(r.exited[0].exit, WorkerExit::Exited { code: 75 });
+    assert_eq!(r.exited[0].class, exit::ExitClass::RateLimited);
+}
+
+#[test]
+fn runtime_cap_times_out_and_counts() {
+    let mut e = env();
+    let id = e
+        .board
+        .create_task(
+            &NewTask {
+                title: "capped".into(),
+                max_runtime_seconds: Some(60),
+                ..NewTask::default()
+            },
+            T0,
+        )
+        .unwrap()
+        .id;
+    e.tick();
+    e.clock.advance(61);
+    let r = e.tick();
+    assert_eq!(r.timed_out, [id.clone()]);
+    assert_eq!(e.board.get_task(&id).unwrap().consecutive_failures, 1);
+    assert!(e.kinds(&id).contains(&"timed_out".to_owned()));
+}
+
+#[test]
+fn a_dependency_chain_is_claimed_only_after_its_parent_is_done() {
+    let mut e = env();
+    let a = e.create("a", 0, vec![]);
+    let b = e.create("b", 9, vec![a.clone()]);
+    let r = e.tick();
+    assert_eq!(r.spawned.len(), 1);
+    assert_eq!(r.spawned[0].task_id, a);
+    assert_eq!(e.status(&b), Status::Todo);
+    let run = e.board.get_task(&a).unwrap().current_run_id;
+    e.board
+        .complete(
+            &a,
+            &Completion {
+                expected_run_id: run,
+                summary: Some("ok".into()),
+                ..Completion::default()
+            },
+            e.clock.now(),
+        )
+        .unwrap();
+    let r = e.tick();
+    assert_eq!(r.spawned.len(), 1);
+    assert_eq!(r.spawned[0].task_id, b);
+}
+
+#[test]
+fn an_undefined_profile_is_never_claimed_and_an_idle_board_says_so() {
+    let mut e = env();
+    let id = e
+        .board
+        .create_task(
+            &NewTask {
+                title: "nobody".into(),
+                assignee: Some("ghost".into()),
+                ..NewTask::default()
+            },
+            T0,
+        )
+        .unwrap()
+        .id;
+    let r = e.tick();
+    assert!(r.spawned.is_empty());
+    assert_eq!(r.skipped_nonspawnable, [(id.clone(), "ghost".to_owned())]);
+    assert_eq!(e.status(&id), Status::Ready);
+    assert!(r.is_idle());
+}
+
+#[test]
+fn dry_run_claims_nothing() {
+    let mut e = env();
+    e.settings.dry_run = true;
+    let id = e.create("x", 0, vec![]);
+    let r = e.tick();
+    assert_eq!(r.spawned.len(), 1);
+    assert_eq!(r.spawned[0].pid, None);
+    assert_eq!(e.status(&id), Status::Ready);
+    assert!(e.fake.spawned.is_empty());
+}

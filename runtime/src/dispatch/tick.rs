@@ -1,0 +1,673 @@
+//! One dispatcher tick on one board (DESIGN §5 phases, §3 lease rules):
+//!
+//! 1. reap our exited children (their exit status feeds the crash sweep);
+//! 2. expired claims: a live host-local worker with a fresh heartbeat gets its claim extended
+//!    (`claim_extended`); otherwise it is terminated (TERM, wait, KILL) and, if it survived, the
+//!    reclaim is deferred (`reclaim_deferred`) — **a claim is never released while our worker is
+//!    alive** — else released (`reclaimed`, counted);
+//! 3. orphans (running without a claim) whose worker is gone → `ready` (`reconciled`);
+//! 4. stale heartbeats (`stale_timeout_seconds`, off by default) → terminate → `stale`;
+//! 5. dead workers → classified from the reaped status or the log trailer: `protocol_violation`,
+//!    `rate_limited`, `crashed` (terminal provider → blocked, sticky);
+//! 6. runtime cap → terminate → `timed_out` (counted);
+//! 7. promote `todo` tasks whose parents are done;
+//! 8. spawn budget: `max_spawn` per board minus running, `max_in_progress` per host;
+//! 9. claim and spawn, priority DESC then created_at ASC; pid + fingerprint recorded (`spawned`).
+//!
+//! The tick is a library function over a [`Board`], [`Settings`], an injected [`Clock`] and a
+//! [`Workers`] implementation, so tests run it on a scripted fake and benchmarks on a no-op
+//! spawner. It takes no lock itself: [`super::run_tick`] wraps it in the per-board tick lock.
+//! Every board write is a fenced compare-and-swap; a refusal means someone else acted first and
+//! the row is simply skipped.
+
+use serde::Serialize;
+
+use crate::board::{self, Board, BoardError, Event, Outcome, Status};
+use crate::board::{Failure, Release, RunningTask, Workload};
+use crate::clock::Clock;
+
+use super::exit::{self, ExitClass, WorkerExit};
+use super::process::{Liveness, Termination};
+use super::settings::{PROTOCOL_VIOLATION_LIMIT, Settings};
+use super::spawn::SpawnRequest;
+use super::workers::{Reaped, Workers};
+
+/// A worker the tick started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpawnedWorker {
+    pub task_id: String,
+    pub title: String,
+    pub run_id: i64,
+    pub profile: String,
+    /// `None` in a dry run.
+    pub pid: Option<i64>,
+}
+
+/// A dead worker whose task the crash sweep released.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadWorker {
+    pub task_id: String,
+    pub pid: i64,
+    pub exit: WorkerExit,
+    pub class: ExitClass,
+    /// Where the task went: `ready` or `blocked`.
+    pub status: Status,
+}
+
+/// What one tick did. Lists hold task ids unless said otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TickReport {
+    /// Another dispatcher held the board's tick lock; nothing was done.
+    pub skipped_locked: bool,
+    pub dry_run: bool,
+    pub reaped: Vec<Reaped>,
+    pub extended: Vec<String>,
+    pub deferred: Vec<String>,
+    pub reclaimed: Vec<String>,
+    pub reconciled: Vec<String>,
+    pub stale: Vec<String>,
+    pub exited: Vec<DeadWorker>,
+    pub timed_out: Vec<String>,
+    /// Tasks the failure breaker (or a terminal exit) blocked this tick.
+    pub gave_up: Vec<String>,
+    pub promoted: Vec<String>,
+    pub spawned: Vec<SpawnedWorker>,
+    /// (task id, error)
+    pub spawn_failed: Vec<(String, String)>,
+    /// (task id, profile) — tasks whose profile is not defined in kanban.toml.
+    pub skipped_nonspawnable: Vec<(String, String)>,
+    /// Workers this tick was allowed to start.
+    pub budget: u32,
+    /// Running / ready counts after the tick.
+    pub workload: Workload,
+}
+
+impl TickReport {
+    /// Nothing is running, nothing was started, and nothing ready can ever be started (every ready
+    /// task is waiting for a profile that does not exist; none is cooling down).
+    pub fn is_idle(&self) -> bool {
+        !self.skipped_locked
+            && self.spawned.is_empty()
+            && self.workload.running == 0
+            && self.workload.cooling_down == 0
+            && self.workload.ready <= self.skipped_nonspawnable.len() as i64
+    }
+
+    /// Whether the tick changed anything on the board.
+    pub fn is_active(&self) -> bool {
+        !(self.reaped.is_empty()
+            && self.extended.is_empty()
+            && self.deferred.is_empty()
+            && self.reclaimed.is_empty()
+            && self.reconciled.is_empty()
+            && self.stale.is_empty()
+            && self.exited.is_empty()
+            && self.timed_out.is_empty()
+            && self.promoted.is_empty()
+            && self.spawned.is_empty()
+            && self.spawn_failed.is_empty())
+    }
+}
+
+/// Errors a tick can end with (a board that cannot be read or written). Per-task refusals are
+/// not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    #[error("dispatch tick on board `{board}` failed: {source}")]
+    Board {
+        board: String,
+        #[source]
+        source: BoardError,
+    },
+    #[error(transparent)]
+    Lock(#[from] super::lock::LockError),
+}
+
+fn to_board(t: &Termination) -> board::Termination {
+    board::Termination {
+        prev_pid: t.prev_pid,
+        host_local: t.host_local,
+        termination_attempted: t.termination_attempted,
+        terminated: t.terminated,
+        sigkill: t.sigkill,
+        signal_refused: t.signal_refused.then_some(true),
+        pid_recycled: t.pid_recycled.then_some(true),
+    }
+}
+
+struct Tick<'a> {
+    board: &'a mut Board,
+    settings: &'a Settings,
+    now: i64,
+    workers: &'a mut dyn Workers,
+    report: TickReport,
+}
+
+/// Runs one tick (see the module doc). The caller holds the board's tick lock.
+pub fn tick(
+    board: &mut Board,
+    settings: &Settings,
+    clock: &dyn Clock,
+    workers: &mut dyn Workers,
+) -> Result<TickReport, TickError> {
+    let slug = settings.location.slug.clone();
+    let mut t = Tick {
+        board,
+        settings,
+        now: clock.now(),
+        workers,
+        report: TickReport {
+            dry_run: settings.dry_run,
+            ..TickReport::default()
+        },
+    };
+    t.run().map_err(|source| TickError::Board { board: slug, source })?;
+    Ok(t.report)
+}
+
+impl Tick<'_> {
+    fn run(&mut self) -> Result<(), BoardError> {
+        self.report.reaped = self.workers.reap();
+        if !self.settings.dry_run {
+            self.expired_claims()?;
+            self.orphans()?;
+            self.stale_heartbeats()?;
+            self.dead_workers()?;
+            self.runtime_cap()?;
+            self.report.promoted = self.board.recompute_ready(self.now)?;
+        }
+        let budget = self.spawn_budget()?;
+        self.report.budget = budget;
+        self.claim_and_spawn(budget)?;
+        self.report.workload = self
+            .board
+            .workload(self.now, self.settings.rate_limit_cooldown_seconds)?;
+        Ok(())
+    }
+
+    fn host_local(&self, task: &RunningTask) -> bool {
+        task.claim_lock
+            .as_deref()
+            .is_some_and(|l| l.starts_with(&self.settings.host_prefix))
+    }
+
+    /// Liveness of the task's worker; a worker on another host is unknowable (`None`).
+    fn liveness(&self, task: &RunningTask) -> Option<Liveness> {
+        if !self.host_local(task) {
+            return None;
+        }
+        let pid = task.worker_pid?;
+        Some(self.workers.liveness(pid, task.fingerprint.as_deref()))
+    }
+
+    fn limit_for(&self, id: &str, fallback: i64) -> Result<(i64, &'static str), BoardError> {
+        Ok(match self.board.task_failure_limit(id)? {
+            Some(n) => (n, "task"),
+            None => (fallback, "dispatcher"),
+        })
+    }
+
+    fn counted(&self, id: &str) -> Result<Failure, BoardError> {
+        let (limit, source) = self.limit_for(id, self.settings.failure_limit)?;
+        Ok(Failure::Counted { limit, source })
+    }
+
+    fn release(&mut self, id: &str, release: &Release<'_>) -> Result<Option<Status>, BoardError> {
+        match self.board.release_claim(id, release, self.now)? {
+            Outcome::Done(released) => {
+                if released.gave_up {
+                    self.report.gave_up.push(id.to_owned());
+                }
+                Ok(Some(released.status))
+            }
+            Outcome::Refused(_) => Ok(None),
+        }
+    }
+
+    /// Terminates a host-local worker; reports whether the claim may now be released.
+    fn stop_worker(&mut self, task: &RunningTask) -> Termination {
+        match (task.worker_pid, self.host_local(task)) {
+            (Some(pid), true) => {
+                self.workers
+                    .terminate(pid, task.fingerprint.as_deref(), self.settings.kill_wait)
+            }
+            _ => Termination {
+                prev_pid: task.worker_pid,
+                host_local: self.host_local(task),
+                terminated: true,
+                ..Termination::default()
+            },
+        }
+    }
+
+    fn defer(&mut self, task: &RunningTask, reason: &str, termination: &Termination) -> Result<(), BoardError> {
+        let until = self.now + self.settings.reclaim_defer_seconds;
+        if self
+            .board
+            .defer_reclaim(task, until, reason, to_board(termination), self.now)?
+            .is_done()
+        {
+            self.report.deferred.push(task.id.clone());
+        }
+        Ok(())
+    }
+
+    fn expired_claims(&mut self) -> Result<(), BoardError> {
+        let now = self.now;
+        let expired: Vec<RunningTask> = self
+            .board
+            .running_tasks()?
+            .into_iter()
+            .filter(|t| t.claim_lock.is_some() && t.claim_expires.is_some_and(|e| e < now))
+            .collect();
+        for task in expired {
+            let heartbeat_stale = task
+                .last_heartbeat_at
+                .is_some_and(|hb| now - hb > self.settings.heartbeat_max_stale_seconds);
+            let alive = self.liveness(&task).is_some_and(Liveness::may_be_running);
+            if alive && !heartbeat_stale {
+                let until = now + self.settings.claim_ttl_seconds;
+                if self.board.extend_claim(&task, until, now)?.is_done() {
+                    self.report.extended.push(task.id.clone());
+                }
+                continue;
+            }
+            let termination = self.stop_worker(&task);
+            if termination.survived() {
+                let reason = if heartbeat_stale {
+                    "heartbeat_stale_worker_alive"
+                } else {
+                    "ttl_expired_worker_alive"
+                };
+                self.defer(&task, reason, &termination)?;
+                continue;
+            }
+            let lock = task.claim_lock.clone().unwrap_or_default();
+            let release = Release {
+                claim_lock: task.claim_lock.as_deref(),
+                run_id: task.run_id,
+                outcome: "reclaimed",
+                event: Event::Reclaimed {
+                    manual: None,
+                    reason: None,
+                    prev_lock: None,
+                    stale_lock: Some(lock.clone()),
+                    worker_pid: task.worker_pid,
+                    claim_expires: task.claim_expires,
+                    last_heartbeat_at: task.last_heartbeat_at,
+                    now: Some(now),
+                    host_local: Some(self.host_local(&task)),
+                    heartbeat_stale: Some(heartbeat_stale),
+                    retry_status: Status::Ready,
+                    termination: Some(to_board(&termination)),
+                },
+                failure: self.counted(&task.id)?,
+                error: format!("stale_lock={lock}: claim expired"),
+            };
+            if self.release(&task.id, &release)?.is_some() {
+                self.report.reclaimed.push(task.id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn orphans(&mut self) -> Result<(), BoardError> {
+        let orphans: Vec<RunningTask> = self
+            .board
+            .running_tasks()?
+            .into_iter()
+            .filter(|t| t.claim_lock.is_none() || t.claim_expires.is_none())
+            .collect();
+        for task in orphans {
+            let alive = task.worker_pid.is_some_and(|pid| {
+                self.workers
+                    .liveness(pid, task.fingerprint.as_deref())
+                    .may_be_running()
+            });
+            if alive {
+                continue;
+            }
+            if self.board.reconcile_orphan(&task, self.now)?.is_done() {
+                self.report.reconciled.push(task.id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn stale_heartbeats(&mut self) -> Result<(), BoardError> {
+        let timeout = self.settings.stale_timeout_seconds;
+        if timeout <= 0 {
+            return Ok(());
+        }
+        let now = self.now;
+        let max_stale = self.settings.heartbeat_max_stale_seconds;
+        let stale: Vec<RunningTask> = self
+            .board
+            .running_tasks()?
+            .into_iter()
+            .filter(|t| t.claim_lock.is_some())
+            .filter(|t| t.run_started_at.is_some_and(|s| now - s >= timeout))
+            .filter(|t| t.last_heartbeat_at.is_none_or(|hb| now - hb >= max_stale))
+            .collect();
+        for task in stale {
+            let termination = self.stop_worker(&task);
+            if termination.survived() {
+                self.defer(&task, "heartbeat_stale_worker_alive", &termination)?;
+                continue;
+            }
+            let release = Release {
+                claim_lock: task.claim_lock.as_deref(),
+                run_id: task.run_id,
+                outcome: "stale",
+                event: Event::Stale {
+                    elapsed_seconds: task.run_started_at.map_or(0, |s| now - s),
+                    last_heartbeat_at: task.last_heartbeat_at,
+                    heartbeat_age_seconds: task.last_heartbeat_at.map(|hb| now - hb),
+                    timeout_seconds: timeout,
+                    pid: task.worker_pid,
+                    retry_status: Status::Ready,
+                    termination: Some(to_board(&termination)),
+                },
+                failure: Failure::NotCounted,
+                error: format!("no heartbeat for {max_stale}s or more"),
+            };
+            if self.release(&task.id, &release)?.is_some() {
+                self.report.stale.push(task.id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn dead_workers(&mut self) -> Result<(), BoardError> {
+        let now = self.now;
+        let candidates: Vec<RunningTask> = self
+            .board
+            .running_tasks()?
+            .into_iter()
+            .filter(|t| t.claim_lock.is_some() && t.claim_expires.is_some())
+            .collect();
+        for task in candidates {
+            let Some(pid) = task.worker_pid else { continue };
+            match self.liveness(&task) {
+                Some(Liveness::Dead | Liveness::Recycled) => {}
+                _ => continue,
+            }
+            let reaped = self.workers.exit_of(pid);
+            // Without our own reaped status, give the worker's trailer time to appear.
+            if reaped.is_none()
+                && task
+                    .run_started_at
+                    .is_some_and(|s| now - s < self.settings.crash_grace_seconds)
+            {
+                continue;
+            }
+            let log = board::paths::log_path(&self.settings.root, &self.settings.location.slug, &task.id);
+            let exit = exit::resolve(reaped, &log);
+            let class = exit::classify(exit);
+            let claimer = task.claim_lock.clone();
+            let output = exit::last_output(&exit::log_tail(&log), 400);
+            let worker_output = (!output.is_empty()).then(|| output.clone());
+            let (outcome, event, failure, error) = match class {
+                ExitClass::RateLimited => (
+                    "rate_limited",
+                    Event::RateLimited {
+                        pid: Some(pid),
+                        claimer,
+                        exit_code: exit.exit_code(),
+                        retry_status: Status::Ready,
+                    },
+                    Failure::NotCounted,
+                    format!("pid {pid} exited rate-limited (rc=75); requeued without counting a failure"),
+                ),
+                ExitClass::ProtocolViolation => {
+                    let streak = self.board.protocol_violation_streak(&task.id)? + 1;
+                    let (limit, source) = self.limit_for(&task.id, PROTOCOL_VIOLATION_LIMIT)?;
+                    let failure = if streak >= limit {
+                        Failure::Trip { limit, source }
+                    } else {
+                        Failure::NotCounted
+                    };
+                    (
+                        "protocol_violation",
+                        Event::ProtocolViolation {
+                            pid: Some(pid),
+                            claimer,
+                            exit_code: exit.exit_code(),
+                            protocol_violation: true,
+                            worker_output,
+                            retry_status: Status::Ready,
+                        },
+                        failure,
+                        format!(
+                            "worker pid {pid} exited cleanly (rc=0) without `kanban complete` or `kanban block`: protocol violation ({streak} in a row)"
+                        ),
+                    )
+                }
+                ExitClass::TerminalProvider => {
+                    let (limit, source) = self.limit_for(&task.id, self.settings.failure_limit)?;
+                    (
+                        "crashed",
+                        Event::Crashed {
+                            pid: Some(pid),
+                            claimer,
+                            exit_kind: Some("terminal_provider".to_owned()),
+                            exit_code: exit.exit_code(),
+                            terminal_provider: Some(true),
+                            worker_output,
+                            retry_status: Status::Ready,
+                        },
+                        Failure::Trip { limit, source },
+                        format!("pid {pid} exited with code 78 (terminal provider or configuration error); blocked until an operator unblocks it"),
+                    )
+                }
+                ExitClass::Crashed => (
+                    "crashed",
+                    Event::Crashed {
+                        pid: Some(pid),
+                        claimer,
+                        exit_kind: Some(
+                            match exit {
+                                WorkerExit::Exited { .. } => "nonzero_exit",
+                                WorkerExit::Signaled { .. } => "signaled",
+                                WorkerExit::Unknown => "unknown",
+                            }
+                            .to_owned(),
+                        ),
+                        exit_code: exit.exit_code(),
+                        terminal_provider: None,
+                        worker_output,
+                        retry_status: Status::Ready,
+                    },
+                    self.counted(&task.id)?,
+                    if output.is_empty() {
+                        format!("pid {pid} {}", exit.describe())
+                    } else {
+                        format!("pid {pid} {}: {output}", exit.describe())
+                    },
+                ),
+            };
+            let release = Release {
+                claim_lock: task.claim_lock.as_deref(),
+                run_id: task.run_id,
+                outcome,
+                event,
+                failure,
+                error,
+            };
+            if let Some(status) = self.release(&task.id, &release)? {
+                self.report.exited.push(DeadWorker {
+                    task_id: task.id.clone(),
+                    pid,
+                    exit,
+                    class,
+                    status,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn runtime_cap(&mut self) -> Result<(), BoardError> {
+        let now = self.now;
+        let over: Vec<(RunningTask, i64, i64)> = self
+            .board
+            .running_tasks()?
+            .into_iter()
+            .filter(|t| t.claim_lock.is_some())
+            .filter_map(|t| {
+                let limit = t.max_runtime_seconds.filter(|l| *l > 0)?;
+                let elapsed = now - t.run_started_at?;
+                (elapsed >= limit).then_some((t, elapsed, limit))
+            })
+            .collect();
+        for (task, elapsed, limit) in over {
+            let termination = self.stop_worker(&task);
+            if termination.survived() {
+                self.defer(&task, "runtime_cap_worker_alive", &termination)?;
+                continue;
+            }
+            let release = Release {
+                claim_lock: task.claim_lock.as_deref(),
+                run_id: task.run_id,
+                outcome: "timed_out",
+                event: Event::TimedOut {
+                    pid: task.worker_pid,
+                    elapsed_seconds: elapsed,
+                    limit_seconds: limit,
+                    sigkill: termination.sigkill,
+                    retry_status: Status::Ready,
+                },
+                failure: self.counted(&task.id)?,
+                error: format!("elapsed {elapsed}s > limit {limit}s"),
+            };
+            if self.release(&task.id, &release)?.is_some() {
+                self.report.timed_out.push(task.id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn_budget(&mut self) -> Result<u32, BoardError> {
+        let running = self.board.workload(self.now, 0)?.running;
+        let running = u32::try_from(running.max(0)).unwrap_or(u32::MAX);
+        let mut budget = self.settings.max_spawn.saturating_sub(running);
+        if let Some(cap) = self.settings.max_in_progress {
+            let mut total = u32::try_from(self.board.running_on_host(&self.settings.host_prefix)?.max(0))
+                .unwrap_or(u32::MAX);
+            for path in &self.settings.other_boards {
+                // Fail open per board: an unreadable neighbour does not stop this one.
+                if let Ok(other) = Board::open_path(path, &board::OpenOptions::default())
+                    && let Ok(n) = other.running_on_host(&self.settings.host_prefix)
+                {
+                    total = total.saturating_add(u32::try_from(n.max(0)).unwrap_or(u32::MAX));
+                }
+            }
+            budget = budget.min(cap.saturating_sub(total));
+        }
+        Ok(budget)
+    }
+
+    fn claim_and_spawn(&mut self, budget: u32) -> Result<(), BoardError> {
+        if budget == 0 {
+            return Ok(());
+        }
+        let s = self.settings;
+        // Nonspawnable tasks are skipped without using the budget, so look a little further.
+        let limit = budget as usize + 64;
+        let candidates = self
+            .board
+            .ready_candidates(self.now, s.rate_limit_cooldown_seconds, limit)?;
+        let mut started = 0;
+        for c in candidates {
+            if started >= budget {
+                break;
+            }
+            let profile = s.profile_for(c.assignee.as_deref());
+            if !s.profiles.contains(&profile) {
+                self.report.skipped_nonspawnable.push((c.id.clone(), profile));
+                continue;
+            }
+            if s.dry_run {
+                self.report.spawned.push(SpawnedWorker {
+                    task_id: c.id.clone(),
+                    title: c.title.clone(),
+                    run_id: 0,
+                    profile,
+                    pid: None,
+                });
+                started += 1;
+                continue;
+            }
+            let spec = board::ClaimSpec {
+                lock: s.claim_lock.clone(),
+                ttl_seconds: s.claim_ttl_seconds,
+            };
+            let claimed = match self.board.claim(&c.id, &spec, self.now)? {
+                board::ClaimOutcome::Claimed(claimed) => claimed,
+                board::ClaimOutcome::Lost(_) => continue,
+            };
+            started += 1;
+            let slug = &s.location.slug;
+            let request = SpawnRequest {
+                task_id: c.id.clone(),
+                run_id: claimed.run_id,
+                claim_lock: claimed.claim_lock.clone(),
+                profile: profile.clone(),
+                root: s.root.clone(),
+                board: slug.clone(),
+                db: s.location.db_path.clone(),
+                workspaces_root: board::paths::workspaces_root(&s.root, slug),
+                workspace: board::paths::workspace_dir(&s.root, slug, &c.id),
+                log: board::paths::log_path(&s.root, slug, &c.id),
+                branch: c.branch_name.clone(),
+                goal_mode: c.goal_mode,
+                goal_max_turns: c.goal_max_turns,
+                tenant: c.tenant.clone(),
+            };
+            match self.workers.spawn(&request) {
+                Ok(pid) => {
+                    let fingerprint = self
+                        .workers
+                        .fingerprint(pid)
+                        .unwrap_or_else(|| super::process::UNVERIFIED.to_owned());
+                    // Refused only if the claim vanished in between (an operator): nothing to do.
+                    let _ = self.board.record_spawn(
+                        &c.id,
+                        claimed.run_id,
+                        &claimed.claim_lock,
+                        pid,
+                        &fingerprint,
+                        self.now,
+                    )?;
+                    self.report.spawned.push(SpawnedWorker {
+                        task_id: c.id.clone(),
+                        title: c.title.clone(),
+                        run_id: claimed.run_id,
+                        profile,
+                        pid: Some(pid),
+                    });
+                }
+                Err(err) => {
+                    let error = err.to_string();
+                    let failures = self.board.get_task(&c.id)?.consecutive_failures + 1;
+                    let release = Release {
+                        claim_lock: Some(&claimed.claim_lock),
+                        run_id: Some(claimed.run_id),
+                        outcome: "spawn_failed",
+                        event: Event::SpawnFailed {
+                            error: error.clone(),
+                            failures,
+                            retry_status: Status::Ready,
+                            infrastructure: None,
+                        },
+                        failure: self.counted(&c.id)?,
+                        error: error.clone(),
+                    };
+                    self.release(&c.id, &release)?;
+                    self.report.spawn_failed.push((c.id.clone(), error));
+                }
+            }
+        }
+        Ok(())
+    }
+}
