@@ -13,6 +13,7 @@
 mod error;
 pub mod events;
 pub mod fsck;
+mod lifecycle;
 pub mod model;
 pub mod outcome;
 pub mod paths;
@@ -24,6 +25,7 @@ pub mod tasks;
 pub use error::{BoardError, Result};
 pub use events::{Event, StoredEvent, Termination, append_event};
 pub use fsck::Violation;
+pub use lifecycle::*;
 pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef};
 pub use outcome::*;
 pub use paths::{BoardLocation, DEFAULT_BOARD};

@@ -189,6 +189,7 @@ mod tests {
         BoardLocation {
             slug: "default".into(),
             db_path: PathBuf::from("/tmp/x/kanban.db"),
+            pinned: false,
         }
     }
 

@@ -255,10 +255,9 @@ pub fn run(
     } else {
         rc
     };
-    let output = agent::tail(&last_output, LAST_OUTPUT_CHARS * 4);
-    let output: String = output
+    let output: String = last_output
         .chars()
-        .skip(output.chars().count().saturating_sub(LAST_OUTPUT_CHARS))
+        .skip(last_output.chars().count().saturating_sub(LAST_OUTPUT_CHARS))
         .collect();
     if let Err(err) = bound.board.record_worker_result(
         &task,
@@ -288,6 +287,7 @@ fn work(
     let location = BoardLocation {
         slug: board_slug.unwrap_or(crate::board::DEFAULT_BOARD).to_owned(),
         db_path: db.to_owned(),
+        pinned: true,
     };
     let settings = Settings::new(root.to_owned(), location, &config)?;
     let now = clock.now();
