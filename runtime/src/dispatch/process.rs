@@ -201,6 +201,20 @@ pub fn terminate(
     report
 }
 
+/// Kills what is left of a dead worker's process group (its agent's children, which lead no group
+/// of their own). Only when no process `pid` exists (or it is a zombie): Linux never hands out a
+/// pid that is still a process group's id, so group `pid` can then only hold the old worker's
+/// descendants. Returns whether a signal was delivered.
+pub fn kill_leftover_group(pid: i64) -> bool {
+    if liveness(pid, None) != Liveness::Dead {
+        return false;
+    }
+    let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    rustix::process::kill_process_group(raw, Signal::KILL).is_ok()
+}
+
 /// `"<hostname>:<pid>"` of this process: the claim lock a dispatcher writes and the prefix that
 /// makes a claim host-local.
 pub fn claimer_id() -> String {

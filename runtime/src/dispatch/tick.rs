@@ -389,7 +389,8 @@ impl Tick<'_> {
         for task in candidates {
             let Some(pid) = task.worker_pid else { continue };
             match self.liveness(&task) {
-                Some(Liveness::Dead | Liveness::Recycled) => {}
+                Some(Liveness::Dead) => self.workers.kill_leftovers(pid),
+                Some(Liveness::Recycled) => {}
                 _ => continue,
             }
             let reaped = self.workers.exit_of(pid);

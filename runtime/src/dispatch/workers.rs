@@ -40,6 +40,8 @@ pub trait Workers {
     fn terminate(&mut self, pid: i64, fingerprint: Option<&str>, wait: KillWait) -> Termination;
     /// Children still running.
     fn children(&self) -> usize;
+    /// Kills the leftovers (its agent's children) of a worker that is already dead.
+    fn kill_leftovers(&mut self, _pid: i64) {}
 }
 
 /// How long a reaped exit status is remembered for the crash sweep.
@@ -131,6 +133,10 @@ impl Workers for Processes {
 
     fn children(&self) -> usize {
         self.children.len()
+    }
+
+    fn kill_leftovers(&mut self, pid: i64) {
+        process::kill_leftover_group(pid);
     }
 }
 
