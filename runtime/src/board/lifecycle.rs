@@ -144,7 +144,8 @@ fn refusal(tx: &Tx<'_>, id: &str, lock: Option<&str>, run_id: Option<i64>) -> Re
     })
 }
 
-/// Records the pid and fingerprint of a freshly spawned worker (event `spawned`).
+/// Records the pid and fingerprint of a freshly spawned worker (event `spawned`, always appended;
+/// the task row is updated only while the claim is still the one spawned for).
 pub fn record_spawn_in(
     tx: &Tx<'_>,
     id: &str,
@@ -157,24 +158,29 @@ pub fn record_spawn_in(
     let sql = format!(
         "UPDATE tasks SET worker_pid = ?4, worker_started_at = ?5 WHERE id = ?1 AND {FENCE}"
     );
-    if !cas(tx, &sql, params![id, claim_lock, run_id, pid, fingerprint])? {
-        return Ok(Outcome::Refused(refusal(
-            tx,
-            id,
-            Some(claim_lock),
-            Some(run_id),
-        )?));
-    }
+    let current = cas(tx, &sql, params![id, claim_lock, run_id, pid, fingerprint])?;
+    // A fast worker may have registered, finished and closed its run before this record: the
+    // process was still started for this run, so the run row and the `spawned` event say so.
     tx.execute(
-        "UPDATE task_runs SET worker_pid = ?2, worker_started_at = ?3 WHERE id = ?1 AND ended_at IS NULL",
-        params![run_id, pid, fingerprint],
+        "UPDATE task_runs SET worker_pid = COALESCE(worker_pid, ?2), \
+         worker_started_at = COALESCE(worker_started_at, ?3) WHERE id = ?1 AND task_id = ?4",
+        params![run_id, pid, fingerprint, id],
     )?;
     let event = Event::Spawned {
         pid,
         started_at: Some(fingerprint.to_owned()),
     };
     append_event(tx, id, Some(run_id), &event, now)?;
-    Ok(Outcome::Done(()))
+    if current {
+        Ok(Outcome::Done(()))
+    } else {
+        Ok(Outcome::Refused(refusal(
+            tx,
+            id,
+            Some(claim_lock),
+            Some(run_id),
+        )?))
+    }
 }
 
 /// A worker binds to its run: the claim must still be the one it was spawned for, and no other
