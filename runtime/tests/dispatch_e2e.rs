@@ -18,7 +18,11 @@ fn two_hundred_tasks_each_complete_exactly_once_and_fsck_is_clean() {
         ids.push(home.create(Home::task(&format!("task {i}"), "done", None, vec![])));
     }
     let out = home.dispatch_until_idle(&[], Duration::from_secs(150));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for id in &ids {
         let task = board.get_task(id).unwrap();
         assert_eq!(task.status, Status::Done, "{id}");
@@ -43,7 +47,11 @@ fn a_dependency_chain_completes_strictly_in_order() {
         chain.push(home.create(new));
     }
     let out = home.dispatch_until_idle(&[], Duration::from_secs(60));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Event ids are a total order of commits: each step is claimed after its parent completed.
     let event_id = |id: &str, kind: &str| {
         home.events(id)
@@ -60,9 +68,11 @@ fn a_dependency_chain_completes_strictly_in_order() {
             pair[0]
         );
     }
-    assert!(chain
-        .iter()
-        .all(|id| home.board().get_task(id).unwrap().status == Status::Done));
+    assert!(
+        chain
+            .iter()
+            .all(|id| home.board().get_task(id).unwrap().status == Status::Done)
+    );
 }
 
 #[test]
@@ -92,7 +102,12 @@ fn two_dispatchers_on_one_board_never_run_two_workers_for_one_task() {
         for id in &ids {
             assert_eq!(board.get_task(id).unwrap().status, Status::Done);
             let runs = board.runs(id).unwrap();
-            assert_eq!(runs.len(), 1, "round {round}: {id} ran {} times", runs.len());
+            assert_eq!(
+                runs.len(),
+                1,
+                "round {round}: {id} ran {} times",
+                runs.len()
+            );
             let spawns = home.kinds(id).iter().filter(|k| *k == "spawned").count();
             *spawned_by.entry(id.clone()).or_default() += spawns;
         }

@@ -23,12 +23,16 @@ fn a_worker_killed_with_sigkill_is_reclaimed_counted_and_redone_by_a_new_worker(
     let body = "if [ -e .second ]; then echo second try; else touch .second; sleep 60; fi";
     let id = home.create(Home::task("victim", "sh", Some(body), vec![]));
     let _daemon = home.daemon();
-    home.wait_for("the first worker to register", Duration::from_secs(30), |b| {
-        b.events(&id, None)
-            .unwrap()
-            .iter()
-            .any(|e| e.kind == "worker_registered")
-    });
+    home.wait_for(
+        "the first worker to register",
+        Duration::from_secs(30),
+        |b| {
+            b.events(&id, None)
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == "worker_registered")
+        },
+    );
     let pid = home.board().get_task(&id).unwrap().worker_pid.unwrap();
     kill("-KILL", pid);
     home.wait_for("the task to be done", Duration::from_secs(30), |b| {
@@ -44,12 +48,20 @@ fn a_worker_killed_with_sigkill_is_reclaimed_counted_and_redone_by_a_new_worker(
     assert_eq!(payload["exit_kind"], "signaled", "{payload}");
     // The failure was counted on the crashed run (completion then reset the counter).
     let runs = home.board().runs(&id).unwrap();
-    assert!(runs[0].error.as_deref().unwrap_or("").contains("killed by signal 9"));
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("killed by signal 9")
+    );
     assert!(runs[1].started_at >= runs[0].ended_at.unwrap());
     // The killed worker's agent (`sleep 60`, same process group) did not outlive it.
-    home.wait_for("the orphaned sleep to be gone", Duration::from_secs(10), |_| {
-        !pid_alive(pid) && !group_alive(pid)
-    });
+    home.wait_for(
+        "the orphaned sleep to be gone",
+        Duration::from_secs(10),
+        |_| !pid_alive(pid) && !group_alive(pid),
+    );
 }
 
 fn group_alive(pgid: i64) -> bool {
@@ -65,13 +77,25 @@ fn group_alive(pgid: i64) -> bool {
 fn a_live_heartbeating_worker_past_its_ttl_keeps_its_claim() {
     // TTL 2 s: the worker heartbeats every ~0.7 s while its agent runs for ~4 s.
     let home = Home::new(&config("max_spawn = 2\nclaim_ttl_seconds = 2"));
-    let id = home.create(Home::task("slow", "sh", Some("sleep 4; echo slow but fine"), vec![]));
+    let id = home.create(Home::task(
+        "slow",
+        "sh",
+        Some("sleep 4; echo slow but fine"),
+        vec![],
+    ));
     let out = home.dispatch_until_idle(&[], Duration::from_secs(60));
     assert!(out.status.success());
     assert_eq!(run_outcomes(&home, &id), ["completed"]);
     let kinds = home.kinds(&id);
-    assert!(kinds.iter().filter(|k| *k == "heartbeat").count() >= 2, "{kinds:?}");
-    assert_eq!(kinds.iter().filter(|k| *k == "spawned").count(), 1, "{kinds:?}");
+    assert!(
+        kinds.iter().filter(|k| *k == "heartbeat").count() >= 2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "spawned").count(),
+        1,
+        "{kinds:?}"
+    );
     assert!(!kinds.iter().any(|k| k == "reclaimed"), "{kinds:?}");
 }
 
@@ -84,7 +108,11 @@ fn a_worker_ignoring_sigterm_makes_the_reclaim_wait_and_never_gets_a_twin() {
         ..Home::task("stubborn", "sh", Some(body), vec![])
     });
     let out = home.dispatch_until_idle(&[], Duration::from_secs(60));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(run_outcomes(&home, &id), ["timed_out", "completed"]);
     let events = home.events(&id);
     let timed_out = events.iter().find(|e| e.kind == "timed_out").unwrap();
@@ -95,7 +123,10 @@ fn a_worker_ignoring_sigterm_makes_the_reclaim_wait_and_never_gets_a_twin() {
     assert!(!pid_alive(first_pid));
     let spawns: Vec<_> = events.iter().filter(|e| e.kind == "spawned").collect();
     assert_eq!(spawns.len(), 2);
-    assert!(spawns[1].id > timed_out.id, "second worker before the first was released");
+    assert!(
+        spawns[1].id > timed_out.id,
+        "second worker before the first was released"
+    );
 }
 
 #[test]
@@ -108,7 +139,10 @@ fn exit_75_requeues_without_a_failure_and_respawns_only_after_the_cooldown() {
     assert_eq!(run_outcomes(&home, &id), ["rate_limited", "completed"]);
     let runs = home.board().runs(&id).unwrap();
     // Cooldown 2 s (config): the board's own timestamps show the gap.
-    assert!(runs[1].started_at >= runs[0].ended_at.unwrap() + 2, "{runs:?}");
+    assert!(
+        runs[1].started_at >= runs[0].ended_at.unwrap() + 2,
+        "{runs:?}"
+    );
     let kinds = home.kinds(&id);
     assert!(kinds.contains(&"rate_limited".to_owned()));
     assert!(!kinds.contains(&"crashed".to_owned()) && !kinds.contains(&"gave_up".to_owned()));
@@ -150,7 +184,8 @@ fn exit_0_without_complete_is_a_protocol_violation() {
     assert!(kinds.contains(&"gave_up".to_owned()));
     let task = home.board().get_task(&id).unwrap();
     assert_eq!(task.status, Status::Blocked);
-    let log = std::fs::read_to_string(home.root.join(format!("kanban/logs/default/{id}.log"))).unwrap();
+    let log =
+        std::fs::read_to_string(home.root.join(format!("kanban/logs/default/{id}.log"))).unwrap();
     assert_eq!(log.matches("stop nudge").count(), 6, "{log}");
     assert!(log.contains("[kanban-worker-exit] rc=0"));
 }

@@ -98,6 +98,17 @@ pub struct Released {
     pub gave_up: bool,
 }
 
+/// What a worker reports when it finishes (`worker_result`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerResult<'a> {
+    pub task_id: &'a str,
+    pub run_id: Option<i64>,
+    pub pid: i64,
+    pub claim_lock: Option<&'a str>,
+    pub exit_code: i32,
+    pub last_output: Option<&'a str>,
+}
+
 /// A worker's registration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Registered {
@@ -313,7 +324,9 @@ pub fn release_claim_in(
             let n = task.consecutive_failures + 1;
             (n, n >= limit, Some((limit, source)))
         }
-        Failure::Trip { limit, source } => (task.consecutive_failures + 1, true, Some((limit, source))),
+        Failure::Trip { limit, source } => {
+            (task.consecutive_failures + 1, true, Some((limit, source)))
+        }
     };
     let status = if tripped {
         Status::Blocked
@@ -336,7 +349,15 @@ pub fn release_claim_in(
         }));
     }
     if let Some(run_id) = release.run_id {
-        close_run_in(tx, run_id, release.outcome, release.outcome, None, Some(&error), now)?;
+        close_run_in(
+            tx,
+            run_id,
+            release.outcome,
+            release.outcome,
+            None,
+            Some(&error),
+            now,
+        )?;
     }
     append_event(tx, id, release.run_id, &release.event, now)?;
     if tripped && let Some((limit, source)) = limit {
@@ -422,7 +443,12 @@ impl Board {
 
     /// Up to `limit` claimable ready tasks, priority DESC then created_at ASC (then creation
     /// order), leaving out those whose last run was rate limited less than `cooldown` ago.
-    pub fn ready_candidates(&self, now: i64, cooldown: i64, limit: usize) -> Result<Vec<Candidate>> {
+    pub fn ready_candidates(
+        &self,
+        now: i64,
+        cooldown: i64,
+        limit: usize,
+    ) -> Result<Vec<Candidate>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, t.goal_max_turns \
              FROM tasks t WHERE t.status = 'ready' AND t.claim_lock IS NULL \
@@ -539,7 +565,12 @@ impl Board {
     }
 
     /// See [`extend_claim_in`].
-    pub fn extend_claim(&self, task: &RunningTask, new_expires: i64, now: i64) -> Result<Outcome<()>> {
+    pub fn extend_claim(
+        &self,
+        task: &RunningTask,
+        new_expires: i64,
+        now: i64,
+    ) -> Result<Outcome<()>> {
         self.write(|tx| extend_claim_in(tx, task, new_expires, now))
     }
 
@@ -556,7 +587,12 @@ impl Board {
     }
 
     /// See [`release_claim_in`].
-    pub fn release_claim(&self, id: &str, release: &Release<'_>, now: i64) -> Result<Outcome<Released>> {
+    pub fn release_claim(
+        &self,
+        id: &str,
+        release: &Release<'_>,
+        now: i64,
+    ) -> Result<Outcome<Released>> {
         self.write(|tx| release_claim_in(tx, id, release, now))
     }
 
@@ -566,22 +602,13 @@ impl Board {
     }
 
     /// Appends the worker's claim-bound `worker_result` (an event only; it changes no state).
-    pub fn record_worker_result(
-        &self,
-        id: &str,
-        run_id: Option<i64>,
-        pid: i64,
-        claim_lock: Option<&str>,
-        exit_code: i32,
-        last_output: Option<&str>,
-        now: i64,
-    ) -> Result<()> {
+    pub fn record_worker_result(&self, result: &WorkerResult<'_>, now: i64) -> Result<()> {
         let event = Event::WorkerResult {
-            pid,
-            claim_lock: claim_lock.map(str::to_owned),
-            exit_code,
-            last_output: last_output.map(|o| cap(o, 2000)),
+            pid: result.pid,
+            claim_lock: result.claim_lock.map(str::to_owned),
+            exit_code: result.exit_code,
+            last_output: result.last_output.map(|o| cap(o, 2000)),
         };
-        self.write(|tx| append_event(tx, id, run_id, &event, now).map(|_| ()))
+        self.write(|tx| append_event(tx, result.task_id, result.run_id, &event, now).map(|_| ()))
     }
 }

@@ -114,7 +114,14 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
             settings.claim_lock
         );
     }
-    dispatch::daemon::run(&mut board, &settings, &clock, &mut workers, &options, &mut print)?;
+    dispatch::daemon::run(
+        &mut board,
+        &settings,
+        &clock,
+        &mut workers,
+        &options,
+        &mut print,
+    )?;
     Ok(Exit::OK)
 }
 
@@ -143,7 +150,12 @@ pub(crate) fn report_lines(board: &Board, report: &TickReport) -> Vec<String> {
         if status == Some(Status::Done) {
             out.push(format!("completed  {} (pid {})", r.task_id, r.pid));
         } else if status == Some(Status::Blocked) {
-            out.push(format!("blocked    {} (pid {} {})", r.task_id, r.pid, r.exit.describe()));
+            out.push(format!(
+                "blocked    {} (pid {} {})",
+                r.task_id,
+                r.pid,
+                r.exit.describe()
+            ));
         }
     }
     for id in &report.promoted {
@@ -153,7 +165,9 @@ pub(crate) fn report_lines(board: &Board, report: &TickReport) -> Vec<String> {
         out.push(format!("extended   {id}: worker alive, claim extended"));
     }
     for id in &report.deferred {
-        out.push(format!("deferred   {id}: worker survived termination, reclaim deferred"));
+        out.push(format!(
+            "deferred   {id}: worker survived termination, reclaim deferred"
+        ));
     }
     for id in &report.reclaimed {
         out.push(format!("reclaimed  {id}: claim expired"));
@@ -251,7 +265,14 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
             println!("  {line}");
         }
     };
-    dispatch::daemon::run(&mut board, &settings, &clock, &mut workers, &options, &mut print)?;
+    dispatch::daemon::run(
+        &mut board,
+        &settings,
+        &clock,
+        &mut workers,
+        &options,
+        &mut print,
+    )?;
 
     let rows = dispatch::demo::summary(&board)?;
     let violations = board.fsck()?;
@@ -263,7 +284,10 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         }))?;
     } else {
         println!();
-        println!("{:<12} {:<28} {:<8} {:>4}  outcomes", "task", "title", "status", "runs");
+        println!(
+            "{:<12} {:<28} {:<8} {:>4}  outcomes",
+            "task", "title", "status", "runs"
+        );
         for r in &rows {
             println!(
                 "{:<12} {:<28} {:<8} {:>4}  {}",

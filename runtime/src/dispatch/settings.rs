@@ -97,7 +97,11 @@ fn at_least(key: &'static str, value: i64, min: i64) -> Result<i64, SettingsErro
 
 impl Settings {
     /// The effective settings for `location` under `root`, from `config` and the environment.
-    pub fn new(root: PathBuf, location: BoardLocation, config: &Config) -> Result<Settings, SettingsError> {
+    pub fn new(
+        root: PathBuf,
+        location: BoardLocation,
+        config: &Config,
+    ) -> Result<Settings, SettingsError> {
         let d = &config.dispatch;
         let claim_ttl_seconds = match env_seconds(Setting::ClaimTtlSeconds, 1)? {
             Some(n) => n,

@@ -176,12 +176,15 @@ fn expired_claim_with_live_heartbeating_worker_is_extended() {
     e.tick();
     e.clock.advance(e.settings.claim_ttl_seconds + 1);
     let r = e.tick();
-    assert_eq!(r.extended, [id.clone()]);
+    assert_eq!(r.extended, [id.as_str()]);
     assert_eq!(e.status(&id), Status::Running);
     assert_eq!(e.fake.spawns_of(&id), 1);
     assert!(e.fake.terminated.is_empty());
     let t = e.board.get_task(&id).unwrap();
-    assert_eq!(t.claim_expires, Some(e.clock.now() + e.settings.claim_ttl_seconds));
+    assert_eq!(
+        t.claim_expires,
+        Some(e.clock.now() + e.settings.claim_ttl_seconds)
+    );
     assert!(e.kinds(&id).contains(&"claim_extended".to_owned()));
 }
 
@@ -196,7 +199,7 @@ fn worker_that_survives_termination_defers_the_reclaim_and_is_never_duplicated()
     e.clock.advance(e.settings.heartbeat_max_stale_seconds + 1);
     for _ in 0..3 {
         let r = e.tick();
-        assert_eq!(r.deferred, [id.clone()]);
+        assert_eq!(r.deferred, [id.as_str()]);
         assert!(r.spawned.is_empty());
         assert_eq!(e.status(&id), Status::Running);
         e.clock.advance(e.settings.reclaim_defer_seconds + 1);
@@ -205,7 +208,7 @@ fn worker_that_survives_termination_defers_the_reclaim_and_is_never_duplicated()
     // Once it can be killed, the claim is released (counted) and a new worker starts.
     e.fake.survive.clear();
     let r = e.tick();
-    assert_eq!(r.reclaimed, [id.clone()]);
+    assert_eq!(r.reclaimed, [id.as_str()]);
     assert_eq!(r.spawned.len(), 1);
     assert_eq!(e.fake.spawns_of(&id), 2);
     let t = e.board.get_task(&id).unwrap();
@@ -242,7 +245,7 @@ fn exit_78_blocks_and_stays_blocked() {
     e.tick();
     e.fake.exit(&id, WorkerExit::Exited { code: 78 });
     let r = e.tick();
-    assert_eq!(r.gave_up, [id.clone()]);
+    assert_eq!(r.gave_up, [id.as_str()]);
     for _ in 0..3 {
         e.clock.advance(3600);
         assert!(e.tick().spawned.is_empty());
@@ -267,7 +270,7 @@ fn exit_0_without_complete_is_a_protocol_violation_not_counted_until_the_budget(
             assert_eq!(t.consecutive_failures, 0);
         } else {
             assert_eq!(t.status, Status::Blocked);
-            assert_eq!(r.gave_up, [id.clone()]);
+            assert_eq!(r.gave_up, [id.as_str()]);
         }
     }
     assert!(e.kinds(&id).contains(&"protocol_violation".to_owned()));
@@ -285,7 +288,7 @@ fn crashes_count_and_the_breaker_gives_up_at_the_limit() {
     assert_eq!(r.spawned.len(), 1, "a crash is retried at once");
     e.fake.exit(&id, WorkerExit::Exited { code: 1 });
     let r = e.tick();
-    assert_eq!(r.gave_up, [id.clone()]);
+    assert_eq!(r.gave_up, [id.as_str()]);
     let t = e.board.get_task(&id).unwrap();
     assert_eq!((t.status, t.consecutive_failures), (Status::Blocked, 2));
 }
@@ -305,7 +308,10 @@ fn a_superseded_run_can_neither_heartbeat_nor_complete() {
         claim_lock: old_lock,
         run_id: Some(old_run),
     };
-    let hb = e.board.heartbeat(&id, &fence, None, 900, e.clock.now()).unwrap();
+    let hb = e
+        .board
+        .heartbeat(&id, &fence, None, 900, e.clock.now())
+        .unwrap();
     assert!(matches!(hb, Outcome::Refused(_)));
     let done = e
         .board
@@ -359,7 +365,7 @@ fn runtime_cap_times_out_and_counts() {
     e.tick();
     e.clock.advance(61);
     let r = e.tick();
-    assert_eq!(r.timed_out, [id.clone()]);
+    assert_eq!(r.timed_out, [id.as_str()]);
     assert_eq!(e.board.get_task(&id).unwrap().consecutive_failures, 1);
     assert!(e.kinds(&id).contains(&"timed_out".to_owned()));
 }

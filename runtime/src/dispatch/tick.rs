@@ -161,7 +161,10 @@ pub fn tick(
             ..TickReport::default()
         },
     };
-    t.run().map_err(|source| TickError::Board { board: slug, source })?;
+    t.run().map_err(|source| TickError::Board {
+        board: slug,
+        source,
+    })?;
     Ok(t.report)
 }
 
@@ -240,7 +243,12 @@ impl Tick<'_> {
         }
     }
 
-    fn defer(&mut self, task: &RunningTask, reason: &str, termination: &Termination) -> Result<(), BoardError> {
+    fn defer(
+        &mut self,
+        task: &RunningTask,
+        reason: &str,
+        termination: &Termination,
+    ) -> Result<(), BoardError> {
         let until = self.now + self.settings.reclaim_defer_seconds;
         if self
             .board
@@ -402,7 +410,8 @@ impl Tick<'_> {
             {
                 continue;
             }
-            let log = board::paths::log_path(&self.settings.root, &self.settings.location.slug, &task.id);
+            let log =
+                board::paths::log_path(&self.settings.root, &self.settings.location.slug, &task.id);
             let exit = exit::resolve(reaped, &log);
             let class = exit::classify(exit);
             let claimer = task.claim_lock.clone();
@@ -418,7 +427,9 @@ impl Tick<'_> {
                         retry_status: Status::Ready,
                     },
                     Failure::NotCounted,
-                    format!("pid {pid} exited rate-limited (rc=75); requeued without counting a failure"),
+                    format!(
+                        "pid {pid} exited rate-limited (rc=75); requeued without counting a failure"
+                    ),
                 ),
                 ExitClass::ProtocolViolation => {
                     let streak = self.board.protocol_violation_streak(&task.id)? + 1;
@@ -458,7 +469,9 @@ impl Tick<'_> {
                             retry_status: Status::Ready,
                         },
                         Failure::Trip { limit, source },
-                        format!("pid {pid} exited with code 78 (terminal provider or configuration error); blocked until an operator unblocks it"),
+                        format!(
+                            "pid {pid} exited with code 78 (terminal provider or configuration error); blocked until an operator unblocks it"
+                        ),
                     )
                 }
                 ExitClass::Crashed => (
@@ -553,8 +566,12 @@ impl Tick<'_> {
         let running = u32::try_from(running.max(0)).unwrap_or(u32::MAX);
         let mut budget = self.settings.max_spawn.saturating_sub(running);
         if let Some(cap) = self.settings.max_in_progress {
-            let mut total = u32::try_from(self.board.running_on_host(&self.settings.host_prefix)?.max(0))
-                .unwrap_or(u32::MAX);
+            let mut total = u32::try_from(
+                self.board
+                    .running_on_host(&self.settings.host_prefix)?
+                    .max(0),
+            )
+            .unwrap_or(u32::MAX);
             for path in &self.settings.other_boards {
                 // Fail open per board: an unreadable neighbour does not stop this one.
                 if let Ok(other) = Board::open_path(path, &board::OpenOptions::default())
@@ -575,9 +592,9 @@ impl Tick<'_> {
         let s = self.settings;
         // Nonspawnable tasks are skipped without using the budget, so look a little further.
         let limit = budget as usize + 64;
-        let candidates = self
-            .board
-            .ready_candidates(self.now, s.rate_limit_cooldown_seconds, limit)?;
+        let candidates =
+            self.board
+                .ready_candidates(self.now, s.rate_limit_cooldown_seconds, limit)?;
         let mut started = 0;
         for c in candidates {
             if started >= budget {
@@ -585,7 +602,9 @@ impl Tick<'_> {
             }
             let profile = s.profile_for(c.assignee.as_deref());
             if !s.profiles.contains(&profile) {
-                self.report.skipped_nonspawnable.push((c.id.clone(), profile));
+                self.report
+                    .skipped_nonspawnable
+                    .push((c.id.clone(), profile));
                 continue;
             }
             if s.dry_run {

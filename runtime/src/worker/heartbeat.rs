@@ -48,7 +48,8 @@ impl Heartbeat {
             beats: AtomicU64::new(0),
         });
         let inner = Arc::clone(&shared);
-        let thread = crate::identity::spawn("kanban-heartbeat", move || beat(&spec, &*clock, &inner))?;
+        let thread =
+            crate::identity::spawn("kanban-heartbeat", move || beat(&spec, &*clock, &inner))?;
         Ok(Heartbeat {
             shared,
             thread: Some(thread),

@@ -51,7 +51,9 @@ pub enum WorkerError {
         "`kanban worker` runs only as a dispatcher-spawned worker: this process has no owned worker identity (HERMES_KANBAN_TASK) or runs in a delegated child"
     )]
     NotAWorker,
-    #[error("the worker identity of task {task} lacks {what}; it was not started by `kanban dispatch`")]
+    #[error(
+        "the worker identity of task {task} lacks {what}; it was not started by `kanban dispatch`"
+    )]
     Incomplete { task: String, what: &'static str },
     #[error("worker for task {task}: {source}")]
     Board {
@@ -199,12 +201,17 @@ pub fn run(
         task: task.clone(),
         what,
     };
-    let run_id = identity.run_id.ok_or_else(|| incomplete("HERMES_KANBAN_RUN_ID"))?;
+    let run_id = identity
+        .run_id
+        .ok_or_else(|| incomplete("HERMES_KANBAN_RUN_ID"))?;
     let claim_lock = identity
         .claim_lock
         .clone()
         .ok_or_else(|| incomplete("HERMES_KANBAN_CLAIM_LOCK"))?;
-    let db = identity.db.clone().ok_or_else(|| incomplete("HERMES_KANBAN_DB"))?;
+    let db = identity
+        .db
+        .clone()
+        .ok_or_else(|| incomplete("HERMES_KANBAN_DB"))?;
     let workspace = identity
         .workspace
         .clone()
@@ -238,8 +245,15 @@ pub fn run(
     };
 
     // From here on every path ends with a worker_result and the trailer.
-    let (rc, last_output) = match work(root, &bound, &db, identity.board.as_deref(), clock.clone(), interrupted, log)
-    {
+    let (rc, last_output) = match work(
+        root,
+        &bound,
+        &db,
+        identity.board.as_deref(),
+        clock.clone(),
+        interrupted,
+        log,
+    ) {
         Ok(done) => done,
         Err(err) => {
             let _ = writeln!(log, "kanban worker: {err}");
@@ -257,17 +271,22 @@ pub fn run(
     };
     let output: String = last_output
         .chars()
-        .skip(last_output.chars().count().saturating_sub(LAST_OUTPUT_CHARS))
+        .skip(
+            last_output
+                .chars()
+                .count()
+                .saturating_sub(LAST_OUTPUT_CHARS),
+        )
         .collect();
-    if let Err(err) = bound.board.record_worker_result(
-        &task,
-        Some(run_id),
-        bound.pid,
-        Some(&bound.claim_lock),
-        rc,
-        (!output.is_empty()).then_some(output.as_str()),
-        clock.now(),
-    ) {
+    let result = crate::board::WorkerResult {
+        task_id: &task,
+        run_id: Some(run_id),
+        pid: bound.pid,
+        claim_lock: Some(&bound.claim_lock),
+        exit_code: rc,
+        last_output: (!output.is_empty()).then_some(output.as_str()),
+    };
+    if let Err(err) = bound.board.record_worker_result(&result, clock.now()) {
         let _ = writeln!(log, "kanban worker: could not record worker_result: {err}");
     }
     Ok(WorkerEnd::Exit(rc))
