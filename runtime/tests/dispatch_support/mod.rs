@@ -3,6 +3,8 @@
 //! as synchronisation, never assertions on wall-clock durations).
 
 #![allow(dead_code)]
+// Test helpers: a failed setup step should fail the test at once, with the panic message.
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
