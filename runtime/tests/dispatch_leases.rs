@@ -5,16 +5,11 @@ mod dispatch_support;
 
 use std::time::Duration;
 
-use dispatch_support::{Home, config, kill, pid_alive};
+use dispatch_support::{Home, config, group_alive, kill, pid_alive};
 use kanban_runtime::board::{NewTask, Status};
 
 fn run_outcomes(home: &Home, id: &str) -> Vec<String> {
-    home.board()
-        .runs(id)
-        .unwrap()
-        .into_iter()
-        .map(|r| r.outcome.unwrap_or_default())
-        .collect()
+    home.run_outcomes(id)
 }
 
 #[test]
@@ -64,14 +59,6 @@ fn a_worker_killed_with_sigkill_is_reclaimed_counted_and_redone_by_a_new_worker(
     );
 }
 
-fn group_alive(pgid: i64) -> bool {
-    std::process::Command::new("kill")
-        .args(["-0", "--", &format!("-{pgid}")])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
 
 #[test]
 fn a_live_heartbeating_worker_past_its_ttl_keeps_its_claim() {

@@ -123,6 +123,16 @@ impl Home {
         events
     }
 
+    /// Outcomes of the task's runs, oldest first.
+    pub fn run_outcomes(&self, id: &str) -> Vec<String> {
+        self.board()
+            .runs(id)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.outcome.unwrap_or_default())
+            .collect()
+    }
+
     pub fn kinds(&self, id: &str) -> Vec<String> {
         self.events(id).into_iter().map(|e| e.kind).collect()
     }
@@ -197,4 +207,14 @@ pub fn pid_alive(pid: i64) -> bool {
             .is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
     }
+}
+
+/// Whether any process is still in process group `pgid`.
+pub fn group_alive(pgid: i64) -> bool {
+    Command::new("kill")
+        .args(["-0", "--", &format!("-{pgid}")])
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
 }
