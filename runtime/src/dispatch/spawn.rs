@@ -6,7 +6,8 @@
 //!
 //! The worker is `<current executable> worker --home <root>` with cwd = its workspace, stdin null,
 //! stdout and stderr appended to the task log, leading its own process group (so TERM/KILL reach
-//! its agent's children too).
+//! its agent's children too), with the executable's directory first on `PATH` so the agent finds
+//! `kanban` for its lifecycle commands.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -98,7 +99,21 @@ pub fn default_spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
         source,
     })?;
 
+    // The agent runs `kanban complete` & co.: put this executable's directory first on PATH.
+    let path = match (exe.parent(), std::env::var_os("PATH")) {
+        (Some(dir), Some(old)) => {
+            let mut dirs = vec![dir.to_owned()];
+            dirs.extend(std::env::split_paths(&old).filter(|d| d != dir));
+            std::env::join_paths(dirs).ok()
+        }
+        (Some(dir), None) => Some(dir.as_os_str().to_owned()),
+        _ => None,
+    };
+
     let mut cmd = identity::command(&exe);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
     cmd.arg("worker")
         .arg("--home")
         .arg(&req.root)

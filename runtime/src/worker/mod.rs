@@ -376,6 +376,10 @@ fn turns(
             Err(err) => {
                 let message = format!("agent failed: {err}");
                 let _ = writeln!(log, "kanban worker: {message}");
+                // e.g. the agent ran `kanban complete` itself and its own completion was refused.
+                if bound.run_closed()? {
+                    return Ok((code::OK, message));
+                }
                 let rc = if interrupted.load(Ordering::SeqCst) {
                     code::INTERRUPTED
                 } else {
