@@ -24,9 +24,10 @@ fn measure_end_to_end_tasks_per_second() {
     let elapsed = start.elapsed();
     assert!(out.status.success());
     let board = home.board();
-    assert!(ids
-        .iter()
-        .all(|id| board.get_task(id).unwrap().status == Status::Done));
+    assert!(
+        ids.iter()
+            .all(|id| board.get_task(id).unwrap().status == Status::Done)
+    );
     assert_eq!(board.fsck().unwrap(), []);
     println!(
         "200 tasks, builtin:complete, max_spawn 8: {:.2} s, {:.0} tasks/s",
@@ -56,7 +57,10 @@ fn measure_new_ready_task_to_worker_registered_with_an_idle_daemon() {
             {
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(30), "never registered");
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "never registered"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         delays.push(start.elapsed());

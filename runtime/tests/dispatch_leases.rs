@@ -6,7 +6,7 @@ mod dispatch_support;
 use std::time::Duration;
 
 use dispatch_support::{Home, config, group_alive, kill, pid_alive};
-use kanban_runtime::board::{NewTask, Status};
+use kanban_runtime::board::{ClaimOutcome, ClaimSpec, Claimed, NewTask, Status};
 
 fn run_outcomes(home: &Home, id: &str) -> Vec<String> {
     home.run_outcomes(id)
@@ -58,7 +58,6 @@ fn a_worker_killed_with_sigkill_is_reclaimed_counted_and_redone_by_a_new_worker(
         |_| !pid_alive(pid) && !group_alive(pid),
     );
 }
-
 
 #[test]
 fn a_live_heartbeating_worker_past_its_ttl_keeps_its_claim() {
@@ -175,4 +174,79 @@ fn exit_0_without_complete_is_a_protocol_violation() {
         std::fs::read_to_string(home.root.join(format!("kanban/logs/default/{id}.log"))).unwrap();
     assert_eq!(log.matches("stop nudge").count(), 6, "{log}");
     assert!(log.contains("[kanban-worker-exit] rc=0"));
+}
+
+#[test]
+fn a_superseded_run_id_can_neither_complete_nor_heartbeat() {
+    let home = Home::new(&config("max_spawn = 2"));
+    let id = home.create(Home::task("handover", "done", None, vec![]));
+    let board = home.board();
+    let spec = |lock: &str| ClaimSpec {
+        lock: lock.to_owned(),
+        ttl_seconds: 900,
+    };
+    let first = match board
+        .claim(&id, &spec("host:1"), dispatch_support::now())
+        .unwrap()
+    {
+        ClaimOutcome::Claimed(c) => c,
+        ClaimOutcome::Lost(r) => panic!("{r}"),
+    };
+    board
+        .reclaim(&id, Some("test"), dispatch_support::now())
+        .unwrap();
+    let second = match board
+        .claim(&id, &spec("host:2"), dispatch_support::now())
+        .unwrap()
+    {
+        ClaimOutcome::Claimed(c) => c,
+        ClaimOutcome::Lost(r) => panic!("{r}"),
+    };
+    let db = home.root.join("kanban.db");
+    let as_worker = |run: &Claimed, args: &[&str]| {
+        home.kanban(args)
+            .env("HERMES_KANBAN_TASK", &id)
+            .env("HERMES_KANBAN_RUN_ID", run.run_id.to_string())
+            .env("HERMES_KANBAN_CLAIM_LOCK", &run.claim_lock)
+            .env("HERMES_KANBAN_DB", &db)
+            .output()
+            .unwrap()
+    };
+    let stale_hb = as_worker(&first, &["heartbeat"]);
+    assert_eq!(stale_hb.status.code(), Some(3), "{stale_hb:?}");
+    let stale_done = as_worker(&first, &["complete", "--summary", "stale"]);
+    assert_eq!(stale_done.status.code(), Some(3), "{stale_done:?}");
+    assert_eq!(board.get_task(&id).unwrap().status, Status::Running);
+    // The current run's worker can.
+    assert_eq!(as_worker(&second, &["heartbeat"]).status.code(), Some(0));
+    assert_eq!(
+        as_worker(&second, &["complete", "--summary", "current"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(board.get_task(&id).unwrap().status, Status::Done);
+}
+
+#[test]
+fn an_agent_uses_the_lifecycle_commands_from_inside_its_worker() {
+    let home = Home::new(&config("max_spawn = 2"));
+    let body = "kanban show >/dev/null && kanban heartbeat --note working \
+                && kanban comment \"$HERMES_KANBAN_TASK\" --body 'halfway' \
+                && kanban complete --summary 'done by the agent'";
+    let id = home.create(Home::task("self-serve", "sh", Some(body), vec![]));
+    let out = home.dispatch_until_idle(&[], Duration::from_secs(60));
+    assert!(out.status.success());
+    let runs = home.board().runs(&id).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome.as_deref(), Some("completed"));
+    assert_eq!(runs[0].summary.as_deref(), Some("done by the agent"));
+    let kinds = home.kinds(&id);
+    assert!(kinds.contains(&"commented".to_owned()), "{kinds:?}");
+    let result = home
+        .events(&id)
+        .into_iter()
+        .find(|e| e.kind == "worker_result")
+        .unwrap();
+    assert_eq!(result.payload.unwrap()["exit_code"], 0);
 }

@@ -492,6 +492,17 @@ impl Board {
         })?)
     }
 
+    /// Ready tasks per assignee (`None` = unassigned), to tell work that can never be spawned
+    /// (a profile nobody defined) from work that is merely waiting.
+    pub fn ready_by_assignee(&self) -> Result<Vec<(Option<String>, i64)>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT NULLIF(TRIM(assignee), ''), COUNT(*) FROM tasks WHERE status = 'ready' \
+             GROUP BY NULLIF(TRIM(assignee), '')",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Running tasks claimed by a lock that starts with `host_prefix` (`"<hostname>:"`).
     pub fn running_on_host(&self, host_prefix: &str) -> Result<i64> {
         let mut stmt = self.conn().prepare_cached(

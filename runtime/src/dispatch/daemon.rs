@@ -58,7 +58,12 @@ pub struct LoopOptions {
     pub stop: Arc<AtomicBool>,
 }
 
-/// Runs ticks until `options.mode` says stop; `on_tick` sees every report (for printing).
+/// Consecutive failed ticks after which the loop gives up and returns the last error.
+pub const MAX_FAILED_TICKS: u32 = 20;
+
+/// Runs ticks until `options.mode` says stop; `on_tick` sees every report (for printing) and
+/// `on_error` every failed tick. A failed tick (a busy or briefly unreadable board) does not stop
+/// the loop; [`MAX_FAILED_TICKS`] in a row do.
 pub fn run(
     board: &mut Board,
     settings: &Settings,
@@ -66,13 +71,28 @@ pub fn run(
     workers: &mut dyn Workers,
     options: &LoopOptions,
     on_tick: &mut dyn FnMut(&Board, &TickReport),
+    on_error: &mut dyn FnMut(&TickError),
 ) -> Result<(), TickError> {
-    let board_err = |source| TickError::Board {
-        board: settings.location.slug.clone(),
-        source,
-    };
+    let mut failed = 0;
     loop {
-        let report = run_tick(board, settings, clock, workers)?;
+        let report = match run_tick(board, settings, clock, workers) {
+            Ok(report) => {
+                failed = 0;
+                report
+            }
+            Err(err) => {
+                failed += 1;
+                if failed >= MAX_FAILED_TICKS {
+                    return Err(err);
+                }
+                on_error(&err);
+                if options.stop.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                std::thread::sleep(options.interval.min(Duration::from_secs(1)));
+                continue;
+            }
+        };
         on_tick(board, &report);
         if options.stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -84,7 +104,9 @@ pub fn run(
         if report.is_active() && !report.skipped_locked {
             continue;
         }
-        let seen = board.data_version().map_err(board_err)?;
+        let Ok(seen) = board.data_version() else {
+            continue;
+        };
         let children = workers.children();
         let deadline = Instant::now() + options.interval;
         // Under `--until-idle`, a cooldown or a lease may be what we wait for: tick at least
@@ -99,7 +121,7 @@ pub fn run(
                 return Ok(());
             }
             if Instant::now() >= deadline
-                || board.data_version().map_err(board_err)? != seen
+                || board.data_version().map_or(true, |v| v != seen)
                 || workers.children() != children
                 || workers.poll_exited()
             {

@@ -74,8 +74,10 @@ pub struct TickReport {
     pub spawned: Vec<SpawnedWorker>,
     /// (task id, error)
     pub spawn_failed: Vec<(String, String)>,
-    /// (task id, profile) — tasks whose profile is not defined in kanban.toml.
+    /// (task id, profile) — tasks whose profile is not defined in kanban.toml (those looked at).
     pub skipped_nonspawnable: Vec<(String, String)>,
+    /// Ready tasks on the board whose profile is not defined in kanban.toml.
+    pub unspawnable_ready: i64,
     /// Workers this tick was allowed to start.
     pub budget: u32,
     /// Running / ready counts after the tick.
@@ -90,7 +92,7 @@ impl TickReport {
             && self.spawned.is_empty()
             && self.workload.running == 0
             && self.workload.cooling_down == 0
-            && self.workload.ready <= self.skipped_nonspawnable.len() as i64
+            && self.workload.ready <= self.unspawnable_ready
     }
 
     /// Whether the tick changed anything on the board.
@@ -185,6 +187,16 @@ impl Tick<'_> {
         self.report.workload = self
             .board
             .workload(self.now, self.settings.rate_limit_cooldown_seconds)?;
+        self.report.unspawnable_ready = self
+            .board
+            .ready_by_assignee()?
+            .into_iter()
+            .filter(|(assignee, _)| {
+                let profile = self.settings.profile_for(assignee.as_deref());
+                !self.settings.profiles.contains(&profile)
+            })
+            .map(|(_, n)| n)
+            .sum();
         Ok(())
     }
 
