@@ -114,6 +114,7 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
             settings.claim_lock
         );
     }
+    let mut on_error = |err: &dispatch::TickError| eprintln!("kanban dispatch: {err}");
     dispatch::daemon::run(
         &mut board,
         &settings,
@@ -121,6 +122,7 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
         &mut workers,
         &options,
         &mut print,
+        &mut on_error,
     )?;
     Ok(Exit::OK)
 }
@@ -265,6 +267,7 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
             println!("  {line}");
         }
     };
+    let mut on_error = |err: &dispatch::TickError| eprintln!("  kanban dispatch: {err}");
     dispatch::daemon::run(
         &mut board,
         &settings,
@@ -272,6 +275,7 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         &mut workers,
         &options,
         &mut print,
+        &mut on_error,
     )?;
 
     let rows = dispatch::demo::summary(&board)?;
