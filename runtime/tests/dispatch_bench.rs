@@ -39,8 +39,9 @@ fn measure_end_to_end_tasks_per_second() {
 #[test]
 #[ignore = "measurement; run with --ignored on a release build"]
 fn measure_new_ready_task_to_worker_registered_with_an_idle_daemon() {
-    let home = Home::new(&config("max_spawn = 8\ninterval_seconds = 60"));
-    let _daemon = home.daemon();
+    let home = Home::new(&config("max_spawn = 8"));
+    // A long interval: only the wake-on-change path can pick the task up quickly.
+    let _daemon = home.daemon_with_interval("60");
     // Let the daemon reach its idle wait first.
     std::thread::sleep(Duration::from_millis(500));
     let board = home.board();

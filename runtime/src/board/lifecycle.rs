@@ -17,9 +17,9 @@ use serde::Serialize;
 use super::error::Result;
 use super::events::{Event, append_event};
 use super::model::Status;
-use super::outcome::{Outcome, Refusal};
+use super::outcome::{ClaimOutcome, Outcome, Refusal};
 use super::store::{Board, Tx};
-use super::tasks::{close_run_in, load_task};
+use super::tasks::{ClaimSpec, claim_in, close_run_in, load_task};
 
 /// A running task as the dispatcher's reclaim phases see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -96,6 +96,16 @@ pub struct Released {
     pub status: Status,
     pub failures: i64,
     pub gave_up: bool,
+}
+
+/// A spawned worker to record (see [`record_spawn_in`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnRecord {
+    pub task_id: String,
+    pub run_id: i64,
+    pub claim_lock: String,
+    pub pid: i64,
+    pub fingerprint: String,
 }
 
 /// What a worker reports when it finishes (`worker_result`).
@@ -560,6 +570,37 @@ impl Board {
         now: i64,
     ) -> Result<Outcome<()>> {
         self.write(|tx| record_spawn_in(tx, id, run_id, claim_lock, pid, fingerprint, now))
+    }
+
+    /// Claims each of `ids` in turn inside **one** transaction (one commit for a whole tick's
+    /// claims); each claim is the board's own compare-and-swap, so a lost one is just `Lost`.
+    pub fn claim_many(
+        &self,
+        ids: &[String],
+        spec: &ClaimSpec,
+        now: i64,
+    ) -> Result<Vec<ClaimOutcome>> {
+        self.write(|tx| ids.iter().map(|id| claim_in(tx, id, spec, now)).collect())
+    }
+
+    /// Records several spawns in one transaction (see [`record_spawn_in`]).
+    pub fn record_spawns(&self, spawns: &[SpawnRecord], now: i64) -> Result<Vec<Outcome<()>>> {
+        self.write(|tx| {
+            spawns
+                .iter()
+                .map(|s| {
+                    record_spawn_in(
+                        tx,
+                        &s.task_id,
+                        s.run_id,
+                        &s.claim_lock,
+                        s.pid,
+                        &s.fingerprint,
+                        now,
+                    )
+                })
+                .collect()
+        })
     }
 
     /// See [`register_worker_in`].

@@ -19,8 +19,10 @@ use super::settings::Settings;
 use super::tick::{TickError, TickReport, tick};
 use super::workers::Workers;
 
-/// How often the loop checks the board and its children between ticks.
+/// How often an idle loop (no worker of ours running) checks the board between ticks.
 pub const POLL: Duration = Duration::from_millis(100);
+/// How often the loop checks while workers of ours run (their exits free spawn slots).
+pub const POLL_BUSY: Duration = Duration::from_millis(10);
 
 /// One tick under the per-board lock; `skipped_locked` when another dispatcher is ticking.
 pub fn run_tick(
@@ -116,7 +118,11 @@ pub fn run(
             Mode::Daemon => deadline,
         };
         loop {
-            std::thread::sleep(POLL);
+            std::thread::sleep(if workers.children() > 0 {
+                POLL_BUSY
+            } else {
+                POLL
+            });
             if options.stop.load(Ordering::Relaxed) {
                 return Ok(());
             }

@@ -604,41 +604,51 @@ impl Tick<'_> {
         let s = self.settings;
         // Nonspawnable tasks are skipped without using the budget, so look a little further.
         let limit = budget as usize + 64;
-        let candidates =
-            self.board
-                .ready_candidates(self.now, s.rate_limit_cooldown_seconds, limit)?;
-        let mut started = 0;
-        for c in candidates {
-            if started >= budget {
+        let mut chosen = Vec::new();
+        for c in self
+            .board
+            .ready_candidates(self.now, s.rate_limit_cooldown_seconds, limit)?
+        {
+            if chosen.len() >= budget as usize {
                 break;
             }
             let profile = s.profile_for(c.assignee.as_deref());
-            if !s.profiles.contains(&profile) {
+            if s.profiles.contains(&profile) {
+                chosen.push((c, profile));
+            } else {
                 self.report
                     .skipped_nonspawnable
                     .push((c.id.clone(), profile));
-                continue;
             }
-            if s.dry_run {
+        }
+        if s.dry_run {
+            for (c, profile) in chosen {
                 self.report.spawned.push(SpawnedWorker {
-                    task_id: c.id.clone(),
-                    title: c.title.clone(),
+                    task_id: c.id,
+                    title: c.title,
                     run_id: 0,
                     profile,
                     pid: None,
                 });
-                started += 1;
-                continue;
             }
-            let spec = board::ClaimSpec {
-                lock: s.claim_lock.clone(),
-                ttl_seconds: s.claim_ttl_seconds,
-            };
-            let claimed = match self.board.claim(&c.id, &spec, self.now)? {
+            return Ok(());
+        }
+        if chosen.is_empty() {
+            return Ok(());
+        }
+        // All of this tick's claims in one transaction, all spawn records in another.
+        let spec = board::ClaimSpec {
+            lock: s.claim_lock.clone(),
+            ttl_seconds: s.claim_ttl_seconds,
+        };
+        let ids: Vec<String> = chosen.iter().map(|(c, _)| c.id.clone()).collect();
+        let outcomes = self.board.claim_many(&ids, &spec, self.now)?;
+        let mut records = Vec::new();
+        for ((c, profile), outcome) in chosen.into_iter().zip(outcomes) {
+            let claimed = match outcome {
                 board::ClaimOutcome::Claimed(claimed) => claimed,
                 board::ClaimOutcome::Lost(_) => continue,
             };
-            started += 1;
             let slug = &s.location.slug;
             let request = SpawnRequest {
                 task_id: c.id.clone(),
@@ -662,15 +672,13 @@ impl Tick<'_> {
                         .workers
                         .fingerprint(pid)
                         .unwrap_or_else(|| super::process::UNVERIFIED.to_owned());
-                    // Refused only if the claim vanished in between (an operator): nothing to do.
-                    let _ = self.board.record_spawn(
-                        &c.id,
-                        claimed.run_id,
-                        &claimed.claim_lock,
+                    records.push(board::SpawnRecord {
+                        task_id: c.id.clone(),
+                        run_id: claimed.run_id,
+                        claim_lock: claimed.claim_lock.clone(),
                         pid,
-                        &fingerprint,
-                        self.now,
-                    )?;
+                        fingerprint,
+                    });
                     self.report.spawned.push(SpawnedWorker {
                         task_id: c.id.clone(),
                         title: c.title.clone(),
@@ -700,6 +708,8 @@ impl Tick<'_> {
                 }
             }
         }
+        // A refusal means the claim vanished in between (an operator): nothing to do.
+        self.board.record_spawns(&records, self.now)?;
         Ok(())
     }
 }

@@ -108,8 +108,13 @@ impl Home {
 
     /// Starts the dispatcher daemon; it is stopped with SIGTERM when the guard drops.
     pub fn daemon(&self) -> Daemon {
+        self.daemon_with_interval("0.5")
+    }
+
+    /// Starts the daemon with `--interval SECS`.
+    pub fn daemon_with_interval(&self, secs: &str) -> Daemon {
         let child = self
-            .kanban(&["dispatch", "--interval", "0.5"])
+            .kanban(&["dispatch", "--interval", secs])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
