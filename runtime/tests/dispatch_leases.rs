@@ -90,7 +90,8 @@ fn a_worker_ignoring_sigterm_makes_the_reclaim_wait_and_never_gets_a_twin() {
     let home = Home::new(&config("max_spawn = 2"));
     let body = "if [ -e .again ]; then echo ok; else touch .again; trap '' TERM; sleep 60; fi";
     let id = home.create(NewTask {
-        max_runtime_seconds: Some(1),
+        // Whole seconds: a cap of N means "after N to N+1 s"; 3 leaves the retry ample time.
+        max_runtime_seconds: Some(3),
         ..Home::task("stubborn", "sh", Some(body), vec![])
     });
     let out = home.dispatch_until_idle(&[], Duration::from_secs(60));
