@@ -1,10 +1,10 @@
 //! Running ticks: [`run_tick`] (one tick under the board's tick lock) and [`run`] (the daemon and
 //! `--until-idle` loop).
 //!
-//! The loop wakes on three things: the board changed (`PRAGMA data_version`, polled every
-//! [`POLL`] — another connection committed: a new task, a completion, a heartbeat), one of our
-//! children exited, or the interval passed (lease expiry, cooldowns). Between wakes it sleeps, so
-//! an idle dispatcher costs one cheap pragma every 100 ms. It stops on SIGTERM / SIGINT (its
+//! The loop wakes on three things: the board changed (`PRAGMA data_version` — another connection
+//! committed: a new task, a completion, a heartbeat — polled every [`POLL`], or [`POLL_BUSY`]
+//! while its own workers run), one of its children exited, or the interval passed (lease expiry,
+//! cooldowns). Between wakes it sleeps, so an idle dispatcher costs one cheap pragma per poll. It stops on SIGTERM / SIGINT (its
 //! workers keep running in their own process groups; the next dispatcher adopts them by pid).
 
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use super::tick::{TickError, TickReport, tick};
 use super::workers::Workers;
 
 /// How often an idle loop (no worker of ours running) checks the board between ticks.
-pub const POLL: Duration = Duration::from_millis(100);
+pub const POLL: Duration = Duration::from_millis(50);
 /// How often the loop checks while workers of ours run (their exits free spawn slots).
 pub const POLL_BUSY: Duration = Duration::from_millis(10);
 
