@@ -32,6 +32,10 @@ pub const STORE_FILE: &str = "jobs.db";
 
 const SCHEMA_VERSION: i32 = 1;
 
+/// Fire-ledger rows kept per job (older ones are pruned when a fire completes; `next_run_at`
+/// only moves forward, so a pruned occurrence can never be claimed again anyway).
+pub const FIRE_HISTORY: usize = 1_000;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -734,6 +738,7 @@ impl Store {
                  WHERE id = ?1",
                 params![fire_id, now, status, error, output],
             )?;
+            prune_fires_in(tx, id, FIRE_HISTORY)?;
             Ok(CompleteOutcome::Recorded)
         })
     }
@@ -759,6 +764,12 @@ impl Store {
             }
             Ok(reaped)
         })
+    }
+
+    /// Keeps only the newest `keep` ledger rows of a job (done with [`FIRE_HISTORY`] on every
+    /// completion).
+    pub fn prune_fires(&mut self, job_id: &str, keep: usize) -> Result<(), CronError> {
+        self.write(|tx| prune_fires_in(tx, job_id, keep))
     }
 
     /// The fire ledger of a job, oldest first.
@@ -787,6 +798,16 @@ impl Store {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| self.db(e))
     }
+}
+
+/// Deletes all but the newest `keep` ledger rows of a job.
+fn prune_fires_in(tx: &Transaction<'_>, job_id: &str, keep: usize) -> Result<(), rusqlite::Error> {
+    tx.execute(
+        "DELETE FROM fires WHERE job_id = ?1 AND id <= \
+         (SELECT id FROM fires WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+        params![job_id, keep as i64],
+    )?;
+    Ok(())
 }
 
 /// The state a job moves to once a fire ends: retired when nothing more will run.
@@ -1161,6 +1182,30 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}")),
         );
         assert_ne!(c.fire_id, c2.fire_id);
+    }
+
+    #[test]
+    fn the_ledger_keeps_the_newest_fires() {
+        let (_d, mut s) = store();
+        let job = s
+            .add(new_job(Schedule::Interval { seconds: 60 }, None), 0)
+            .unwrap();
+        for now in [60, 120, 180] {
+            let kind = FireKind::Scheduled { occurrence: now };
+            let c = claimed(s.claim_fire(&job.id, kind, "a", now, 30).unwrap());
+            s.complete_fire(&job.id, "a", c.fire_id, &ok(), None, now)
+                .unwrap();
+        }
+        s.prune_fires(&job.id, 2).unwrap();
+        let kept: Vec<_> = s
+            .fires(&job.id)
+            .unwrap()
+            .iter()
+            .map(|f| f.occurrence)
+            .collect();
+        assert_eq!(kept, vec![Some(120), Some(180)]);
+        s.prune_fires(&job.id, 5).unwrap();
+        assert_eq!(s.fires(&job.id).unwrap().len(), 2);
     }
 
     #[test]
