@@ -251,3 +251,25 @@ fn an_agent_uses_the_lifecycle_commands_from_inside_its_worker() {
         .unwrap();
     assert_eq!(result.payload.unwrap()["exit_code"], 0);
 }
+
+#[test]
+fn a_worker_stopped_with_sigterm_waits_for_its_agent_and_exits_130_with_its_trailer() {
+    let home = Home::new(&config("max_spawn = 2"));
+    let body = "if [ -e .again ]; then echo ok; else touch .again; sleep 60; fi";
+    let id = home.create(NewTask {
+        max_runtime_seconds: Some(2),
+        ..Home::task("interrupted", "sh", Some(body), vec![])
+    });
+    let out = home.dispatch_until_idle(&[], Duration::from_secs(60));
+    assert!(out.status.success());
+    assert_eq!(run_outcomes(&home, &id), ["timed_out", "completed"]);
+    let events = home.events(&id);
+    let timed_out = events.iter().find(|e| e.kind == "timed_out").unwrap();
+    // The agent honoured SIGTERM, so no SIGKILL was needed.
+    assert_eq!(timed_out.payload.as_ref().unwrap()["sigkill"], false);
+    let first_result = events.iter().find(|e| e.kind == "worker_result").unwrap();
+    assert_eq!(first_result.payload.as_ref().unwrap()["exit_code"], 130);
+    let log =
+        std::fs::read_to_string(home.root.join(format!("kanban/logs/default/{id}.log"))).unwrap();
+    assert!(log.contains("[kanban-worker-exit] rc=130"), "{log}");
+}

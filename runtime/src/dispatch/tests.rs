@@ -429,3 +429,39 @@ fn dry_run_claims_nothing() {
     assert_eq!(e.status(&id), Status::Ready);
     assert!(e.fake.spawned.is_empty());
 }
+
+#[test]
+fn max_in_progress_caps_spawns_across_the_boards_of_this_host() {
+    let mut e = env();
+    e.settings.max_spawn = 8;
+    // Another board of the same root with one running task claimed on this host.
+    let other = board::paths::resolve(&e.settings.root, Some("other")).unwrap();
+    let other_board = Board::open(&other, &OpenOptions::create()).unwrap();
+    let busy = other_board
+        .create_task(
+            &NewTask {
+                title: "elsewhere".into(),
+                ..NewTask::default()
+            },
+            T0,
+        )
+        .unwrap()
+        .id;
+    let spec = board::ClaimSpec {
+        lock: e.settings.claim_lock.clone(),
+        ttl_seconds: 900,
+    };
+    assert!(matches!(
+        other_board.claim(&busy, &spec, T0).unwrap(),
+        board::ClaimOutcome::Claimed(_)
+    ));
+    e.settings.other_boards = vec![other.db_path.clone()];
+    e.settings.max_in_progress = Some(3);
+    for i in 0..5 {
+        e.create(&format!("t{i}"), 0, vec![]);
+    }
+    let r = e.tick();
+    assert_eq!(r.budget, 2);
+    assert_eq!(r.spawned.len(), 2);
+    assert!(e.tick().spawned.is_empty(), "the host cap holds on the next tick");
+}
