@@ -463,5 +463,8 @@ fn max_in_progress_caps_spawns_across_the_boards_of_this_host() {
     let r = e.tick();
     assert_eq!(r.budget, 2);
     assert_eq!(r.spawned.len(), 2);
-    assert!(e.tick().spawned.is_empty(), "the host cap holds on the next tick");
+    assert!(
+        e.tick().spawned.is_empty(),
+        "the host cap holds on the next tick"
+    );
 }
