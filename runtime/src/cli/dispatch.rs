@@ -88,7 +88,8 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
     let clock = SystemClock;
     let mut workers = Processes::new();
     let json = globals.json;
-    let mut print = |board: &Board, report: &TickReport| print_report(board, report, json);
+    let mut lines = Lines::default();
+    let mut print = |board: &Board, report: &TickReport| lines.print(board, report, json);
 
     if args.once || args.dry_run {
         let report = dispatch::run_tick(&mut board, &settings, &clock, &mut workers)?;
@@ -127,39 +128,66 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
     Ok(Exit::OK)
 }
 
-/// One line per thing that happened (human), or the report as one JSON line (`--json`, active
-/// ticks only, plus every `--once` tick).
-pub(crate) fn print_report(board: &Board, report: &TickReport, json: bool) {
-    if json {
-        if report.is_active() || report.skipped_locked || report.dry_run {
-            let _ = crate::cli::print_json(report);
+/// Turns tick reports into lines. Remembers the tasks it saw spawned so that a completion is
+/// printed when the board shows it (before the spawns it made possible), not when the worker
+/// process is reaped a moment later.
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    in_flight: std::collections::BTreeSet<String>,
+}
+
+impl Lines {
+    /// One line per thing that happened (human), or the report as one JSON line (`--json`: active
+    /// ticks only, plus every `--once` / `--dry-run` tick).
+    pub(crate) fn print(&mut self, board: &Board, report: &TickReport, json: bool) {
+        if json {
+            if report.is_active() || report.skipped_locked || report.dry_run {
+                let _ = crate::cli::print_json(report);
+            }
+            return;
         }
-        return;
+        for line in self.lines(board, report) {
+            println!("{line}");
+        }
     }
-    for line in report_lines(board, report) {
-        println!("{line}");
+
+    /// The human lines of a tick report.
+    pub(crate) fn lines(&mut self, board: &Board, report: &TickReport) -> Vec<String> {
+        let mut out = Vec::new();
+        if report.skipped_locked {
+            out.push("skipped: another dispatcher is ticking this board".to_owned());
+        }
+        let mut finished = Vec::new();
+        for id in &self.in_flight {
+            match board.get_task(id).map(|t| t.status) {
+                Ok(Status::Running) => {}
+                Ok(Status::Done) => {
+                    out.push(format!("completed  {id}"));
+                    finished.push(id.clone());
+                }
+                Ok(Status::Blocked) => {
+                    out.push(format!("blocked    {id}"));
+                    finished.push(id.clone());
+                }
+                // Back to ready (a reclaim line says why), or gone: stop watching it.
+                _ => finished.push(id.clone()),
+            }
+        }
+        for id in finished {
+            self.in_flight.remove(&id);
+        }
+        report_lines(report, &mut out);
+        for s in &report.spawned {
+            if s.pid.is_some() {
+                self.in_flight.insert(s.task_id.clone());
+            }
+        }
+        out
     }
 }
 
-/// The human lines of a tick report.
-pub(crate) fn report_lines(board: &Board, report: &TickReport) -> Vec<String> {
-    let mut out = Vec::new();
-    if report.skipped_locked {
-        out.push("skipped: another dispatcher is ticking this board".to_owned());
-    }
-    for r in &report.reaped {
-        let status = board.get_task(&r.task_id).map(|t| t.status).ok();
-        if status == Some(Status::Done) {
-            out.push(format!("completed  {} (pid {})", r.task_id, r.pid));
-        } else if status == Some(Status::Blocked) {
-            out.push(format!(
-                "blocked    {} (pid {} {})",
-                r.task_id,
-                r.pid,
-                r.exit.describe()
-            ));
-        }
-    }
+/// The lines of one report, except completions (see [`Lines`]).
+fn report_lines(report: &TickReport, out: &mut Vec<String>) {
     for id in &report.promoted {
         out.push(format!("promoted   {id}"));
     }
@@ -221,7 +249,6 @@ pub(crate) fn report_lines(board: &Board, report: &TickReport) -> Vec<String> {
             ));
         }
     }
-    out
 }
 
 fn worker_cmd(globals: &Globals) -> CmdResult {
@@ -262,8 +289,9 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         interval: Duration::from_secs_f64(config.dispatch.interval_seconds),
         stop: crate::worker::interrupt_flag(),
     };
+    let mut lines = Lines::default();
     let mut print = |board: &Board, report: &TickReport| {
-        for line in report_lines(board, report) {
+        for line in lines.lines(board, report) {
             println!("  {line}");
         }
     };
