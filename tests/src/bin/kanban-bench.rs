@@ -17,7 +17,14 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kanban_runtime::board::{self, Board, ClaimOutcome, ClaimSpec, Fence, NewTask, OpenOptions};
+use std::process::{Child, Command, Stdio};
+
+use kanban_runtime::board::{
+    self, Board, BoardLocation, ClaimOutcome, ClaimSpec, Fence, NewTask, OpenOptions, Status,
+};
+use kanban_runtime::clock::SystemClock;
+use kanban_runtime::config::{Config, ProfileConfig};
+use kanban_runtime::dispatch::{self, NoSpawn, Settings};
 
 struct Row {
     measure: String,
@@ -129,12 +136,390 @@ fn board_ops(dir: &Path, n: usize) -> anyhow::Result<BoardOps> {
     })
 }
 
-fn vm_hwm_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+fn vm_hwm_kib(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn bench_config(max_spawn: u32) -> Config {
+    let mut config = Config::default();
+    config.dispatch.max_spawn = max_spawn;
+    config.profiles.insert(
+        "default".to_owned(),
+        ProfileConfig {
+            agent: "builtin:complete".to_owned(),
+            command: Vec::new(),
+            env: Default::default(),
+        },
+    );
+    config
+}
+
+/// A board of `total` tasks: `ready` ready, `running` running (claimed by a no-op spawn), 300
+/// waiting on running parents, the rest done. Returns the board, its settings' inputs and the
+/// no-op spawner that "runs" the running ones.
+fn big_board(
+    dir: &Path,
+    name: &str,
+    total: usize,
+    ready: usize,
+    running: usize,
+) -> anyhow::Result<(Board, BoardLocation, NoSpawn)> {
+    let waiting = 300;
+    let db = dir.join(name).join("kanban.db");
+    let board = Board::open_path(&db, &OpenOptions::create())?;
+    let t = now();
+    let mut live = Vec::new();
+    board.write(|tx| -> anyhow::Result<()> {
+        for i in 0..(ready + running) {
+            let c = board::tasks::create_task_in(
+                tx,
+                &NewTask {
+                    title: format!("live {i}"),
+                    priority: 1,
+                    ..NewTask::default()
+                },
+                t,
+            )?;
+            live.push(c.id);
+        }
+        for i in 0..waiting {
+            let parent = live[i % running.max(1)].clone();
+            board::tasks::create_task_in(
+                tx,
+                &NewTask {
+                    title: format!("waiting {i}"),
+                    parents: vec![parent],
+                    ..NewTask::default()
+                },
+                t,
+            )?;
+        }
+        for i in 0..total.saturating_sub(ready + running + waiting) {
+            board::tasks::create_task_in(
+                tx,
+                &NewTask {
+                    title: format!("old {i}"),
+                    ..NewTask::default()
+                },
+                t,
+            )?;
+        }
+        Ok(())
+    })?;
+    // The old tasks are history: mark them done directly (they never had a run).
+    board.conn().execute(
+        "UPDATE tasks SET status = 'done', completed_at = ?1 WHERE title LIKE 'old %'",
+        [t],
+    )?;
+    let location = BoardLocation {
+        slug: "default".to_owned(),
+        db_path: db,
+        pinned: false,
+    };
+    // One tick with budget `running` claims the running ones through the no-op spawner.
+    let mut workers = NoSpawn::default();
+    let settings = Settings::new(
+        dir.join(name),
+        location.clone(),
+        &bench_config(running as u32),
+    )?;
+    let mut b = board;
+    dispatch::tick(&mut b, &settings, &SystemClock, &mut workers)?;
+    Ok((b, location, workers))
+}
+
+struct TickFigures {
+    recompute_ms: f64,
+    idle_tick_ms: f64,
+    claim_tick_ms: f64,
+    big_idle_tick_ms: f64,
+}
+
+fn tick_bench(dir: &Path) -> anyhow::Result<TickFigures> {
+    let (mut b, location, mut workers) = big_board(dir, "ticks", 10_000, 200, 100)?;
+    let idle = Settings::new(dir.join("ticks"), location.clone(), &bench_config(100))?;
+    let recompute_ms = median(
+        (0..20)
+            .map(|_| {
+                let start = Instant::now();
+                let promoted = b.recompute_ready(now());
+                let d = ms(start.elapsed());
+                promoted.map(|_| d)
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let mut idle_ticks = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let report = dispatch::tick(&mut b, &idle, &SystemClock, &mut workers)?;
+        idle_ticks.push(ms(start.elapsed()));
+        anyhow::ensure!(report.spawned.is_empty(), "the idle tick spawned");
+    }
+    let claim = Settings::new(dir.join("ticks"), location, &bench_config(200))?;
+    let start = Instant::now();
+    let report = dispatch::tick(&mut b, &claim, &SystemClock, &mut workers)?;
+    let claim_tick_ms = ms(start.elapsed());
+    anyhow::ensure!(
+        report.spawned.len() == 100,
+        "the claim tick spawned {}",
+        report.spawned.len()
+    );
+
+    let (mut big, location, mut workers) = big_board(dir, "big", 100_000, 200, 100)?;
+    let idle = Settings::new(dir.join("big"), location, &bench_config(100))?;
+    let mut big_ticks = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        dispatch::tick(&mut big, &idle, &SystemClock, &mut workers)?;
+        big_ticks.push(ms(start.elapsed()));
+    }
+    Ok(TickFigures {
+        recompute_ms,
+        idle_tick_ms: median(idle_ticks),
+        claim_tick_ms,
+        big_idle_tick_ms: median(big_ticks),
+    })
+}
+
+/// The release `kanban` binary next to this one.
+fn kanban_bin() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let bin = exe.with_file_name("kanban");
+    anyhow::ensure!(
+        bin.exists(),
+        "{} is missing: build it first (cargo xtask bench does)",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+fn kanban(bin: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--home").arg(home).stdin(Stdio::null());
+    cmd
+}
+
+fn write_home(home: &Path, max_spawn: u32, extra_profiles: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(home)?;
+    std::fs::write(
+        home.join("kanban.toml"),
+        format!(
+            "[dispatch]\nmax_spawn = {max_spawn}\n\n[profiles.default]\nagent = \"builtin:complete\"\n{extra_profiles}"
+        ),
+    )?;
+    Ok(())
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct ProcessFigures {
+    tasks_per_sec: f64,
+    registered_p50_ms: f64,
+    registered_p90_ms: f64,
+    idle_cpu_percent: f64,
+    start_ms: f64,
+    worker_rss_kib: u64,
+    dispatcher_rss_kib: u64,
+}
+
+fn registered(board: &Board, id: &str) -> anyhow::Result<bool> {
+    Ok(board
+        .events(id, None)?
+        .iter()
+        .any(|e| e.kind == "worker_registered"))
+}
+
+fn process_bench(dir: &Path) -> anyhow::Result<ProcessFigures> {
+    let bin = kanban_bin()?;
+
+    // Process start: a command that opens nothing.
+    let mut starts = Vec::new();
+    for _ in 0..30 {
+        let start = Instant::now();
+        let out = kanban(&bin, &dir.join("start"))
+            .args(["identity", "--json"])
+            .output()?;
+        anyhow::ensure!(out.status.success(), "kanban identity failed");
+        starts.push(ms(start.elapsed()));
+    }
+
+    // End to end: 200 tasks on builtin:complete, max_spawn 8, dispatch --until-idle.
+    let home = dir.join("e2e");
+    write_home(&home, 8, "")?;
+    let board = Board::open(
+        &board::paths::resolve(&home, Some("default"))?,
+        &OpenOptions::create(),
+    )?;
+    board.write(|tx| -> anyhow::Result<()> {
+        for i in 0..200 {
+            board::tasks::create_task_in(
+                tx,
+                &NewTask {
+                    title: format!("e2e {i}"),
+                    ..NewTask::default()
+                },
+                now(),
+            )?;
+        }
+        Ok(())
+    })?;
+    let start = Instant::now();
+    let out = kanban(&bin, &home)
+        .args(["dispatch", "--until-idle"])
+        .stdout(Stdio::null())
+        .output()?;
+    let elapsed = start.elapsed();
+    anyhow::ensure!(
+        out.status.success(),
+        "dispatch --until-idle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = board
+        .list_tasks(&Default::default())?
+        .iter()
+        .filter(|t| t.status == Status::Done)
+        .count();
+    anyhow::ensure!(done == 200, "only {done} of 200 tasks done");
+    let tasks_per_sec = per_sec(200, elapsed);
+
+    // Latency and idle CPU with the daemon idle (long interval: only wake-on-change is fast).
+    let home = dir.join("latency");
+    write_home(&home, 8, "\n[profiles.slow]\nagent = \"builtin:shell\"\n")?;
+    let board = Board::open(
+        &board::paths::resolve(&home, Some("default"))?,
+        &OpenOptions::create(),
+    )?;
+    let daemon = KillOnDrop(
+        kanban(&bin, &home)
+            .args(["dispatch", "--interval", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let pid = daemon.0.id();
+    std::thread::sleep(Duration::from_millis(500));
+    let cpu0 = cpu_ticks(pid).unwrap_or(0);
+    let idle_window = Duration::from_secs(5);
+    std::thread::sleep(idle_window);
+    let cpu1 = cpu_ticks(pid).unwrap_or(0);
+    let clk_tck = 100.0; // USER_HZ on Linux
+    let idle_cpu_percent =
+        (cpu1.saturating_sub(cpu0)) as f64 / clk_tck / idle_window.as_secs_f64() * 100.0;
+
+    let mut delays = Vec::new();
+    for i in 0..20 {
+        let start = Instant::now();
+        let id = board
+            .create_task(
+                &NewTask {
+                    title: format!("probe {i}"),
+                    ..NewTask::default()
+                },
+                now(),
+            )?
+            .id;
+        while !registered(&board, &id)? {
+            anyhow::ensure!(
+                start.elapsed() < Duration::from_secs(30),
+                "task {id} never registered"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        delays.push(ms(start.elapsed()));
+        while board.get_task(&id)?.status != Status::Done {
+            anyhow::ensure!(
+                start.elapsed() < Duration::from_secs(30),
+                "task {id} never finished"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    delays.sort_by(|a, b| a.total_cmp(b));
+
+    // Worker peak RSS: a shell task that lives long enough to be observed.
+    let id = board
+        .create_task(
+            &NewTask {
+                title: "rss".to_owned(),
+                assignee: Some("slow".to_owned()),
+                body: Some("sleep 0.5".to_owned()),
+                ..NewTask::default()
+            },
+            now(),
+        )?
+        .id;
+    let start = Instant::now();
+    let mut worker_rss_kib = 0;
+    loop {
+        let task = board.get_task(&id)?;
+        if task.status == Status::Done {
+            break;
+        }
+        if let Some(pid) = task.worker_pid {
+            if let Some(k) = vm_hwm_kib(&pid.to_string()) {
+                worker_rss_kib = worker_rss_kib.max(k);
+            }
+        }
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(30),
+            "rss task never finished"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(daemon);
+
+    // Dispatcher peak RSS on the 100 000-task board.
+    let big = dir.join("big");
+    std::fs::create_dir_all(&big)?;
+    std::fs::write(big.join("kanban.toml"), "[dispatch]\nmax_spawn = 4\n")?;
+    let daemon = KillOnDrop(
+        kanban(&bin, &big)
+            .args(["dispatch", "--interval", "0.05"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let dispatcher_rss_kib = vm_hwm_kib(&daemon.0.id().to_string()).unwrap_or(0);
+    drop(daemon);
+
+    Ok(ProcessFigures {
+        tasks_per_sec,
+        registered_p50_ms: delays[delays.len() / 2],
+        registered_p90_ms: delays[delays.len() * 9 / 10],
+        idle_cpu_percent,
+        start_ms: median(starts),
+        worker_rss_kib,
+        dispatcher_rss_kib,
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -164,7 +549,86 @@ fn main() -> anyhow::Result<()> {
             ratio: format!("{:.2}× (original ≈ {original:.0}/s)", v / bare),
         });
     }
-    let _ = vm_hwm_kib();
+
+    eprintln!("bench: recompute_ready and ticks on 10 000- and 100 000-task boards…");
+    let ticks = tick_bench(dir.path())?;
+    let bare_ms = 1000.0 / bare;
+    for (measure, v, target) in [
+        (
+            "recompute_ready, 10 000-task board (ms)",
+            ticks.recompute_ms,
+            "—",
+        ),
+        (
+            "idle tick, 10 000-task board (ms)",
+            ticks.idle_tick_ms,
+            "< 0.5 ms (original ≈ 2.3 ms)",
+        ),
+        (
+            "100-claim tick, no-op spawn, 10 000-task board (ms)",
+            ticks.claim_tick_ms,
+            "< 20 ms (original ≈ 130 ms)",
+        ),
+        (
+            "idle tick, 100 000-task board (ms)",
+            ticks.big_idle_tick_ms,
+            "< 10 ms",
+        ),
+    ] {
+        rows.push(Row {
+            measure: measure.to_owned(),
+            value: format!("{v:.2}"),
+            baseline: format!("{bare_ms:.2} ms (one bare commit)"),
+            ratio: format!("{:.2}× a commit; target {target}", v / bare_ms),
+        });
+    }
+
+    eprintln!("bench: processes (start, 200 tasks end to end, latency, idle CPU, RSS)…");
+    let p = process_bench(dir.path())?;
+    let self_rss = vm_hwm_kib("self").unwrap_or(0);
+    rows.push(Row {
+        measure: "`kanban` process start (`identity --json`, ms, median of 30)".to_owned(),
+        value: format!("{:.1}", p.start_ms),
+        baseline: "original ≈ 120 ms to import its board module".to_owned(),
+        ratio: format!("{:.3}× the original", p.start_ms / 120.0),
+    });
+    rows.push(Row {
+        measure: "end to end tasks/s (200 × builtin:complete, max_spawn 8)".to_owned(),
+        value: format!("{:.0}", p.tasks_per_sec),
+        baseline: format!("{bare:.0} bare commits/s"),
+        ratio: format!(
+            "{:.2}× bare commits; target ≥ 200/s",
+            p.tasks_per_sec / bare
+        ),
+    });
+    rows.push(Row {
+        measure: "create → worker_registered, daemon idle (ms)".to_owned(),
+        value: format!(
+            "p50 {:.1}, p90 {:.1}",
+            p.registered_p50_ms, p.registered_p90_ms
+        ),
+        baseline: format!("{:.1} ms process start", p.start_ms),
+        ratio: format!(
+            "p50 {:.1}× a process start; target p50 < 100 ms",
+            p.registered_p50_ms / p.start_ms
+        ),
+    });
+    rows.push(Row {
+        measure: "dispatcher idle CPU (5 s, --interval 60)".to_owned(),
+        value: format!("{:.2} %", p.idle_cpu_percent),
+        baseline: "one core".to_owned(),
+        ratio: "target < 1 %".to_owned(),
+    });
+    rows.push(Row {
+        measure: "peak RSS: worker / dispatcher on the 100 000-task board".to_owned(),
+        value: format!(
+            "{:.1} MB / {:.1} MB",
+            p.worker_rss_kib as f64 / 1024.0,
+            p.dispatcher_rss_kib as f64 / 1024.0
+        ),
+        baseline: format!("{:.1} MB (this bench process)", self_rss as f64 / 1024.0),
+        ratio: "targets < 10 MB / < 40 MB (original ≈ 30 MB)".to_owned(),
+    });
 
     let mut table =
         String::from("| measure | value | baseline (same run) | ratio |\n|---|---|---|---|\n");
