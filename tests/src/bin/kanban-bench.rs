@@ -483,10 +483,8 @@ fn process_bench(dir: &Path) -> anyhow::Result<ProcessFigures> {
         if task.status == Status::Done {
             break;
         }
-        if let Some(pid) = task.worker_pid {
-            if let Some(k) = vm_hwm_kib(&pid.to_string()) {
-                worker_rss_kib = worker_rss_kib.max(k);
-            }
+        if let Some(k) = task.worker_pid.and_then(|pid| vm_hwm_kib(&pid.to_string())) {
+            worker_rss_kib = worker_rss_kib.max(k);
         }
         anyhow::ensure!(
             start.elapsed() < Duration::from_secs(30),
