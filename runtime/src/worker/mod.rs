@@ -17,6 +17,14 @@
 //! same process group, got the signal too), so it never exits while its agent still runs; then it
 //! exits 130. It never reads `HERMES_KANBAN_*` itself and never writes SQL.
 //!
+//! Design decision: the worker's own connection commits with `synchronous=NORMAL`. It only writes
+//! bookkeeping — the `worker_registered` pid stamp (the dispatcher already recorded the same pid
+//! durably at spawn) and the `worker_result` event. In WAL mode such a commit is atomic and
+//! survives a crash of any process; only a power cut can lose it, and the next `FULL` commit on
+//! the board (a heartbeat, the completion) makes it durable anyway. Everything that decides state
+//! — claims, heartbeats, completions, blocks, releases — keeps `synchronous=FULL`. This saves two
+//! of the three fsyncs a short task costs its worker.
+//!
 //! Design decision: a profile that `kanban.toml` does not define (the dispatcher does not spawn
 //! those, but the file may change in between) is a configuration error: exit 78, which blocks the
 //! task until an operator fixes the configuration and unblocks it.
@@ -29,7 +37,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::agent::{self, Request, TurnExit};
-use crate::board::{Board, BoardError, BoardLocation, Fence, OpenOptions, Outcome, Status};
+use crate::board::{
+    Board, BoardError, BoardLocation, Durability, Fence, OpenOptions, Outcome, Status,
+};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::dispatch::exit::{EXIT_TRAILER, code};
@@ -220,7 +230,13 @@ pub fn run(
         task: task.clone(),
         source,
     };
-    let board = Board::open_path(&db, &OpenOptions::default()).map_err(board_err)?;
+    // Durability NORMAL for this connection only: it writes the worker's own bookkeeping
+    // (`worker_registered`, `worker_result`). See the module doc.
+    let options = OpenOptions {
+        durability: Durability::Normal,
+        ..OpenOptions::default()
+    };
+    let board = Board::open_path(&db, &options).map_err(board_err)?;
 
     let pid = i64::from(std::process::id());
     let fingerprint = process::fingerprint(std::process::id() as i32)
