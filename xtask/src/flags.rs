@@ -9,17 +9,21 @@ tasks:
   check   cargo fmt --check, cargo clippy -D warnings, drift, lint
   drift   env-key drift guard over dispatch::default_spawn
   lint    syn-based rules over runtime/src
+  loom    the loom models (kanban-loom-tests) with --cfg loom, in <target>/loom
 
 options:
   --root DIR     the workspace root to check (default: this workspace)
   -v, --verbose  drift: also list every key found and where
-  --tests        check: also run `cargo test --workspace`";
+  --tests        check: also run `cargo test --workspace`
+  --preemptions N    loom: LOOM_MAX_PREEMPTIONS (default 3)
+  --target-dir DIR   loom: where the --cfg loom build goes (default <target>/loom)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
     Check,
     Drift,
     Lint,
+    Loom,
     Help,
 }
 
@@ -29,6 +33,10 @@ pub struct Flags {
     pub root: Option<PathBuf>,
     pub verbose: bool,
     pub tests: bool,
+    /// `loom`: the preemption bound, when given.
+    pub preemptions: Option<usize>,
+    /// `loom`: the target dir of the `--cfg loom` build, when given.
+    pub target_dir: Option<PathBuf>,
 }
 
 impl Flags {
@@ -37,6 +45,8 @@ impl Flags {
         let mut root = None;
         let mut verbose = false;
         let mut tests = false;
+        let mut preemptions = None;
+        let mut target_dir = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -47,6 +57,15 @@ impl Flags {
                 "-h" | "--help" | "help" => task = Some(Task::Help),
                 "-v" | "--verbose" => verbose = true,
                 "--tests" => tests = true,
+                "--preemptions" => match args.next().and_then(|n| n.parse().ok()) {
+                    Some(n) => preemptions = Some(n),
+                    None => return Err("--preemptions needs a number".into()),
+                },
+                "--target-dir" => match args.next() {
+                    Some(dir) => target_dir = Some(PathBuf::from(dir)),
+                    None => return Err("--target-dir needs a directory".into()),
+                },
+                "loom" if task.is_none() => task = Some(Task::Loom),
                 "check" | "drift" | "lint" if task.is_none() => {
                     task = Some(match arg.as_str() {
                         "check" => Task::Check,
@@ -69,6 +88,8 @@ impl Flags {
                 root,
                 verbose,
                 tests,
+                preemptions,
+                target_dir,
             }),
             None => Err("missing task".into()),
         }

@@ -1,4 +1,4 @@
-//! `cargo xtask check|drift|lint`: the project's static checks (model: rust-analyzer's xtask).
+//! `cargo xtask check|drift|lint|loom`: the project's static checks (model: rust-analyzer's xtask).
 //!
 //! Each task is one small function returning `anyhow::Result<()>`; a task that finds problems
 //! prints them as `path:line:col: rule: message — how to fix` and fails, so the process exits
@@ -8,6 +8,7 @@
 
 mod check;
 mod flags;
+mod loom;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -44,6 +45,11 @@ fn run() -> anyhow::Result<()> {
         flags::Task::Drift if flags.verbose => drift_verbose(&root),
         flags::Task::Drift => drift(&root),
         flags::Task::Lint => lint(&root),
+        flags::Task::Loom => loom::run(
+            &root,
+            flags.preemptions.unwrap_or(loom::DEFAULT_PREEMPTIONS),
+            flags.target_dir.as_deref(),
+        ),
     }
 }
 

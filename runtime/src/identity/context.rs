@@ -11,9 +11,13 @@ use std::marker::PhantomData;
 
 use crate::sync::thread_local;
 
+// Plain (not `const { … }`) initializers: loom's `thread_local!`, which `crate::sync` swaps in
+// under `--cfg loom`, accepts only an expression there.
 thread_local! {
-    static NON_OWNED: Cell<u32> = const { Cell::new(0) };
-    static DELEGATED: Cell<u32> = const { Cell::new(0) };
+    #[allow(clippy::missing_const_for_thread_local)]
+    static NON_OWNED: Cell<u32> = Cell::new(0);
+    #[allow(clippy::missing_const_for_thread_local)]
+    static DELEGATED: Cell<u32> = Cell::new(0);
 }
 
 #[derive(Clone, Copy)]

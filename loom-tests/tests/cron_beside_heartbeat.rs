@@ -1,0 +1,248 @@
+//! Model of a cron job running inside a kanban worker's process while the worker's heartbeat
+//! thread keeps the worker's claim alive (DESIGN §4, §5, §6).
+//!
+//! Real code under loom: the ownership context, `identity::spawn` (both threads are started
+//! with it from the worker's owned context, as the worker's heartbeat and a cron pool thread
+//! are), the identity gate reading the process environment, the `#[kanban_identity_gated]`
+//! gates and `identity::command`'s scrub. Stand-ins: the worker's claim on its task lives in
+//! SQLite in the product (`board::Board::heartbeat`, a compare-and-swap on the claim lock and run
+//! id), so it is modelled by [`TaskClaim`] behind a `loom::sync::Mutex`; the heartbeat thread's
+//! timer is replaced by a fixed number of beats; `run_job`'s scope discipline (the non-owned
+//! scope opened before the agent is built and closed on return) is reproduced by [`run_job`]
+//! here, around a probe agent that records what it can see.
+//!
+//! The gate only hands out an identity in a process whose environment is a worker's, and the
+//! process environment is never mutated, so the test re-runs itself in a child process started
+//! with a worker's `HERMES_KANBAN_*` variables (set on the child's `Command`).
+#![cfg(loom)]
+// Test code: a panic is how a model reports the interleaving that broke its invariant.
+#![allow(clippy::unwrap_used)]
+
+use kanban_loom_tests::check;
+use kanban_runtime::{gates, identity};
+use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use loom::sync::{Arc, Mutex};
+
+/// The worker identity the child process carries.
+const TASK: &str = "t_loomworker";
+const RUN_ID: i64 = 7;
+const CLAIM_LOCK: &str = "loomhost:4242";
+/// Heartbeats the worker's heartbeat thread sends while the cron job runs.
+const BEATS: usize = 2;
+
+/// Stand-in for the worker's claim row on the board: `claim_lock`, `current_run_id` and
+/// `claim_expires` of a running task.
+#[derive(Debug)]
+struct TaskClaim {
+    row: Mutex<ClaimRow>,
+}
+
+#[derive(Debug)]
+struct ClaimRow {
+    task: &'static str,
+    claim_lock: &'static str,
+    run_id: i64,
+    expires: i64,
+    /// Who extended the claim, in order.
+    extended_by: Vec<&'static str>,
+}
+
+impl TaskClaim {
+    fn new() -> Self {
+        TaskClaim {
+            row: Mutex::new(ClaimRow {
+                task: TASK,
+                claim_lock: CLAIM_LOCK,
+                run_id: RUN_ID,
+                expires: 900,
+                extended_by: Vec::new(),
+            }),
+        }
+    }
+
+    /// `Board::heartbeat`: extends the claim only when task, claim lock and run id all match.
+    fn heartbeat(&self, who: &'static str, id: &identity::WorkerIdentity, now: i64) -> bool {
+        let mut row = self.row.lock().unwrap();
+        let current = id.task == row.task
+            && id.claim_lock.as_deref() == Some(row.claim_lock)
+            && id.run_id == Some(row.run_id);
+        if current {
+            row.expires = now + 900;
+            row.extended_by.push(who);
+        }
+        current
+    }
+}
+
+/// What the cron job's agent could see of the worker, recorded where it looked.
+#[derive(Debug, Default)]
+struct Seen {
+    /// One entry per look: `Some(task)` if any identity-revealing call answered.
+    leaks: Vec<String>,
+    looks: usize,
+}
+
+/// A cron job's agent that looks for the worker's identity everywhere a real agent could (the
+/// gate, the gates a tool command would consult, the environment of a child it would start)
+/// and tries to heartbeat the worker's claim with whatever it finds.
+struct ProbeAgent {
+    seen: Arc<Mutex<Seen>>,
+    claim: Arc<TaskClaim>,
+}
+
+impl ProbeAgent {
+    /// Looks once; called at construction and during the run.
+    fn look(&self) {
+        let mut leaks = Vec::new();
+        if identity::is_dispatcher_owned_worker_context() {
+            leaks.push("the context is owned".to_owned());
+        }
+        if let Some(id) = identity::gate() {
+            leaks.push(format!("gate() = {}", id.task));
+        }
+        if let Some(task) = gates::default_task_id(None) {
+            leaks.push(format!("default_task_id = {task}"));
+        }
+        if let Some(target) = gates::auto_heartbeat_target() {
+            leaks.push(format!("auto_heartbeat_target = {}", target.task));
+            if self.claim.heartbeat("cron-job", &target, 1) {
+                leaks.push("the job extended the worker's claim".to_owned());
+            }
+        }
+        if gates::claim_lock_for(TASK).is_some() || gates::run_id_for(TASK).is_some() {
+            leaks.push("claim lock or run id of the worker's task".to_owned());
+        }
+        if gates::check_mutation("t_someone_else").is_err() {
+            leaks.push("the worker's ownership applied to the job".to_owned());
+        }
+        let child = identity::command("agent-tool");
+        let scrubbed = child
+            .get_envs()
+            .any(|(k, v)| k == "HERMES_KANBAN_TASK" && v.is_none());
+        let marked = child
+            .get_envs()
+            .any(|(k, v)| k == identity::DELEGATED_CHILD_MARKER && v.is_some());
+        if !scrubbed || !marked {
+            leaks.push("a child command would inherit the worker's identity".to_owned());
+        }
+        let mut seen = self.seen.lock().unwrap();
+        seen.looks += 1;
+        seen.leaks.extend(leaks);
+    }
+}
+
+/// The cron job: builds its agent and runs it inside a non-owned scope opened before the agent
+/// is constructed and closed when the job returns — `cron::run_job`'s discipline.
+fn run_job(seen: &Arc<Mutex<Seen>>, claim: &Arc<TaskClaim>) {
+    let _scope = identity::non_dispatcher_owned_context();
+    let agent = ProbeAgent {
+        seen: seen.clone(),
+        claim: claim.clone(),
+    };
+    agent.look();
+    agent.look();
+}
+
+/// Invariant: while a cron job runs on a pool thread of a kanban worker's process inside a
+/// non-owned scope, and the worker's heartbeat thread extends the worker's claim concurrently,
+/// in every interleaving (a) the job never observes or uses the worker's identity: the gate and
+/// every gate a tool command consults say "not yours", it cannot extend the worker's claim, and a
+/// child it starts loses the identity and carries the delegated-child marker; (b) every beat of
+/// the heartbeat thread gets the worker's identity from the gate and extends the claim; (c) once
+/// the job returned, the pool thread is owned again and the gate hands it the identity.
+#[test]
+fn cron_job_beside_worker_heartbeat_never_sees_the_worker() {
+    in_worker_process(
+        "cron_job_beside_worker_heartbeat_never_sees_the_worker",
+        || {
+            check(|| {
+                let claim = Arc::new(TaskClaim::new());
+                let beats = Arc::new(AtomicUsize::new(0));
+                let seen = Arc::new(Mutex::new(Seen::default()));
+
+                let (c, b) = (claim.clone(), beats.clone());
+                let heartbeat = identity::spawn("kanban-heartbeat", move || {
+                    for n in 0..BEATS {
+                        let target = gates::auto_heartbeat_target()
+                            .expect("the heartbeat thread lost the worker's identity");
+                        assert_eq!(target.task, TASK);
+                        assert!(c.heartbeat("heartbeat", &target, 10 + n as i64));
+                        b.fetch_add(1, SeqCst);
+                    }
+                })
+                .unwrap();
+
+                let (c, s) = (claim.clone(), seen.clone());
+                let cron = identity::spawn("cron-pool", move || {
+                    assert!(identity::gate().is_some(), "a pool thread starts owned");
+                    run_job(&s, &c);
+                    assert!(
+                        identity::is_dispatcher_owned_worker_context(),
+                        "the job's scope did not close"
+                    );
+                    let id =
+                        identity::gate().expect("the pool thread lost its identity after the job");
+                    assert_eq!(id.task, TASK);
+                })
+                .unwrap();
+
+                heartbeat.join().unwrap();
+                cron.join().unwrap();
+                let seen = seen.lock().unwrap();
+                assert_eq!(seen.looks, 2);
+                assert!(
+                    seen.leaks.is_empty(),
+                    "the cron job saw the worker: {:?}",
+                    seen.leaks
+                );
+                assert_eq!(beats.load(SeqCst), BEATS);
+                let row = claim.row.lock().unwrap();
+                assert_eq!(row.extended_by, vec!["heartbeat"; BEATS]);
+                assert_eq!(row.expires, 10 + BEATS as i64 - 1 + 900);
+                assert!(
+                    identity::gate().is_some(),
+                    "the worker's main thread lost its identity"
+                );
+            });
+        },
+    );
+}
+
+/// Runs `model` in a process whose environment is a kanban worker's: here when this process
+/// already is one (the gate hands out an identity), otherwise in a child running only `test`
+/// from this test binary, with the worker's variables set on the child's `Command`.
+fn in_worker_process(test: &str, model: impl FnOnce()) {
+    // The context is loom's thread-local: it can only be read inside a loom execution.
+    let worker = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = worker.clone();
+    loom::model(move || probe.store(identity::gate().is_some(), SeqCst));
+    if worker.load(SeqCst) {
+        model();
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // Test code drives a process directly (`identity::command` reads the context, which only
+    // exists inside a loom execution).
+    let mut child = std::process::Command::new(&exe);
+    child
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("HERMES_KANBAN_TASK", TASK)
+        .env("HERMES_KANBAN_RUN_ID", RUN_ID.to_string())
+        .env("HERMES_KANBAN_CLAIM_LOCK", CLAIM_LOCK)
+        .env_remove(identity::DELEGATED_CHILD_MARKER);
+    let out = child.output().expect("cannot re-run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stderr.lines().filter(|l| l.starts_with("loom: ")) {
+        eprintln!("{line} (in a worker-environment child)");
+    }
+    assert!(
+        out.status.success(),
+        "the model failed in the worker-environment child ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "the child did not run the model:\n{stdout}\n{stderr}"
+    );
+}
