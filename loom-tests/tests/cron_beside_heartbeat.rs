@@ -1,15 +1,17 @@
 //! Model of a cron job running inside a kanban worker's process while the worker's heartbeat
 //! thread keeps the worker's claim alive (DESIGN §4, §5, §6).
 //!
-//! Real code under loom: the ownership context, `identity::spawn` (both threads are started
-//! with it from the worker's owned context, as the worker's heartbeat and a cron pool thread
-//! are), the identity gate reading the process environment, the `#[kanban_identity_gated]`
-//! gates and `identity::command`'s scrub. Stand-ins: the worker's claim on its task lives in
-//! SQLite in the product (`board::Board::heartbeat`, a compare-and-swap on the claim lock and run
-//! id), so it is modelled by [`TaskClaim`] behind a `loom::sync::Mutex`; the heartbeat thread's
-//! timer is replaced by a fixed number of beats; `run_job`'s scope discipline (the non-owned
-//! scope opened before the agent is built and closed on return) is reproduced by [`run_job`]
-//! here, around a probe agent that records what it can see.
+//! Real code under loom: the ownership context; `identity::spawn` (both threads are started with
+//! it from the worker's owned context, as the worker's heartbeat and a cron pool thread are); the
+//! worker heartbeat's loop and stop handshake (`worker::heartbeat::{Shared, run_beats}`); the
+//! cron pool (`cron::scheduler::Pool`) and `cron::run_job` with its scope discipline; the
+//! identity gate reading the process environment, the `#[kanban_identity_gated]` gates and
+//! `identity::command`'s scrub. Stand-ins: the worker's claim on its task lives in SQLite in the
+//! product (`board::Board::heartbeat`, a compare-and-swap on task, claim lock and run id), so a
+//! beat extends [`TaskClaim`], a row behind a `loom::sync::Mutex`; the heartbeat's timer (loom
+//! has no timeouts, so under `--cfg loom` each interval elapses at once) is bounded by the model,
+//! whose beat closure asks the loop to stop after [`BEATS`] beats; the job's agent is a probe
+//! that records what it can see of the worker.
 //!
 //! The gate only hands out an identity in a process whose environment is a worker's, and the
 //! process environment is never mutated, so the test re-runs itself in a child process started
@@ -18,9 +20,16 @@
 // Test code: a panic is how a model reports the interleaving that broke its invariant.
 #![allow(clippy::unwrap_used)]
 
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
 use kanban_loom_tests::check;
+use kanban_runtime::agent::{Agent, AgentError, Reply, Request, TurnExit};
+use kanban_runtime::clock::Clock;
+use kanban_runtime::cron::scheduler::Pool;
+use kanban_runtime::cron::{self, AgentSource, Job, JobState, Repeat, Schedule};
+use kanban_runtime::worker::heartbeat::{Beat, Shared, run_beats};
 use kanban_runtime::{gates, identity};
-use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::sync::{Arc, Mutex};
 
 /// The worker identity the child process carries.
@@ -28,7 +37,13 @@ const TASK: &str = "t_loomworker";
 const RUN_ID: i64 = 7;
 const CLAIM_LOCK: &str = "loomhost:4242";
 /// Heartbeats the worker's heartbeat thread sends while the cron job runs.
-const BEATS: usize = 2;
+const BEATS: u64 = 2;
+const JOB_ID: &str = "0123456789ab";
+
+/// Set (outside loom) when some explored execution sent a beat while the job's scope was open:
+/// the model must cover that interleaving, or its "every beat extended the claim" is vacuous.
+static BEAT_INSIDE_THE_JOB: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// Stand-in for the worker's claim row on the board: `claim_lock`, `current_run_id` and
 /// `claim_expires` of a running task.
@@ -91,7 +106,7 @@ struct ProbeAgent {
 }
 
 impl ProbeAgent {
-    /// Looks once; called at construction and during the run.
+    /// Looks once; called when the agent is built and when it runs.
     fn look(&self) {
         let mut leaks = Vec::new();
         if identity::is_dispatcher_owned_worker_context() {
@@ -131,25 +146,79 @@ impl ProbeAgent {
     }
 }
 
-/// The cron job: builds its agent and runs it inside a non-owned scope opened before the agent
-/// is constructed and closed when the job returns — `cron::run_job`'s discipline.
-fn run_job(seen: &Arc<Mutex<Seen>>, claim: &Arc<TaskClaim>) {
-    let _scope = identity::non_dispatcher_owned_context();
-    let agent = ProbeAgent {
-        seen: seen.clone(),
-        claim: claim.clone(),
-    };
-    agent.look();
-    agent.look();
+impl Agent for ProbeAgent {
+    fn run(&mut self, _request: &Request<'_>) -> Result<Reply, AgentError> {
+        self.look();
+        Ok(Reply {
+            exit: TurnExit::Success,
+            final_response: "probed".to_owned(),
+            output: String::new(),
+        })
+    }
 }
 
-/// Invariant: while a cron job runs on a pool thread of a kanban worker's process inside a
-/// non-owned scope, and the worker's heartbeat thread extends the worker's claim concurrently,
-/// in every interleaving (a) the job never observes or uses the worker's identity: the gate and
-/// every gate a tool command consults say "not yours", it cannot extend the worker's claim, and a
-/// child it starts loses the identity and carries the delegated-child marker; (b) every beat of
-/// the heartbeat thread gets the worker's identity from the gate and extends the claim; (c) once
-/// the job returned, the pool thread is owned again and the gate hands it the identity.
+/// Builds the probe; `run_job` calls it inside the job's non-owned scope.
+struct ProbeAgents {
+    seen: Arc<Mutex<Seen>>,
+    claim: Arc<TaskClaim>,
+}
+
+impl AgentSource for ProbeAgents {
+    fn build(&self, _profile: &str) -> Result<Box<dyn Agent>, AgentError> {
+        let agent = ProbeAgent {
+            seen: self.seen.clone(),
+            claim: self.claim.clone(),
+        };
+        agent.look();
+        Ok(Box::new(agent))
+    }
+}
+
+struct FixedClock;
+
+impl Clock for FixedClock {
+    fn now(&self) -> i64 {
+        1_000
+    }
+}
+
+/// A recurring job whose agent is the probe.
+fn probe_job() -> Job {
+    Job {
+        id: JOB_ID.to_owned(),
+        name: "loom-probe".to_owned(),
+        prompt: "look for the worker".to_owned(),
+        schedule: "every 30m".to_owned(),
+        schedule_spec: Schedule::Interval { seconds: 1_800 },
+        profile: "probe".to_owned(),
+        workdir: None,
+        enabled: true,
+        state: JobState::Scheduled,
+        created_at: 0,
+        next_run_at: Some(1_000),
+        last_run_at: None,
+        last_status: None,
+        last_error: None,
+        repeat: Repeat {
+            times: None,
+            completed: 0,
+        },
+        failure_streak: 0,
+        paused_at: None,
+        paused_reason: None,
+        fire_claim: None,
+    }
+}
+
+/// Invariant: while a cron job runs through `cron::run_job` on a pool thread of a kanban worker's
+/// process, and the worker's heartbeat thread extends the worker's claim concurrently, in every
+/// interleaving (a) the job never observes or uses the worker's identity: when its agent is
+/// built and when it runs, the gate and every gate a tool command consults say "not yours", it
+/// cannot extend the worker's claim, and a child it would start loses the identity and carries
+/// the delegated-child marker; (b) every beat of the heartbeat gets the worker's identity from
+/// the gate and extends the claim (none is refused), and the heartbeat stops when asked (by
+/// the worker once the job is joined, or by its own bound); (c) once the job
+/// returned, the pool thread is owned again and the gate hands it the identity.
 #[test]
 fn cron_job_beside_worker_heartbeat_never_sees_the_worker() {
     in_worker_process(
@@ -157,25 +226,48 @@ fn cron_job_beside_worker_heartbeat_never_sees_the_worker() {
         || {
             check(|| {
                 let claim = Arc::new(TaskClaim::new());
-                let beats = Arc::new(AtomicUsize::new(0));
                 let seen = Arc::new(Mutex::new(Seen::default()));
 
-                let (c, b) = (claim.clone(), beats.clone());
+                // The worker's heartbeat, as `worker::heartbeat::Heartbeat::start` runs it, with a
+                // beat on the stand-in claim.
+                let shared = Arc::new(Shared::new());
+                let (inner, c, s) = (shared.clone(), claim.clone(), seen.clone());
                 let heartbeat = identity::spawn("kanban-heartbeat", move || {
-                    for n in 0..BEATS {
+                    let mut n = 0;
+                    let mut beat = || {
                         let target = gates::auto_heartbeat_target()
                             .expect("the heartbeat thread lost the worker's identity");
                         assert_eq!(target.task, TASK);
-                        assert!(c.heartbeat("heartbeat", &target, 10 + n as i64));
-                        b.fetch_add(1, SeqCst);
-                    }
+                        if s.lock().unwrap().looks == 1 {
+                            // Between the probe's two looks: inside the job's non-owned scope.
+                            BEAT_INSIDE_THE_JOB.store(true, Ordering::SeqCst);
+                        }
+                        let extended = c.heartbeat("heartbeat", &target, 10 + n);
+                        n += 1;
+                        if n == BEATS as i64 {
+                            inner.request_stop();
+                        }
+                        if extended { Beat::Extended } else { Beat::Lost }
+                    };
+                    run_beats(&inner, Duration::from_secs(300), &mut beat);
                 })
                 .unwrap();
 
-                let (c, s) = (claim.clone(), seen.clone());
+                // A cron pool thread started in the worker's process (a scheduler or `kanban cron
+                // run` inside the worker's shell).
+                let agents = ProbeAgents {
+                    seen: seen.clone(),
+                    claim: claim.clone(),
+                };
                 let cron = identity::spawn("cron-pool", move || {
                     assert!(identity::gate().is_some(), "a pool thread starts owned");
-                    run_job(&s, &c);
+                    let pool = Pool::new(1);
+                    let slot = pool
+                        .acquire(JOB_ID)
+                        .expect("the only job gets the free slot");
+                    let outcome = cron::run_job(&probe_job(), &agents, &FixedClock);
+                    drop(slot);
+                    assert!(outcome.success, "{outcome:?}");
                     assert!(
                         identity::is_dispatcher_owned_worker_context(),
                         "the job's scope did not close"
@@ -186,24 +278,37 @@ fn cron_job_beside_worker_heartbeat_never_sees_the_worker() {
                 })
                 .unwrap();
 
-                heartbeat.join().unwrap();
                 cron.join().unwrap();
+                // The worker's turn is over: stop the heartbeat (`Heartbeat::stop`).
+                shared.request_stop();
+                heartbeat.join().unwrap();
+
                 let seen = seen.lock().unwrap();
-                assert_eq!(seen.looks, 2);
+                assert_eq!(seen.looks, 2, "the probe looks when built and when run");
                 assert!(
                     seen.leaks.is_empty(),
                     "the cron job saw the worker: {:?}",
                     seen.leaks
                 );
-                assert_eq!(beats.load(SeqCst), BEATS);
+                // The worker may stop its heartbeat before the loop's own bound: every beat that
+                // was sent extended the claim, and none was refused.
+                assert!(!shared.lost(), "a heartbeat was refused");
+                let beats = shared.beats();
+                assert!(beats <= BEATS);
                 let row = claim.row.lock().unwrap();
-                assert_eq!(row.extended_by, vec!["heartbeat"; BEATS]);
-                assert_eq!(row.expires, 10 + BEATS as i64 - 1 + 900);
+                assert_eq!(row.extended_by, vec!["heartbeat"; beats as usize]);
+                if beats > 0 {
+                    assert_eq!(row.expires, 10 + beats as i64 - 1 + 900);
+                }
                 assert!(
                     identity::gate().is_some(),
                     "the worker's main thread lost its identity"
                 );
             });
+            assert!(
+                BEAT_INSIDE_THE_JOB.load(Ordering::SeqCst),
+                "no explored execution sent a beat while the cron job ran"
+            );
         },
     );
 }
@@ -215,8 +320,8 @@ fn in_worker_process(test: &str, model: impl FnOnce()) {
     // The context is loom's thread-local: it can only be read inside a loom execution.
     let worker = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let probe = worker.clone();
-    loom::model(move || probe.store(identity::gate().is_some(), SeqCst));
-    if worker.load(SeqCst) {
+    loom::model(move || probe.store(identity::gate().is_some(), Ordering::SeqCst));
+    if worker.load(Ordering::SeqCst) {
         model();
         return;
     }
