@@ -131,7 +131,12 @@ fn cap(text: &str, max: usize) -> String {
 }
 
 fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
-    Ok(tx.execute(sql, params)? == 1)
+    Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
+}
+
+/// Runs a statement through the connection's statement cache; returns the rows changed.
+fn exec(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<usize> {
+    Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
 /// The fence every dispatcher transition uses: the task is still running under the same claim
@@ -182,7 +187,8 @@ pub fn record_spawn_in(
     let current = cas(tx, &sql, params![id, claim_lock, run_id, pid, fingerprint])?;
     // A fast worker may have registered, finished and closed its run before this record: the
     // process was still started for this run, so the run row and the `spawned` event say so.
-    tx.execute(
+    exec(
+        tx,
         "UPDATE task_runs SET worker_pid = COALESCE(worker_pid, ?2), \
          worker_started_at = COALESCE(worker_started_at, ?3) WHERE id = ?1 AND task_id = ?4",
         params![run_id, pid, fingerprint, id],
@@ -227,7 +233,8 @@ pub fn register_worker_in(
             Some(run_id),
         )?));
     }
-    tx.execute(
+    exec(
+        tx,
         "UPDATE task_runs SET worker_pid = ?2, worker_started_at = ?3 WHERE id = ?1 AND ended_at IS NULL",
         params![run_id, pid, fingerprint],
     )?;
@@ -264,7 +271,8 @@ pub fn extend_claim_in(
         }));
     }
     if let Some(run_id) = task.run_id {
-        tx.execute(
+        exec(
+            tx,
             "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
             params![run_id, new_expires],
         )?;
@@ -297,7 +305,8 @@ pub fn defer_reclaim_in(
         return Ok(Outcome::Refused(refusal(tx, &task.id, lock, task.run_id)?));
     }
     if let Some(run_id) = task.run_id {
-        tx.execute(
+        exec(
+            tx,
             "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
             params![run_id, new_expires],
         )?;
@@ -407,7 +416,8 @@ pub fn reconcile_orphan_in(tx: &Tx<'_>, task: &RunningTask, now: i64) -> Result<
             task_id: task.id.clone(),
         }));
     }
-    tx.execute(
+    exec(
+        tx,
         "UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', \
          error = 'orphaned running task without a claim', ended_at = ?2 \
          WHERE task_id = ?1 AND ended_at IS NULL",
@@ -511,6 +521,14 @@ impl Board {
         )?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// How many tasks are running on this board.
+    pub fn running_count(&self) -> Result<i64> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT COUNT(*) FROM tasks WHERE status = 'running'")?;
+        Ok(stmt.query_row([], |r| r.get(0))?)
     }
 
     /// Running tasks claimed by a lock that starts with `host_prefix` (`"<hostname>:"`).

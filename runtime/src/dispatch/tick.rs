@@ -20,6 +20,8 @@
 //! Every board write is a fenced compare-and-swap; a refusal means someone else acted first and
 //! the row is simply skipped.
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 
 use crate::board::{self, Board, BoardError, Event, Outcome, Status};
@@ -143,6 +145,8 @@ struct Tick<'a> {
     now: i64,
     workers: &'a mut dyn Workers,
     report: TickReport,
+    /// Running tasks a phase already acted on this tick (later phases leave them alone).
+    handled: HashSet<String>,
 }
 
 /// Runs one tick (see the module doc). The caller holds the board's tick lock.
@@ -162,6 +166,7 @@ pub fn tick(
             dry_run: settings.dry_run,
             ..TickReport::default()
         },
+        handled: HashSet::new(),
     };
     t.run().map_err(|source| TickError::Board {
         board: slug,
@@ -174,11 +179,14 @@ impl Tick<'_> {
     fn run(&mut self) -> Result<(), BoardError> {
         self.report.reaped = self.workers.reap();
         if !self.settings.dry_run {
-            self.expired_claims()?;
-            self.orphans()?;
-            self.stale_heartbeats()?;
-            self.dead_workers()?;
-            self.runtime_cap()?;
+            // One snapshot for every reclaim phase; each write is fenced, so a stale row only
+            // makes a compare-and-swap refuse.
+            let running = self.board.running_tasks()?;
+            self.expired_claims(&running)?;
+            self.orphans(&running)?;
+            self.stale_heartbeats(&running)?;
+            self.dead_workers(&running)?;
+            self.runtime_cap(&running)?;
             self.report.promoted = self.board.recompute_ready(self.now)?;
         }
         let budget = self.spawn_budget()?;
@@ -228,6 +236,7 @@ impl Tick<'_> {
     }
 
     fn release(&mut self, id: &str, release: &Release<'_>) -> Result<Option<Status>, BoardError> {
+        self.handled.insert(id.to_owned());
         match self.board.release_claim(id, release, self.now)? {
             Outcome::Done(released) => {
                 if released.gave_up {
@@ -261,6 +270,7 @@ impl Tick<'_> {
         reason: &str,
         termination: &Termination,
     ) -> Result<(), BoardError> {
+        self.handled.insert(task.id.clone());
         let until = self.now + self.settings.reclaim_defer_seconds;
         if self
             .board
@@ -272,11 +282,18 @@ impl Tick<'_> {
         Ok(())
     }
 
-    fn expired_claims(&mut self) -> Result<(), BoardError> {
+    /// The snapshot's tasks no earlier phase acted on.
+    fn pending<'r>(&self, running: &'r [RunningTask]) -> Vec<&'r RunningTask> {
+        running
+            .iter()
+            .filter(|t| !self.handled.contains(&t.id))
+            .collect()
+    }
+
+    fn expired_claims(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         let now = self.now;
-        let expired: Vec<RunningTask> = self
-            .board
-            .running_tasks()?
+        let expired: Vec<&RunningTask> = self
+            .pending(running)
             .into_iter()
             .filter(|t| t.claim_lock.is_some() && t.claim_expires.is_some_and(|e| e < now))
             .collect();
@@ -284,22 +301,23 @@ impl Tick<'_> {
             let heartbeat_stale = task
                 .last_heartbeat_at
                 .is_some_and(|hb| now - hb > self.settings.heartbeat_max_stale_seconds);
-            let alive = self.liveness(&task).is_some_and(Liveness::may_be_running);
+            let alive = self.liveness(task).is_some_and(Liveness::may_be_running);
             if alive && !heartbeat_stale {
                 let until = now + self.settings.claim_ttl_seconds;
-                if self.board.extend_claim(&task, until, now)?.is_done() {
+                self.handled.insert(task.id.clone());
+                if self.board.extend_claim(task, until, now)?.is_done() {
                     self.report.extended.push(task.id.clone());
                 }
                 continue;
             }
-            let termination = self.stop_worker(&task);
+            let termination = self.stop_worker(task);
             if termination.survived() {
                 let reason = if heartbeat_stale {
                     "heartbeat_stale_worker_alive"
                 } else {
                     "ttl_expired_worker_alive"
                 };
-                self.defer(&task, reason, &termination)?;
+                self.defer(task, reason, &termination)?;
                 continue;
             }
             let lock = task.claim_lock.clone().unwrap_or_default();
@@ -316,7 +334,7 @@ impl Tick<'_> {
                     claim_expires: task.claim_expires,
                     last_heartbeat_at: task.last_heartbeat_at,
                     now: Some(now),
-                    host_local: Some(self.host_local(&task)),
+                    host_local: Some(self.host_local(task)),
                     heartbeat_stale: Some(heartbeat_stale),
                     retry_status: Status::Ready,
                     termination: Some(to_board(&termination)),
@@ -331,10 +349,9 @@ impl Tick<'_> {
         Ok(())
     }
 
-    fn orphans(&mut self) -> Result<(), BoardError> {
-        let orphans: Vec<RunningTask> = self
-            .board
-            .running_tasks()?
+    fn orphans(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
+        let orphans: Vec<&RunningTask> = self
+            .pending(running)
             .into_iter()
             .filter(|t| t.claim_lock.is_none() || t.claim_expires.is_none())
             .collect();
@@ -347,32 +364,32 @@ impl Tick<'_> {
             if alive {
                 continue;
             }
-            if self.board.reconcile_orphan(&task, self.now)?.is_done() {
+            self.handled.insert(task.id.clone());
+            if self.board.reconcile_orphan(task, self.now)?.is_done() {
                 self.report.reconciled.push(task.id.clone());
             }
         }
         Ok(())
     }
 
-    fn stale_heartbeats(&mut self) -> Result<(), BoardError> {
+    fn stale_heartbeats(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         let timeout = self.settings.stale_timeout_seconds;
         if timeout <= 0 {
             return Ok(());
         }
         let now = self.now;
         let max_stale = self.settings.heartbeat_max_stale_seconds;
-        let stale: Vec<RunningTask> = self
-            .board
-            .running_tasks()?
+        let stale: Vec<&RunningTask> = self
+            .pending(running)
             .into_iter()
             .filter(|t| t.claim_lock.is_some())
             .filter(|t| t.run_started_at.is_some_and(|s| now - s >= timeout))
             .filter(|t| t.last_heartbeat_at.is_none_or(|hb| now - hb >= max_stale))
             .collect();
         for task in stale {
-            let termination = self.stop_worker(&task);
+            let termination = self.stop_worker(task);
             if termination.survived() {
-                self.defer(&task, "heartbeat_stale_worker_alive", &termination)?;
+                self.defer(task, "heartbeat_stale_worker_alive", &termination)?;
                 continue;
             }
             let release = Release {
@@ -398,17 +415,16 @@ impl Tick<'_> {
         Ok(())
     }
 
-    fn dead_workers(&mut self) -> Result<(), BoardError> {
+    fn dead_workers(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         let now = self.now;
-        let candidates: Vec<RunningTask> = self
-            .board
-            .running_tasks()?
+        let candidates: Vec<&RunningTask> = self
+            .pending(running)
             .into_iter()
             .filter(|t| t.claim_lock.is_some() && t.claim_expires.is_some())
             .collect();
         for task in candidates {
             let Some(pid) = task.worker_pid else { continue };
-            match self.liveness(&task) {
+            match self.liveness(task) {
                 Some(Liveness::Dead) => self.workers.kill_leftovers(pid),
                 Some(Liveness::Recycled) => {}
                 _ => continue,
@@ -533,11 +549,10 @@ impl Tick<'_> {
         Ok(())
     }
 
-    fn runtime_cap(&mut self) -> Result<(), BoardError> {
+    fn runtime_cap(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         let now = self.now;
-        let over: Vec<(RunningTask, i64, i64)> = self
-            .board
-            .running_tasks()?
+        let over: Vec<(&RunningTask, i64, i64)> = self
+            .pending(running)
             .into_iter()
             .filter(|t| t.claim_lock.is_some())
             .filter_map(|t| {
@@ -547,9 +562,9 @@ impl Tick<'_> {
             })
             .collect();
         for (task, elapsed, limit) in over {
-            let termination = self.stop_worker(&task);
+            let termination = self.stop_worker(task);
             if termination.survived() {
-                self.defer(&task, "runtime_cap_worker_alive", &termination)?;
+                self.defer(task, "runtime_cap_worker_alive", &termination)?;
                 continue;
             }
             let release = Release {
@@ -574,7 +589,7 @@ impl Tick<'_> {
     }
 
     fn spawn_budget(&mut self) -> Result<u32, BoardError> {
-        let running = self.board.workload(self.now, 0)?.running;
+        let running = self.board.running_count()?;
         let running = u32::try_from(running.max(0)).unwrap_or(u32::MAX);
         let mut budget = self.settings.max_spawn.saturating_sub(running);
         if let Some(cap) = self.settings.max_in_progress {
