@@ -1,6 +1,6 @@
 //! `cargo xtask loom`: runs the loom models of `kanban-loom-tests` (DESIGN §9).
 //!
-//! It runs `cargo test -p kanban-loom-tests --release -- --nocapture` with `--cfg loom` added to
+//! It runs `cargo test -p kanban-loom-tests --release --no-fail-fast -- --nocapture` with `--cfg loom` added to
 //! `RUSTFLAGS`, `LOOM_MAX_PREEMPTIONS` set (the bound keeps the whole suite within a few
 //! minutes on two cores) and a target dir of its own (`<target>/loom`), because a `--cfg loom`
 //! build recompiles every dependency and would otherwise evict the normal build's artifacts.
@@ -35,7 +35,7 @@ pub fn run(root: &Path, preemptions: usize, target_dir: Option<&Path>) -> anyhow
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!(
         "loom: RUSTFLAGS=\"{rustflags}\" LOOM_MAX_PREEMPTIONS={preemptions} CARGO_TARGET_DIR={} \
-         cargo test -p kanban-loom-tests --release",
+         cargo test -p kanban-loom-tests --release --no-fail-fast",
         target.display()
     );
     let mut child = Command::new(&cargo)
@@ -44,6 +44,8 @@ pub fn run(root: &Path, preemptions: usize, target_dir: Option<&Path>) -> anyhow
             "-p",
             "kanban-loom-tests",
             "--release",
+            // Every model runs, and every failing one is reported, not only the first.
+            "--no-fail-fast",
             "--",
             "--nocapture",
         ])
