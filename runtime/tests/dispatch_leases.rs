@@ -273,3 +273,43 @@ fn a_worker_stopped_with_sigterm_waits_for_its_agent_and_exits_130_with_its_trai
         std::fs::read_to_string(home.root.join(format!("kanban/logs/default/{id}.log"))).unwrap();
     assert!(log.contains("[kanban-worker-exit] rc=130"), "{log}");
 }
+
+#[test]
+fn a_stopped_but_live_worker_past_its_ttl_gets_its_claim_extended_not_a_twin() {
+    // TTL 2 s; the worker is frozen with SIGSTOP so it cannot heartbeat. Alive, with a heartbeat
+    // younger than heartbeat_max_stale_seconds: the dispatcher must extend, never reclaim.
+    let home = Home::new(&config("max_spawn = 2\nclaim_ttl_seconds = 2"));
+    let id = home.create(Home::task(
+        "frozen",
+        "sh",
+        Some("sleep 2; echo thawed"),
+        vec![],
+    ));
+    let _daemon = home.daemon();
+    home.wait_for("the worker to register", Duration::from_secs(30), |b| {
+        b.events(&id, None)
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "worker_registered")
+    });
+    let pid = home.board().get_task(&id).unwrap().worker_pid.unwrap();
+    kill("-STOP", pid);
+    home.wait_for("claim_extended", Duration::from_secs(30), |b| {
+        b.events(&id, None)
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "claim_extended")
+    });
+    kill("-CONT", pid);
+    home.wait_for("the task to be done", Duration::from_secs(30), |b| {
+        b.get_task(&id).unwrap().status == Status::Done
+    });
+    assert_eq!(run_outcomes(&home, &id), ["completed"]);
+    let kinds = home.kinds(&id);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "spawned").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(!kinds.iter().any(|k| k == "reclaimed"), "{kinds:?}");
+}

@@ -50,7 +50,7 @@ impl Workers for Fake {
     fn reap(&mut self) -> Vec<Reaped> {
         Vec::new()
     }
-    fn exit_of(&self, pid: i64) -> Option<WorkerExit> {
+    fn exit_of(&mut self, pid: i64) -> Option<WorkerExit> {
         self.exits.get(&pid).copied()
     }
     fn liveness(&self, pid: i64, _fp: Option<&str>) -> Liveness {

@@ -30,8 +30,9 @@ pub trait Workers {
     fn poll_exited(&mut self) -> bool {
         false
     }
-    /// How a child of ours ended, if we reaped it.
-    fn exit_of(&self, pid: i64) -> Option<WorkerExit>;
+    /// How a child of ours ended, if it has (a child that died since the last reap is collected
+    /// now, so its real status is used rather than a guess).
+    fn exit_of(&mut self, pid: i64) -> Option<WorkerExit>;
     /// Liveness of a recorded worker.
     fn liveness(&self, pid: i64, fingerprint: Option<&str>) -> Liveness;
     /// The fingerprint of a just-spawned worker (`None` when unreadable).
@@ -110,7 +111,10 @@ impl Workers for Processes {
         !self.pending.is_empty()
     }
 
-    fn exit_of(&self, pid: i64) -> Option<WorkerExit> {
+    fn exit_of(&mut self, pid: i64) -> Option<WorkerExit> {
+        if !self.exits.contains_key(&pid) && self.children.contains_key(&pid) {
+            Self::collect(&mut self.children, &mut self.exits, &mut self.pending);
+        }
         self.exits.get(&pid).map(|(exit, _)| *exit)
     }
 
@@ -162,7 +166,7 @@ impl Workers for NoSpawn {
     fn reap(&mut self) -> Vec<Reaped> {
         Vec::new()
     }
-    fn exit_of(&self, _pid: i64) -> Option<WorkerExit> {
+    fn exit_of(&mut self, _pid: i64) -> Option<WorkerExit> {
         None
     }
     fn liveness(&self, pid: i64, _fingerprint: Option<&str>) -> Liveness {
