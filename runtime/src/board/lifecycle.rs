@@ -523,6 +523,36 @@ impl Board {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Records once that a ready task is not spawned because its profile is undefined (event
+    /// `skipped_nonspawnable`, appended only when the task's newest event is not already the
+    /// same note). Returns whether it was appended.
+    pub fn note_nonspawnable(&self, id: &str, profile: &str, now: i64) -> Result<bool> {
+        let event = Event::SkippedNonspawnable {
+            assignee: Some(profile.to_owned()),
+        };
+        let (kind, payload) = event.encode()?;
+        let noted = |conn: &rusqlite::Connection| -> Result<bool> {
+            let newest: Option<(String, Option<String>)> = conn
+                .prepare_cached(
+                    "SELECT kind, payload FROM task_events WHERE task_id = ?1 ORDER BY id DESC LIMIT 1",
+                )?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            Ok(newest.is_some_and(|(k, p)| k == kind && p == payload))
+        };
+        // Read first: the common case (already noted) takes no write lock.
+        if noted(self.conn())? {
+            return Ok(false);
+        }
+        self.write(|tx| {
+            if noted(tx)? {
+                return Ok(false);
+            }
+            append_event(tx, id, None, &event, now)?;
+            Ok(true)
+        })
+    }
+
     /// How many tasks are running on this board.
     pub fn running_count(&self) -> Result<i64> {
         let mut stmt = self

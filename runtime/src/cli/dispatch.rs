@@ -242,6 +242,11 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
             )),
         }
     }
+    for (id, profile) in &report.noted_nonspawnable {
+        out.push(format!(
+            "skipped    {id}: profile `{profile}` is not defined in kanban.toml"
+        ));
+    }
     if report.dry_run {
         for (id, profile) in &report.skipped_nonspawnable {
             out.push(format!(

@@ -416,6 +416,15 @@ fn an_undefined_profile_is_never_claimed_and_an_idle_board_says_so() {
     assert_eq!(r.skipped_nonspawnable, [(id.clone(), "ghost".to_owned())]);
     assert_eq!(e.status(&id), Status::Ready);
     assert!(r.is_idle());
+    // Noted on the board once, not on every tick.
+    assert_eq!(r.noted_nonspawnable.len(), 1);
+    assert!(e.tick().noted_nonspawnable.is_empty());
+    let notes = e
+        .kinds(&id)
+        .iter()
+        .filter(|k| *k == "skipped_nonspawnable")
+        .count();
+    assert_eq!(notes, 1);
 }
 
 #[test]

@@ -78,6 +78,8 @@ pub struct TickReport {
     pub spawn_failed: Vec<(String, String)>,
     /// (task id, profile) — tasks whose profile is not defined in kanban.toml (those looked at).
     pub skipped_nonspawnable: Vec<(String, String)>,
+    /// The subset of `skipped_nonspawnable` noted on the board for the first time this tick.
+    pub noted_nonspawnable: Vec<(String, String)>,
     /// Ready tasks on the board whose profile is not defined in kanban.toml.
     pub unspawnable_ready: i64,
     /// Workers this tick was allowed to start.
@@ -631,6 +633,11 @@ impl Tick<'_> {
             if s.profiles.contains(&profile) {
                 chosen.push((c, profile));
             } else {
+                if !s.dry_run && self.board.note_nonspawnable(&c.id, &profile, self.now)? {
+                    self.report
+                        .noted_nonspawnable
+                        .push((c.id.clone(), profile.clone()));
+                }
                 self.report
                     .skipped_nonspawnable
                     .push((c.id.clone(), profile));
