@@ -10,6 +10,7 @@ tasks:
   drift   env-key drift guard over dispatch::default_spawn
   lint    syn-based rules over runtime/src
   loom    the loom models (kanban-loom-tests) with --cfg loom, in <target>/loom
+  bench   release build + the benchmark suite (kanban-bench); table in <target>/bench/latest.md
 
 options:
   --root DIR     the workspace root to check (default: this workspace)
@@ -24,6 +25,7 @@ pub enum Task {
     Drift,
     Lint,
     Loom,
+    Bench,
     Help,
 }
 
@@ -66,6 +68,7 @@ impl Flags {
                     None => return Err("--target-dir needs a directory".into()),
                 },
                 "loom" if task.is_none() => task = Some(Task::Loom),
+                "bench" if task.is_none() => task = Some(Task::Bench),
                 "check" | "drift" | "lint" if task.is_none() => {
                     task = Some(match arg.as_str() {
                         "check" => Task::Check,

@@ -1,4 +1,4 @@
-//! `cargo xtask check|drift|lint|loom`: the project's static checks (model: rust-analyzer's xtask).
+//! `cargo xtask check|drift|lint|loom|bench`: the project's static checks (model: rust-analyzer's xtask).
 //!
 //! Each task is one small function returning `anyhow::Result<()>`; a task that finds problems
 //! prints them as `path:line:col: rule: message — how to fix` and fails, so the process exits
@@ -6,6 +6,7 @@
 //! too); this binary only parses flags, runs cargo for fmt and clippy, prints and sets the exit
 //! code. It never edits the sources.
 
+mod bench;
 mod check;
 mod flags;
 mod loom;
@@ -45,6 +46,7 @@ fn run() -> anyhow::Result<()> {
         flags::Task::Drift if flags.verbose => drift_verbose(&root),
         flags::Task::Drift => drift(&root),
         flags::Task::Lint => lint(&root),
+        flags::Task::Bench => bench::run(&root),
         flags::Task::Loom => loom::run(
             &root,
             flags.preemptions.unwrap_or(loom::DEFAULT_PREEMPTIONS),

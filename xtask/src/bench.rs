@@ -1,0 +1,59 @@
+//! `cargo xtask bench`: builds `kanban` and `kanban-bench` in release mode and runs the benchmark
+//! suite (DESIGN §10), which prints a markdown table of figures, each next to a baseline measured
+//! in the same run, and writes it to `<target>/bench/latest.md` for the README.
+//!
+//! Speed and memory are only ever measured here, never asserted by timed tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+/// Builds and runs the benchmark binary from the workspace at `root`.
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "kanban-runtime",
+            "--bin",
+            "kanban",
+            "-p",
+            "kanban-tests",
+            "--bin",
+            "kanban-bench",
+        ])
+        .current_dir(root)
+        .status()
+        .context("cannot run `cargo build --release`")?;
+    if !status.success() {
+        bail!("bench: the release build failed ({status})");
+    }
+    let target = target_dir(root);
+    let out_dir = target.join("bench");
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let out = out_dir.join("latest.md");
+    let bench = target.join("release").join("kanban-bench");
+    let status = Command::new(&bench)
+        .arg("--out")
+        .arg(&out)
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("cannot run {}", bench.display()))?;
+    if !status.success() {
+        bail!("bench: {} failed ({status})", bench.display());
+    }
+    eprintln!("bench: table written to {}", out.display());
+    Ok(())
+}
+
+/// `$CARGO_TARGET_DIR`, or `<root>/target`.
+fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => root.join("target"),
+    }
+}
