@@ -160,6 +160,11 @@ fn landing_status(conn: &rusqlite::Connection, id: &str) -> Result<Status> {
     })
 }
 
+/// Runs a statement through the connection's statement cache; returns the rows changed.
+fn exec(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<usize> {
+    Ok(tx.prepare_cached(sql)?.execute(params)?)
+}
+
 /// Runs an `UPDATE` that must change exactly one row.
 fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
     Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
@@ -175,7 +180,8 @@ pub fn close_run_in(
     error: Option<&str>,
     now: i64,
 ) -> Result<bool> {
-    Ok(tx.execute(
+    Ok(exec(
+        tx,
         "UPDATE task_runs SET status = ?2, outcome = ?3, summary = COALESCE(?4, summary), \
          error = COALESCE(?5, error), ended_at = ?6 WHERE id = ?1 AND ended_at IS NULL",
         params![run_id, status, outcome, summary, error, now],
@@ -184,7 +190,8 @@ pub fn close_run_in(
 
 /// Closes every open run of `task_id` as reclaimed (invariant recovery); returns how many.
 fn close_leaked_runs(tx: &Tx<'_>, task_id: &str, note: &str, now: i64) -> Result<usize> {
-    Ok(tx.execute(
+    Ok(exec(
+        tx,
         "UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', error = ?2, ended_at = ?3 \
          WHERE task_id = ?1 AND ended_at IS NULL",
         params![task_id, note, now],
@@ -245,12 +252,11 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
         .filter(|k| !k.is_empty());
     if let Some(key) = key {
         let existing: Option<(String, String)> = tx
-            .query_row(
+            .prepare_cached(
                 "SELECT id, status FROM tasks WHERE idempotency_key = ?1 AND status != 'archived' \
                  ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                [key],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            )?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         if let Some((id, status)) = existing {
             return Ok(Created {
@@ -271,9 +277,8 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
     let mut tenant = new.tenant.clone().filter(|t| !t.is_empty());
     for p in &parents {
         let parent: Option<(String, Option<String>)> = tx
-            .query_row("SELECT status, tenant FROM tasks WHERE id = ?1", [p], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .prepare_cached("SELECT status, tenant FROM tasks WHERE id = ?1")?
+            .query_row([p], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         let Some((status, parent_tenant)) = parent else {
             return Err(BoardError::ParentNotFound { id: p.clone() });
@@ -303,11 +308,8 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
     for _ in 0..8 {
         let candidate = format!("t_{}", random_hex(8));
         let taken: bool = tx
-            .query_row(
-                "SELECT 1 FROM tasks WHERE id = ?1",
-                [&candidate],
-                |_| Ok(()),
-            )
+            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+            .query_row([&candidate], |_| Ok(()))
             .optional()?
             .is_some();
         if !taken {
@@ -321,7 +323,8 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
             message: "could not draw an unused task id".to_owned(),
         });
     }
-    tx.execute(
+    exec(
+        tx,
         "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
          tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
          goal_max_turns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
@@ -345,7 +348,8 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
         ],
     )?;
     for p in &parents {
-        tx.execute(
+        exec(
+            tx,
             "INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)",
             params![p, id],
         )?;
@@ -440,20 +444,10 @@ pub fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<Cla
     }
     close_leaked_runs(tx, id, "invariant recovery on re-claim", now)?;
     let expires = now + spec.ttl_seconds;
-    let won = cas(
+    // The run row first, so one UPDATE of the task row both claims it and points it at the run
+    // (each statement on `tasks` rewrites its page and the `idx_tasks_status` entry).
+    exec(
         tx,
-        "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, \
-         started_at = COALESCE(started_at, ?4), last_heartbeat_at = ?4, worker_pid = NULL, \
-         worker_started_at = NULL, current_run_id = NULL \
-         WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
-        params![id, spec.lock, expires, now],
-    )?;
-    if !won {
-        return Ok(ClaimOutcome::Lost(Refusal::Raced {
-            task_id: id.to_owned(),
-        }));
-    }
-    tx.execute(
         "INSERT INTO task_runs (task_id, profile, status, claim_lock, claim_expires, \
          max_runtime_seconds, last_heartbeat_at, started_at) \
          VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?6)",
@@ -467,11 +461,21 @@ pub fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<Cla
         ],
     )?;
     let run_id = tx.last_insert_rowid();
-    cas(
+    let won = cas(
         tx,
-        "UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 AND status = 'running' AND claim_lock = ?3",
-        params![id, run_id, spec.lock],
+        "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, \
+         started_at = COALESCE(started_at, ?4), last_heartbeat_at = ?4, worker_pid = NULL, \
+         worker_started_at = NULL, current_run_id = ?5 \
+         WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
+        params![id, spec.lock, expires, now, run_id],
     )?;
+    if !won {
+        // Unreachable under the write lock after the checks above; undo the run all the same.
+        exec(tx, "DELETE FROM task_runs WHERE id = ?1", [run_id])?;
+        return Ok(ClaimOutcome::Lost(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
     append_event(
         tx,
         id,
@@ -549,7 +553,8 @@ pub fn heartbeat_in(
         }));
     }
     if let Some(run_id) = task.current_run_id {
-        tx.execute(
+        exec(
+            tx,
             "UPDATE task_runs SET claim_expires = ?2, last_heartbeat_at = ?3 \
              WHERE id = ?1 AND ended_at IS NULL",
             params![run_id, expires, now],
@@ -664,14 +669,14 @@ pub fn complete_in(
         closed = Some(run_id);
     }
     close_leaked_runs(tx, id, "invariant recovery on completion", now)?;
-    let stored_result: Option<String> =
-        tx.query_row("SELECT result FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+    // What the UPDATE above stored: `COALESCE(?2, result)`.
+    let stored_result = result.or(task.result.as_deref());
     append_event(
         tx,
         id,
         closed,
         &Event::Completed {
-            result_len: stored_result.as_deref().map_or(0, str::len),
+            result_len: stored_result.map_or(0, str::len),
             summary: run_summary.map(summary_line),
             forced: completion.force.then_some(true),
         },
@@ -1117,7 +1122,8 @@ pub fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i64) -> 
     } else {
         author.trim()
     };
-    tx.execute(
+    exec(
+        tx,
         "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
         params![id, author, body, now],
     )?;
@@ -1188,7 +1194,8 @@ pub fn link_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outco
             expected: "not running (a running task cannot gain a parent)",
         }));
     }
-    tx.execute(
+    exec(
+        tx,
         "INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)",
         params![parent, child],
     )?;
@@ -1241,7 +1248,8 @@ pub fn link_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outco
 pub fn unlink_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outcome<LinkChange>> {
     load_task(tx, parent)?;
     load_task(tx, child)?;
-    let removed = tx.execute(
+    let removed = exec(
+        tx,
         "DELETE FROM task_links WHERE parent_id = ?1 AND child_id = ?2",
         params![parent, child],
     )?;
