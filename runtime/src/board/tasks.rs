@@ -190,12 +190,12 @@ pub fn close_run_in(
 
 /// Closes every open run of `task_id` as reclaimed (invariant recovery); returns how many.
 fn close_leaked_runs(tx: &Tx<'_>, task_id: &str, note: &str, now: i64) -> Result<usize> {
-    Ok(exec(
+    exec(
         tx,
         "UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', error = ?2, ended_at = ?3 \
          WHERE task_id = ?1 AND ended_at IS NULL",
         params![task_id, note, now],
-    )?)
+    )
 }
 
 /// Promotes `todo` children of `parent_id` whose parents are now all finished.
