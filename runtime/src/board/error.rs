@@ -131,3 +131,17 @@ pub enum BoardError {
 
 /// Result alias of the board.
 pub type Result<T, E = BoardError> = std::result::Result<T, E>;
+
+impl BoardError {
+    /// True when SQLite reported the database file itself as damaged (`SQLITE_CORRUPT`,
+    /// `SQLITE_NOTADB`): the caller should stop and say so rather than retry.
+    pub fn is_corrupt(&self) -> bool {
+        match self {
+            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ),
+            _ => false,
+        }
+    }
+}

@@ -6,7 +6,8 @@
 //! `open_run_mismatch`, `dangling_current_run` (`current_run_id` is NULL exactly when no run is
 //! open, and points at the task's one open run); `orphan_run`, `orphan_event`, `orphan_comment`,
 //! `orphan_link` (every row belongs to an existing task); `ready_with_unfinished_parent`;
-//! `link_cycle`.
+//! `link_cycle`. First of all `corrupt_database`: SQLite's `PRAGMA quick_check` over the file;
+//! when it finds damage, fsck reports only that (every other answer would rest on damaged pages).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,10 +34,46 @@ impl std::fmt::Display for Violation {
     }
 }
 
+/// What `PRAGMA quick_check` finds wrong with the file (empty when it answers `ok`); a check that
+/// itself fails on a damaged page is reported as damage too.
+fn storage_damage(conn: &rusqlite::Connection) -> Result<Vec<String>> {
+    let rows = conn.prepare("PRAGMA quick_check").and_then(|mut stmt| {
+        stmt.query_map([], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()
+    });
+    match rows {
+        Ok(rows) => Ok(rows.into_iter().filter(|r| r != "ok").collect()),
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ) =>
+        {
+            Ok(vec![e.to_string()])
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 impl Board {
     /// Checks every invariant; an empty list means the board is consistent.
     pub fn fsck(&self) -> Result<Vec<Violation>> {
         let conn = self.conn();
+        let damage = storage_damage(conn)?;
+        if !damage.is_empty() {
+            return Ok(damage
+                .into_iter()
+                .map(|message| Violation {
+                    rule: "corrupt_database",
+                    task_id: None,
+                    message: format!(
+                        "{message} (in {}); restore a backup, or salvage the rows with \
+                         `sqlite3 <file> .recover`",
+                        self.path().display()
+                    ),
+                })
+                .collect());
+        }
         let mut out = Vec::new();
         let mut push = |rule, task_id: Option<String>, message: String| {
             out.push(Violation {

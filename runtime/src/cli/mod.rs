@@ -86,6 +86,17 @@ pub fn main() -> ExitCode {
         Ok(Exit(code)) => ExitCode::from(code),
         Err(err) => {
             eprintln!("kanban: {err:#}");
+            let corrupt = err.chain().any(|e| {
+                e.downcast_ref::<crate::board::BoardError>()
+                    .is_some_and(crate::board::BoardError::is_corrupt)
+            });
+            if corrupt {
+                eprintln!(
+                    "kanban: the board database is damaged; nothing was changed. `kanban fsck` \
+                     reports what SQLite finds; restore a backup, or salvage the rows with \
+                     `sqlite3 <board file> .recover`"
+                );
+            }
             if err.downcast_ref::<Refused>().is_some() {
                 ExitCode::from(3)
             } else {
