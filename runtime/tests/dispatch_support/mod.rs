@@ -3,6 +3,8 @@
 //! as synchronisation, never assertions on wall-clock durations).
 
 #![allow(dead_code)]
+// Test code drives the real binary and real processes.
+#![allow(clippy::disallowed_methods)]
 // Test helpers: a failed setup step should fail the test at once, with the panic message.
 #![allow(clippy::unwrap_used)]
 
