@@ -249,6 +249,18 @@ pub fn register_worker_in(
     }))
 }
 
+/// Copies a task's new claim expiry onto its open run, so the run row tells the same lease.
+fn mirror_run_expiry(tx: &Tx<'_>, run_id: Option<i64>, new_expires: i64) -> Result<()> {
+    if let Some(run_id) = run_id {
+        exec(
+            tx,
+            "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
+            params![run_id, new_expires],
+        )?;
+    }
+    Ok(())
+}
+
 /// Extends the expired claim of a live, heartbeating host-local worker (event `claim_extended`).
 /// Fenced on the expiry the dispatcher saw, so a heartbeat in between wins.
 pub fn extend_claim_in(
@@ -270,13 +282,7 @@ pub fn extend_claim_in(
             task_id: task.id.clone(),
         }));
     }
-    if let Some(run_id) = task.run_id {
-        exec(
-            tx,
-            "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
-            params![run_id, new_expires],
-        )?;
-    }
+    mirror_run_expiry(tx, task.run_id, new_expires)?;
     let event = Event::ClaimExtended {
         reason: "pid_alive".to_owned(),
         worker_pid: task.worker_pid,
@@ -304,13 +310,7 @@ pub fn defer_reclaim_in(
     if !cas(tx, &sql, params![task.id, lock, task.run_id, new_expires])? {
         return Ok(Outcome::Refused(refusal(tx, &task.id, lock, task.run_id)?));
     }
-    if let Some(run_id) = task.run_id {
-        exec(
-            tx,
-            "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
-            params![run_id, new_expires],
-        )?;
-    }
+    mirror_run_expiry(tx, task.run_id, new_expires)?;
     let event = Event::ReclaimDeferred {
         reason: reason.to_owned(),
         claim_lock: lock.unwrap_or_default().to_owned(),
