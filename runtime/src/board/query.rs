@@ -25,7 +25,7 @@ impl Board {
         load_task(self.conn(), id)
     }
 
-    /// Tasks by priority (highest first), then age (oldest first).
+    /// Tasks by priority (highest first), then creation order (oldest first).
     pub fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
         let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1=1");
         let mut args: Vec<String> = Vec::new();
@@ -46,7 +46,9 @@ impl Board {
             args.push(assignee.trim().to_lowercase());
             sql.push_str(&format!(" AND assignee = ?{}", args.len()));
         }
-        sql.push_str(" ORDER BY priority DESC, created_at ASC, id ASC");
+        // `rowid` is insertion order: tasks created in the same second keep their creation order
+        // (the random id would shuffle them).
+        sql.push_str(" ORDER BY priority DESC, created_at ASC, rowid ASC");
         if let Some(limit) = filter.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }

@@ -188,6 +188,25 @@ pub fn close_run_in(
     )? == 1)
 }
 
+/// Records a zero-length, already closed run (started and ended at `now`) for a transition that
+/// ends an attempt nobody claimed (`complete` or `block` of a never-claimed task); returns its id.
+fn instant_run_in(
+    tx: &Tx<'_>,
+    task: &Task,
+    status: &str,
+    outcome: &str,
+    summary: Option<&str>,
+    now: i64,
+) -> Result<i64> {
+    exec(
+        tx,
+        "INSERT INTO task_runs (task_id, profile, status, started_at, ended_at, outcome, summary) \
+         VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
+        params![task.id, task.assignee, status, now, outcome, summary],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
 /// Closes every open run of `task_id` as reclaimed (invariant recovery); returns how many.
 fn close_leaked_runs(tx: &Tx<'_>, task_id: &str, note: &str, now: i64) -> Result<usize> {
     exec(
@@ -669,6 +688,17 @@ pub fn complete_in(
         closed = Some(run_id);
     }
     close_leaked_runs(tx, id, "invariant recovery on completion", now)?;
+    if closed.is_none() && (run_summary.is_some() || task.status == Status::Review) {
+        // Never claimed (or handed over from review): the hand-off still gets its attempt row.
+        closed = Some(instant_run_in(
+            tx,
+            &task,
+            "done",
+            "completed",
+            run_summary,
+            now,
+        )?);
+    }
     // What the UPDATE above stored: `COALESCE(?2, result)`.
     let stored_result = result.or(task.result.as_deref());
     append_event(
@@ -802,6 +832,17 @@ pub fn block_in(
         closed = Some(run_id);
     }
     close_leaked_runs(tx, id, "invariant recovery on block", now)?;
+    if closed.is_none() {
+        // A block of a task nobody claimed still records the reason as an attempt.
+        closed = Some(instant_run_in(
+            tx,
+            &task,
+            "blocked",
+            "blocked",
+            Some(reason),
+            now,
+        )?);
+    }
     append_event(tx, id, closed, &event, now)?;
     Ok(Outcome::Done(BlockedTask {
         task_id: id.to_owned(),
@@ -1061,7 +1102,8 @@ pub fn reclaim_in(
 }
 
 /// Sets (or with `None` clears) the assignee; refused while a claim holds the task. Assigning a
-/// different profile resets the failure counter.
+/// different profile resets the failure counter and forgets the last failure's error (the new
+/// profile starts with a clean slate, so no respawn guard reads the old profile's error).
 pub fn assign_in(
     tx: &Tx<'_>,
     id: &str,
@@ -1084,7 +1126,8 @@ pub fn assign_in(
     let applied = cas(
         tx,
         "UPDATE tasks SET assignee = ?2, \
-         consecutive_failures = CASE WHEN ?3 THEN 0 ELSE consecutive_failures END \
+         consecutive_failures = CASE WHEN ?3 THEN 0 ELSE consecutive_failures END, \
+         last_failure_error = CASE WHEN ?3 THEN NULL ELSE last_failure_error END \
          WHERE id = ?1 AND status = ?4 AND claim_lock IS NULL AND assignee IS ?5",
         params![id, to, changed, task.status.as_str(), task.assignee],
     )?;
@@ -1286,7 +1329,7 @@ pub fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
             "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
                SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
                WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
-             ORDER BY t.priority DESC, t.created_at ASC, t.id",
+             ORDER BY t.priority DESC, t.created_at ASC, t.rowid",
         )?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
