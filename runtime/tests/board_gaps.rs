@@ -2,6 +2,8 @@
 //! a never-claimed completion or block records one zero-length run, `list` keeps creation order
 //! among equal priorities, `assign` to another profile forgets the last failure.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+
 use kanban_tests::Kanban;
 use serde_json::Value;
 
