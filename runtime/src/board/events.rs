@@ -245,6 +245,13 @@ pub enum Event {
         retry_status: Option<Status>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sticky: Option<bool>,
+        /// Set when the crash breaker judged the failure systemic: this many workers died in
+        /// one tick with the same error fingerprint.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        systemic_workers: Option<usize>,
+        /// The normalised error fingerprint the systemic workers shared.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_fingerprint: Option<String>,
     },
     RespawnGuarded {
         reason: String,
@@ -298,6 +305,58 @@ pub enum Event {
         session_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         claim_lock: Option<String>,
+    },
+    /// A status change without a dedicated kind (the original's `status` event), e.g. a task
+    /// reopened by an operator, or a descendant sent back to `todo` by an ancestor's reopen.
+    Status {
+        status: Status,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous_status: Option<Status>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume_status: Option<Status>,
+    },
+    /// A descendant of a reopened task went back to `todo` (its result no longer stands).
+    DescendantInvalidated {
+        ancestor: String,
+        prior_status: Status,
+        new_status: Status,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume_status: Option<Status>,
+    },
+    /// An implementer handed the task to review (`kanban review request`).
+    ReviewRequested {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        implementer: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reviewer: Option<String>,
+    },
+    /// A reviewer sent the task back to its implementer (`kanban review changes`).
+    ChangesRequested {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        implementer: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reviewer: Option<String>,
+        status: Status,
+    },
+    /// An operator took a task out of review back to its implementer (`kanban review reopen`).
+    ReviewReopened {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<Status>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        implementer: Option<String>,
+    },
+    /// A worker still alive well after its run closed was terminated by the dispatcher.
+    TerminalWorkerReaped {
+        pid: i64,
+        worker_started_at: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        termination: Option<Termination>,
     },
     /// What a worker process reported when it finished.
     WorkerResult {

@@ -389,6 +389,8 @@ pub fn release_claim_in(
             trigger_outcome: release.outcome.to_owned(),
             retry_status: Some(Status::Ready),
             sticky: sticky.then_some(true),
+            systemic_workers: None,
+            error_fingerprint: None,
         };
         append_event(tx, id, release.run_id, &event, now)?;
     }
