@@ -133,3 +133,90 @@ fn assigning_another_profile_clears_the_last_failure_error() {
     assert_eq!(task["last_failure_error"], Value::Null);
     assert_eq!(task["consecutive_failures"], 0);
 }
+
+#[test]
+fn reopen_sends_the_task_back_and_invalidates_a_three_level_chain() {
+    let k = kanban();
+    let a = k.create("a", &[]);
+    let b = k.create("b", &["--parent", &a]);
+    let c = k.create("c", &["--parent", &b]);
+    let d = k.create("d", &["--parent", &c]);
+    let bystander = k.create("bystander", &[]);
+    k.ok(&["complete", &a, "--summary", "a done"]);
+    k.ok(&["complete", &b, "--summary", "b done"]);
+    // c runs under a claim, d waits for it.
+    let claim = k.json(&["claim", &c, "--claimer", "h:7"]);
+    assert_eq!(k.status(&d), "todo");
+
+    let reopened = k.json(&["reopen", &a, "--reason", "wrong answer"]);
+    assert_eq!(reopened["status"], "ready");
+    let inv: Vec<(String, String)> = reopened["invalidated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["task_id"].as_str().unwrap().to_owned(),
+                i["prior_status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        inv,
+        [
+            (b.clone(), "done".to_owned()),
+            (c.clone(), "running".to_owned())
+        ]
+    );
+    assert_eq!(k.status(&a), "ready");
+    for id in [&b, &c, &d] {
+        assert_eq!(k.status(id), "todo", "{id}");
+    }
+    assert_eq!(k.status(&bystander), "ready");
+    let c_show = k.json(&["show", &c]);
+    assert_eq!(c_show["task"]["claim_lock"], Value::Null);
+    assert_eq!(c_show["task"]["current_run_id"], Value::Null);
+    let run = &c_show["runs"][0];
+    assert_eq!(run["id"], claim["run_id"]);
+    assert_eq!(run["outcome"], "reclaimed");
+    assert!(run["ended_at"].is_i64());
+    assert_eq!(c_show["comments"].as_array().unwrap().len(), 1);
+    let b_task = k.json(&["show", &b])["task"].clone();
+    assert_eq!(b_task["completed_at"], Value::Null);
+    let inv_events = events_of(&k, &b, "descendant_invalidated");
+    assert_eq!(inv_events.len(), 1);
+    assert_eq!(inv_events[0]["payload"]["ancestor"], a.as_str());
+    assert_eq!(inv_events[0]["payload"]["prior_status"], "done");
+    assert_eq!(
+        events_of(&k, &a, "status")[0]["payload"]["previous_status"],
+        "done"
+    );
+    // The stale worker of c can no longer close anything.
+    let stale = k
+        .cmd()
+        .args(["complete", &c, "--summary", "late"])
+        .env("HERMES_KANBAN_TASK", &c)
+        .env("HERMES_KANBAN_RUN_ID", claim["run_id"].to_string())
+        .env("HERMES_KANBAN_CLAIM_LOCK", "h:7")
+        .output()
+        .unwrap();
+    assert_eq!(stale.status.code(), Some(3));
+    k.assert_fsck_clean();
+    // The chain flows again in order.
+    k.ok(&["complete", &a, "--summary", "a again"]);
+    assert_eq!(k.status(&b), "ready");
+    assert_eq!(k.status(&c), "todo");
+}
+
+#[test]
+fn reopen_refuses_a_task_that_is_not_done_and_changes_nothing() {
+    let k = kanban();
+    let a = k.create("a", &[]);
+    let before = k.json(&["show", &a]);
+    let run = k.run(&["reopen", &a]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("needs it done"), "{}", run.stderr);
+    assert_eq!(k.json(&["show", &a]), before);
+    let missing = k.run(&["reopen", "t_00000000"]);
+    assert_eq!(missing.code, 1, "{}", missing.stderr);
+}

@@ -227,3 +227,24 @@ pub struct LinkChange {
     pub changed: bool,
     pub child_status: Status,
 }
+
+/// A descendant sent back to `todo` by an ancestor's reopen. `worker_pid`/`claim_lock` name a
+/// worker that may still run for it (the dispatcher terminates workers whose run closed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Invalidated {
+    pub task_id: String,
+    pub prior_status: Status,
+    pub worker_pid: Option<i64>,
+    pub claim_lock: Option<String>,
+    /// The run that was closed (a running descendant).
+    pub run_id: Option<i64>,
+}
+
+/// A reopened task: where it landed and which descendants no longer stand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reopened {
+    pub task_id: String,
+    /// `ready`, or `todo` while a parent is unfinished.
+    pub status: Status,
+    pub invalidated: Vec<Invalidated>,
+}

@@ -1009,6 +1009,145 @@ pub fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTas
     }))
 }
 
+/// Reopens a `done` task: it goes back to `ready` (`todo` while a parent is unfinished) and every
+/// descendant whose work rested on it — in `ready`, `review`, `running` or `done` — goes back to
+/// `todo` with its claim cleared, a fresh failure budget, and (when running) its run closed as
+/// reclaimed. Events: `status` {reason `reopened`} on the task; `descendant_invalidated` and
+/// `status` {reason `ancestor_reopened`} plus a comment on each descendant. No process is
+/// signalled: a worker whose run closed is terminated by the dispatcher.
+pub fn reopen_in(
+    tx: &Tx<'_>,
+    id: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<Reopened>> {
+    let task = load_task(tx, id)?;
+    if task.status != Status::Done {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "done",
+        }));
+    }
+    let to = landing_status(tx, id)?;
+    if !cas(
+        tx,
+        "UPDATE tasks SET status = ?2, completed_at = NULL WHERE id = ?1 AND status = 'done' \
+         AND current_run_id IS NULL",
+        params![id, to.as_str()],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    close_leaked_runs(tx, id, "invariant recovery on reopen", now)?;
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    append_event(
+        tx,
+        id,
+        None,
+        &Event::Status {
+            status: to,
+            reason: reason.map_or_else(|| "reopened".to_owned(), |r| format!("reopened: {r}")),
+            parent: None,
+            previous_status: Some(Status::Done),
+            resume_status: None,
+        },
+        now,
+    )?;
+    let descendants: Vec<Task> = {
+        let mut stmt = tx.prepare_cached(&format!(
+            "WITH RECURSIVE d(id) AS ( \
+               SELECT child_id FROM task_links WHERE parent_id = ?1 \
+               UNION SELECT l.child_id FROM task_links l JOIN d ON l.parent_id = d.id) \
+             SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT id FROM d) \
+               AND status IN ('ready', 'review', 'running', 'done') AND id != ?1 \
+             ORDER BY rowid"
+        ))?;
+        let rows = stmt.query_map([id], Task::from_row)?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    let mut invalidated = Vec::with_capacity(descendants.len());
+    for child in descendants {
+        if !cas(
+            tx,
+            "UPDATE tasks SET status = 'todo', completed_at = NULL, claim_lock = NULL, \
+             claim_expires = NULL, worker_pid = NULL, worker_started_at = NULL, \
+             last_heartbeat_at = NULL, current_run_id = NULL, consecutive_failures = 0 \
+             WHERE id = ?1 AND status = ?2 AND current_run_id IS ?3",
+            params![child.id, child.status.as_str(), child.current_run_id],
+        )? {
+            return Err(BoardError::CorruptRow {
+                table: "tasks",
+                message: format!("task `{}` changed inside a write transaction", child.id),
+            });
+        }
+        let mut closed = None;
+        if let Some(run_id) = child.current_run_id
+            && close_run_in(
+                tx,
+                run_id,
+                "todo",
+                "reclaimed",
+                None,
+                Some(&format!("ancestor {id} reopened")),
+                now,
+            )?
+        {
+            closed = Some(run_id);
+        }
+        close_leaked_runs(tx, &child.id, &format!("ancestor {id} reopened"), now)?;
+        append_event(
+            tx,
+            &child.id,
+            closed,
+            &Event::DescendantInvalidated {
+                ancestor: id.to_owned(),
+                prior_status: child.status,
+                new_status: Status::Todo,
+                resume_status: Some(Status::Ready),
+            },
+            now,
+        )?;
+        append_event(
+            tx,
+            &child.id,
+            closed,
+            &Event::Status {
+                status: Status::Todo,
+                reason: "ancestor_reopened".to_owned(),
+                parent: Some(id.to_owned()),
+                previous_status: Some(child.status),
+                resume_status: Some(Status::Ready),
+            },
+            now,
+        )?;
+        comment_in(
+            tx,
+            &child.id,
+            "kanban",
+            &format!(
+                "Ancestor {id} was reopened, so this task (was {}) waits again; its earlier \
+                 result may no longer hold.",
+                child.status
+            ),
+            now,
+        )?;
+        invalidated.push(Invalidated {
+            task_id: child.id,
+            prior_status: child.status,
+            worker_pid: child.worker_pid,
+            claim_lock: child.claim_lock,
+            run_id: closed,
+        });
+    }
+    Ok(Outcome::Done(Reopened {
+        task_id: id.to_owned(),
+        status: to,
+        invalidated,
+    }))
+}
+
 /// Operator reclaim: a running (or still claimed) task goes back to `ready` with a fresh failure
 /// budget; its run is closed as reclaimed. The worker is *not* signalled (see [`ReclaimedTask`]).
 pub fn reclaim_in(
@@ -1417,6 +1556,11 @@ impl Board {
     /// See [`archive_in`].
     pub fn archive(&self, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
         self.write(|tx| archive_in(tx, id, now))
+    }
+
+    /// See [`reopen_in`].
+    pub fn reopen(&self, id: &str, reason: Option<&str>, now: i64) -> Result<Outcome<Reopened>> {
+        self.write(|tx| reopen_in(tx, id, reason, now))
     }
 
     /// See [`reclaim_in`].

@@ -95,6 +95,14 @@ pub enum BoardCommand {
     Unblock { id: String },
     /// Archive a task (from any status).
     Archive { id: String },
+    /// Reopen a done task (→ ready, or todo while a parent is unfinished); every descendant in
+    /// ready, review, running or done goes back to todo (claims cleared; the dispatcher
+    /// terminates a worker whose run closed).
+    Reopen {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Take a running task back from its worker (operator); it returns to ready.
     Reclaim {
         id: String,
@@ -395,6 +403,27 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
                 let mut line = format!("archived {} (was {})", a.task_id, a.prev_status);
                 if let Some(pid) = a.worker_pid {
                     line.push_str(&format!("; its worker pid {pid} may still be running"));
+                }
+                line
+            })
+        }
+        BoardCommand::Reopen { id, reason } => {
+            authorize(&id)?;
+            let o = open(globals)?;
+            let r = done(o.board.reopen(&id, reason.as_deref(), now())?)?;
+            print_out(json, &r, || {
+                let mut line = format!("reopened {}; now {}", r.task_id, r.status);
+                for i in &r.invalidated {
+                    line.push_str(&format!(
+                        "\n  {} was {}, now todo{}",
+                        i.task_id,
+                        i.prior_status,
+                        i.worker_pid
+                            .map(|p| format!(
+                                " (its worker pid {p} is terminated by the dispatcher)"
+                            ))
+                            .unwrap_or_default()
+                    ));
                 }
                 line
             })
