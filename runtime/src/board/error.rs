@@ -49,6 +49,15 @@ pub enum BoardError {
         supported: i64,
     },
 
+    #[error(
+        "{path} has a `{table}` table without the column `{column}` every kanban board has: it is not a kanban board, and nothing was changed"
+    )]
+    ForeignSchema {
+        path: PathBuf,
+        table: &'static str,
+        column: &'static str,
+    },
+
     #[error("SQLite error on {path}: {source}")]
     Sqlite {
         path: PathBuf,

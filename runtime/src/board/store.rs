@@ -2,8 +2,9 @@
 //!
 //! [`Board::open`] refuses a file that is not SQLite without touching it (it reads the 16-byte
 //! header before SQLite ever sees the file), refuses WAL on a linked SQLite with the WAL-reset bug,
-//! sets the pragmas (WAL, `busy_timeout`, `synchronous`, `foreign_keys`; a fresh board's page
-//! size) and migrates the schema.
+//! sets the pragmas (`busy_timeout`, `synchronous`, `foreign_keys`; a fresh board's page size),
+//! migrates the schema, and puts a board kanban created in WAL mode (any other board keeps its
+//! journal mode; see `schema` for how kanban knows which boards it created).
 //!
 //! [`Board::write`] is the only way to write: `BEGIN IMMEDIATE`, the body, `COMMIT`. Only `BEGIN`
 //! and `COMMIT` are retried when SQLite still reports busy after its own busy timeout (at most
@@ -204,6 +205,7 @@ impl Board {
         };
         board.configure(options)?;
         board.migrate()?;
+        board.set_journal_mode()?;
         Ok(board)
     }
 
@@ -231,16 +233,6 @@ impl Board {
         self.conn
             .execute_batch(&format!("PRAGMA page_size={FRESH_PAGE_SIZE}"))
             .map_err(sqlite_err(&self.path))?;
-        let mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(sqlite_err(&self.path))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            // e.g. a network filesystem: SQLite keeps its rollback journal, which is safe.
-            self.conn
-                .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))
-                .map_err(sqlite_err(&self.path))?;
-        }
         let sync = match options.durability {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
@@ -250,6 +242,31 @@ impl Board {
                 "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit=8388608;"
             ))
             .map_err(sqlite_err(&self.path))?;
+        Ok(())
+    }
+
+    /// WAL on a board kanban created (SQLite keeps its rollback journal where WAL is impossible,
+    /// e.g. some network filesystems). Any other board keeps the journal mode it has: the
+    /// original keeps `DELETE` where its SQLite has the WAL-reset bug, and switching its board to
+    /// WAL would expose it to exactly that corruption (the README says how to opt in).
+    fn set_journal_mode(&self) -> Result<()> {
+        let err = || sqlite_err(&self.path);
+        let application_id: i32 = self
+            .conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(err())?;
+        if application_id != schema::APPLICATION_ID {
+            return Ok(());
+        }
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(err())?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            self.conn
+                .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))
+                .map_err(err())?;
+        }
         Ok(())
     }
 
@@ -274,15 +291,7 @@ impl Board {
             if current > schema::LATEST {
                 return Err(self.too_new(current));
             }
-            for m in schema::MIGRATIONS.iter().filter(|m| m.version > current) {
-                tx.execute_batch(m.sql)?;
-                if m.version == 1 {
-                    add_missing_columns(tx)?;
-                }
-            }
-            tx.execute_batch(schema::INDEXES)?;
-            tx.execute_batch(&format!("PRAGMA user_version={}", schema::LATEST))?;
-            Ok(())
+            schema::migrate_in(tx, current, &self.path).map(drop)
         })
         .map_err(|e| match e {
             BoardError::Sql(source) => BoardError::Sqlite { path, source },
@@ -427,22 +436,6 @@ fn check_header(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Adds the columns of ours that a board created by the original may lack.
-fn add_missing_columns(tx: &Tx<'_>) -> Result<()> {
-    for (table, column, decl) in schema::ADOPTED_COLUMNS {
-        let mut stmt = tx.prepare(&format!("PRAGMA table_info({table})"))?;
-        let present = stmt
-            .query_map([], |r| r.get::<_, String>(1))?
-            .collect::<rusqlite::Result<Vec<_>>>()?
-            .iter()
-            .any(|c| c == column);
-        if !present {
-            tx.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,6 +530,12 @@ mod tests {
         drop(old);
         let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
         assert_eq!(board.user_version().unwrap(), schema::LATEST);
+        // Not ours: its journal mode stays the rollback journal it had.
+        let mode: String = board
+            .conn()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
         let task = board.get_task("t_0000aaaa").unwrap();
         assert_eq!((task.title.as_str(), task.block_recurrences), ("old", 0));
         assert!(board.fsck().unwrap().is_empty());
@@ -597,7 +596,7 @@ mod tests {
         .unwrap();
         drop(v1);
         let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
-        assert_eq!(board.user_version().unwrap(), 2);
+        assert_eq!(board.user_version().unwrap(), schema::LATEST);
         assert_eq!(indexes(board.conn()), indexes(fresh.conn()));
         let names: Vec<String> = indexes(board.conn()).into_iter().map(|i| i.0).collect();
         assert!(

@@ -1,0 +1,273 @@
+//! A board written by the original Python system (`tests/fixtures/original-board/`, see its
+//! README), driven through the real `kanban` binary: every task shows, the list and `fsck` work,
+//! the dispatcher runs its ready tasks to completion, and afterwards the board is still the
+//! original's — same journal mode, same indexes, same columns plus only the ones kanban reads.
+
+// Test code: a failed setup step should fail the test at once, with the panic message.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kanban_tests::Kanban;
+use rusqlite::Connection;
+use serde_json::Value;
+
+const FIXTURE: &[u8] = include_bytes!("fixtures/original-board/kanban.db");
+
+/// The columns adoption adds to the fixture: the only ones the runtime reads that it lacks.
+const ADDED: &[(&str, &str)] = &[
+    ("task_runs", "worker_started_at"),
+    ("tasks", "worker_started_at"),
+];
+
+/// A temporary home whose default board is a copy of the fixture.
+fn home_with_fixture() -> Kanban {
+    let k = Kanban::new(env!("CARGO_BIN_EXE_kanban"));
+    std::fs::write(k.default_db(), FIXTURE).unwrap();
+    k
+}
+
+/// One `PRAGMA table_info` row: name, declared type, not null, default, primary-key position.
+type Column = (String, String, i64, Option<String>, i64);
+
+/// What must not change: the journal mode, every index (name, table, SQL) and every table's
+/// columns (`PRAGMA table_info` rows).
+#[derive(Debug, Clone, PartialEq)]
+struct Schema {
+    journal_mode: String,
+    application_id: i64,
+    indexes: Vec<(String, String, Option<String>)>,
+    columns: BTreeMap<String, Vec<Column>>,
+}
+
+fn schema(db: &Path) -> Schema {
+    let conn = Connection::open(db).unwrap();
+    let journal_mode = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    let application_id = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    let indexes = conn
+        .prepare("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    let mut columns = BTreeMap::new();
+    for table in tables {
+        let cols = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap();
+        columns.insert(table, cols);
+    }
+    Schema {
+        journal_mode,
+        application_id,
+        indexes,
+        columns,
+    }
+}
+
+/// `after` is `before` with exactly the [`ADDED`] columns appended, and nothing else changed.
+fn assert_still_the_originals(before: &Schema, after: &Schema) {
+    assert_eq!(after.journal_mode, "delete");
+    assert_eq!(after.journal_mode, before.journal_mode);
+    assert_eq!(after.application_id, 0, "kanban did not create this board");
+    assert_eq!(after.indexes, before.indexes, "the original's indexes");
+    assert_eq!(
+        after.columns.keys().collect::<Vec<_>>(),
+        before.columns.keys().collect::<Vec<_>>(),
+        "the same tables"
+    );
+    let mut added = Vec::new();
+    for (table, cols) in &after.columns {
+        let old = &before.columns[table];
+        assert_eq!(
+            &cols[..old.len()],
+            &old[..],
+            "{table}: the original's columns"
+        );
+        for extra in &cols[old.len()..] {
+            added.push((table.as_str(), extra.0.as_str()));
+        }
+    }
+    added.sort();
+    assert_eq!(added, ADDED);
+}
+
+fn ids(k: &Kanban) -> Vec<String> {
+    let list = k.json(&["list", "--all"]);
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_task_of_the_originals_board_shows_lists_and_checks_and_the_board_stays_its_own() {
+    let k = home_with_fixture();
+    let pristine = schema(&k.default_db());
+    assert_eq!(pristine.journal_mode, "delete");
+
+    let ids = ids(&k);
+    assert_eq!(ids.len(), 19, "{ids:?}");
+    for id in &ids {
+        let shown = k.json(&["show", id]);
+        assert_eq!(shown["task"]["id"].as_str(), Some(id.as_str()));
+    }
+    let parent = k.json(&["show", "t_10aa94eb"]);
+    assert_eq!(parent["task"]["status"], "ready");
+    assert_eq!(parent["task"]["priority"], 5);
+    assert_eq!(parent["task"]["tenant"], "acme");
+    assert_eq!(parent["task"]["max_retries"], 3);
+    assert_eq!(parent["task"]["skills"], serde_json::json!(["sk1"]));
+    assert_eq!(parent["comments"][0]["author"], "alice");
+    assert_eq!(parent["children"].as_array().unwrap().len(), 2);
+    let done = k.json(&["show", "t_b57adf39"]);
+    assert_eq!(done["task"]["status"], "done");
+    assert_eq!(done["runs"][0]["outcome"], "completed");
+    assert_eq!(done["runs"][0]["summary"], "py-summary");
+    let blocked = k.json(&["show", "t_5bff225d"]);
+    assert_eq!(blocked["task"]["block_kind"], "needs_input");
+    let running = k.json(&["show", "t_af02f11c"]);
+    assert_eq!(running["task"]["claim_lock"], "vm:2067");
+    assert!(running["runs"][0]["ended_at"].is_null());
+
+    let listed = k.ok(&["list"]);
+    assert!(listed.contains("t_10aa94eb"), "{listed}");
+    k.assert_fsck_clean();
+
+    assert_still_the_originals(&pristine, &schema(&k.default_db()));
+    assert!(!k.home().join("kanban.db-wal").exists());
+}
+
+#[test]
+fn dispatching_the_originals_board_runs_each_ready_task_once_and_keeps_its_journal() {
+    let k = home_with_fixture();
+    let pristine = schema(&k.default_db());
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[dispatch]\ncrash_grace_seconds = 0\nkill_wait_seconds = 1.0\ninterval_seconds = 0.5\n\n\
+         [profiles.worker1]\nagent = \"builtin:complete\"\n\n\
+         [profiles.worker2]\nagent = \"builtin:complete\"\n\n\
+         [profiles.default]\nagent = \"builtin:complete\"\n",
+    )
+    .unwrap();
+    let out = k.run(&["dispatch", "--until-idle"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+
+    // The expired claim of `to-claim` (no worker) is reclaimed, then run again: two runs.
+    let mut expected_runs: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    expected_runs.insert("t_af02f11c", vec!["reclaimed", "completed"]);
+    expected_runs.insert("t_b57adf39", vec!["completed"]);
+    expected_runs.insert("t_5bff225d", vec!["blocked"]);
+    expected_runs.insert("t_3680fb5b", vec![]);
+    for id in ids(&k) {
+        let shown = k.json(&["show", &id]);
+        let outcomes: Vec<String> = shown["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["outcome"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        let want = expected_runs
+            .get(id.as_str())
+            .cloned()
+            .unwrap_or_else(|| vec!["completed"]);
+        assert_eq!(outcomes, want, "{id}");
+        let status = shown["task"]["status"].as_str().unwrap().to_owned();
+        let want_status = match id.as_str() {
+            "t_5bff225d" => "blocked",
+            "t_3680fb5b" => "triage",
+            _ => "done",
+        };
+        assert_eq!(status, want_status, "{id}");
+    }
+    k.assert_fsck_clean();
+    assert_still_the_originals(&pristine, &schema(&k.default_db()));
+    assert!(!k.home().join("kanban.db-wal").exists());
+}
+
+/// Every command, one after the other, on a board in `DELETE` mode: after each, still `DELETE`.
+#[test]
+fn a_board_in_delete_mode_stays_in_delete_after_every_command() {
+    let k = home_with_fixture();
+    let db = k.default_db();
+    let mode = |after: &str| {
+        let conn = Connection::open(&db).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete", "after `kanban {after}`");
+        assert!(!k.home().join("kanban.db-wal").exists(), "after {after}");
+    };
+    let claimed = |v: Value| v["run_id"].as_i64().unwrap();
+    let steps: Vec<Vec<&str>> = vec![
+        vec!["init"],
+        vec!["list"],
+        vec!["show", "t_10aa94eb"],
+        vec!["events", "t_10aa94eb"],
+        vec!["fsck"],
+        vec!["boards", "list"],
+        vec!["create", "new", "--parent", "t_10aa94eb"],
+        vec!["heartbeat", "t_ab122e34"],
+        vec!["complete", "t_ab122e34", "--summary", "ok", "--force"],
+        vec![
+            "block",
+            "t_a074486d",
+            "--reason",
+            "r",
+            "--kind",
+            "needs_input",
+        ],
+        vec!["unblock", "t_a074486d"],
+        vec!["reclaim", "t_c9e364cd", "--reason", "operator"],
+        vec!["assign", "t_c9e364cd", "worker2"],
+        vec!["comment", "t_c9e364cd", "--body", "hello"],
+        vec!["link", "t_c9e364cd", "t_3680fb5b"],
+        vec!["unlink", "t_c9e364cd", "t_3680fb5b"],
+        vec!["promote", "t_3680fb5b"],
+        vec!["archive", "t_5bff225d"],
+        vec!["dispatch", "--dry-run"],
+        vec!["dispatch", "--once"],
+        vec!["identity"],
+    ];
+    mode("nothing");
+    for step in steps {
+        // Claims precede the commands that need a running task.
+        match step[..] {
+            ["heartbeat", id] | ["reclaim", id, ..] => {
+                assert!(claimed(k.json(&["claim", id, "--claimer", "h:1"])) > 0);
+                mode("claim");
+            }
+            _ => {}
+        }
+        k.ok(&step);
+        mode(&step.join(" "));
+    }
+    // A board kanban creates runs WAL, next to the original's in DELETE.
+    k.ok(&["boards", "create", "other"]);
+    mode("boards create other");
+    let other = Connection::open(k.home().join("kanban/boards/other/kanban.db")).unwrap();
+    let other_mode: String = other
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(other_mode, "wal");
+}
