@@ -253,6 +253,27 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error_fingerprint: Option<String>,
     },
+    /// A claim whose worker never started (no pid after the grace, the claiming dispatcher gone)
+    /// went back to `ready`, not counted as a failure.
+    ClaimAbandoned {
+        reason: String,
+        claim_lock: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claimer_pid: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claimed_at: Option<i64>,
+        grace_seconds: i64,
+    },
+    /// The dispatcher stopped a worker whose run is no longer current (an operator's reclaim or
+    /// archive closed it while the process was still running).
+    WorkerSuperseded {
+        pid: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        current_run_id: Option<i64>,
+        termination: Termination,
+    },
     RespawnGuarded {
         reason: String,
     },

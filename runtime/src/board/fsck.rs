@@ -6,7 +6,11 @@
 //! `open_run_mismatch`, `dangling_current_run` (`current_run_id` is NULL exactly when no run is
 //! open, and points at the task's one open run); `orphan_run`, `orphan_event`, `orphan_comment`,
 //! `orphan_link` (every row belongs to an existing task); `ready_with_unfinished_parent`;
-//! `link_cycle`. First of all `corrupt_database`: SQLite's `PRAGMA quick_check` over the file;
+//! `link_cycle`. With a current time ([`Board::fsck_at`], what `kanban fsck` runs) also
+//! `claim_never_started`: a running task whose current run is older than
+//! [`UNSTARTED_CLAIM_SECONDS`] with no worker pid and no `spawned` or `worker_registered` event —
+//! its dispatcher died between the claim and the spawn (the next dispatcher tick releases it
+//! once that dispatcher is gone). First of all `corrupt_database`: SQLite's `PRAGMA quick_check` over the file;
 //! when it finds damage, fsck reports only that (every other answer would rest on damaged pages).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,7 +59,49 @@ fn storage_damage(conn: &rusqlite::Connection) -> Result<Vec<String>> {
     }
 }
 
+/// How old a claim without any worker may be before `fsck` reports it (`claim_never_started`).
+pub const UNSTARTED_CLAIM_SECONDS: i64 = 60;
+
 impl Board {
+    /// [`Board::fsck`] plus the rules that need the current time (`claim_never_started`).
+    pub fn fsck_at(&self, now: i64) -> Result<Vec<Violation>> {
+        let mut out = self.fsck()?;
+        if out.iter().any(|v| v.rule == "corrupt_database") {
+            return Ok(out);
+        }
+        let mut stmt = self.conn().prepare(
+            "SELECT t.id, t.claim_lock, r.id, r.started_at FROM tasks t \
+             JOIN task_runs r ON r.id = t.current_run_id \
+             WHERE t.status = 'running' AND t.worker_pid IS NULL AND r.worker_pid IS NULL \
+               AND r.ended_at IS NULL AND r.started_at <= ?1 \
+               AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id \
+                   AND e.run_id = r.id AND e.kind IN ('spawned', 'worker_registered')) \
+             ORDER BY t.id",
+        )?;
+        let rows = stmt.query_map([now - UNSTARTED_CLAIM_SECONDS], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (id, lock, run, started) = row?;
+            out.push(Violation {
+                rule: "claim_never_started",
+                task_id: Some(id),
+                message: format!(
+                    "run {run} claimed by {} {}s ago has no worker (no pid, never spawned); \
+                     a dispatcher releases it once its claimer is gone, or run `kanban reclaim`",
+                    lock.as_deref().unwrap_or("nobody"),
+                    now - started
+                ),
+            });
+        }
+        Ok(out)
+    }
+
     /// Checks every invariant; an empty list means the board is consistent.
     pub fn fsck(&self) -> Result<Vec<Violation>> {
         let conn = self.conn();
@@ -279,4 +325,59 @@ fn link_cycles(conn: &rusqlite::Connection) -> Result<Vec<Vec<String>>> {
         }
     }
     Ok(cycles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::*;
+    use super::UNSTARTED_CLAIM_SECONDS;
+
+    const T0: i64 = 1_700_000_000;
+
+    #[test]
+    fn a_claim_without_any_worker_is_reported_after_a_minute_and_not_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Board::open_path(&dir.path().join("kanban.db"), &OpenOptions::create()).unwrap();
+        let never = b
+            .create_task(
+                &NewTask {
+                    title: "never spawned".into(),
+                    ..NewTask::default()
+                },
+                T0,
+            )
+            .unwrap()
+            .id;
+        let spawned = b
+            .create_task(
+                &NewTask {
+                    title: "spawned".into(),
+                    ..NewTask::default()
+                },
+                T0,
+            )
+            .unwrap()
+            .id;
+        let spec = ClaimSpec {
+            lock: "host:1".into(),
+            ttl_seconds: 900,
+        };
+        b.claim(&never, &spec, T0).unwrap();
+        let ClaimOutcome::Claimed(c) = b.claim(&spawned, &spec, T0).unwrap() else {
+            panic!("claim lost")
+        };
+        b.record_spawn(&spawned, c.run_id, "host:1", 42, "boot|1", T0)
+            .unwrap();
+        assert!(b.fsck().unwrap().is_empty());
+        assert!(
+            b.fsck_at(T0 + UNSTARTED_CLAIM_SECONDS - 1)
+                .unwrap()
+                .is_empty()
+        );
+        let v = b.fsck_at(T0 + UNSTARTED_CLAIM_SECONDS).unwrap();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].rule, "claim_never_started");
+        assert_eq!(v[0].task_id.as_deref(), Some(never.as_str()));
+        assert!(v[0].message.contains("host:1"), "{}", v[0].message);
+    }
 }

@@ -714,3 +714,149 @@ impl Board {
         self.write(|tx| append_event(tx, result.task_id, result.run_id, &event, now).map(|_| ()))
     }
 }
+
+/// Why a claim whose worker never started is released (see [`release_unstarted_claim_in`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandonment {
+    /// The claiming dispatcher's pid (from its claim lock), when it could be read.
+    pub claimer_pid: Option<i64>,
+    /// How long the claim went without a worker pid before it was released.
+    pub grace_seconds: i64,
+}
+
+/// Outcome and error stored on a run released by [`release_unstarted_claim_in`].
+pub const ABANDONED_OUTCOME: &str = "abandoned";
+
+/// A claim whose worker never started — no pid recorded and none registered, the claiming
+/// dispatcher gone (it died between its claim commit and the spawn) — goes back to `ready`
+/// without counting a failure (event `claim_abandoned`). Fenced on the claim the dispatcher saw
+/// **and** on `worker_pid IS NULL`, so a worker that registers in between keeps its claim; a
+/// worker that registers after the release is refused (its run is closed) and exits.
+pub fn release_unstarted_claim_in(
+    tx: &Tx<'_>,
+    task: &RunningTask,
+    why: &Abandonment,
+    now: i64,
+) -> Result<Outcome<()>> {
+    let lock = task.claim_lock.as_deref();
+    let sql = format!(
+        "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, \
+         worker_pid = NULL, worker_started_at = NULL, last_heartbeat_at = NULL, \
+         current_run_id = NULL WHERE id = ?1 AND {FENCE} AND worker_pid IS NULL"
+    );
+    if !cas(tx, &sql, params![task.id, lock, task.run_id])? {
+        return Ok(Outcome::Refused(refusal(tx, &task.id, lock, task.run_id)?));
+    }
+    let error = format!(
+        "claimed by {} but no worker started within {}s and that dispatcher is gone",
+        lock.unwrap_or_default(),
+        why.grace_seconds
+    );
+    if let Some(run_id) = task.run_id {
+        close_run_in(
+            tx,
+            run_id,
+            ABANDONED_OUTCOME,
+            ABANDONED_OUTCOME,
+            None,
+            Some(&error),
+            now,
+        )?;
+    }
+    let event = Event::ClaimAbandoned {
+        reason: "claimer_gone_before_spawn".to_owned(),
+        claim_lock: lock.unwrap_or_default().to_owned(),
+        claimer_pid: why.claimer_pid,
+        claimed_at: task.run_started_at,
+        grace_seconds: why.grace_seconds,
+    };
+    append_event(tx, &task.id, task.run_id, &event, now)?;
+    Ok(Outcome::Done(()))
+}
+
+/// A closed run whose worker pid is on record: the process may outlive its run when an operator
+/// reclaims or archives the task (the task's columns are cleared; the run row keeps the pid).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EndedRun {
+    pub run_id: i64,
+    pub task_id: String,
+    pub claim_lock: Option<String>,
+    pub worker_pid: i64,
+    /// The fingerprint recorded at spawn or registration.
+    pub fingerprint: Option<String>,
+    pub outcome: Option<String>,
+}
+
+/// The state of one run as the dispatcher's superseded-worker check needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunState {
+    pub ended: bool,
+    pub outcome: Option<String>,
+    /// The task's current run (`None` when no run is open).
+    pub current_run_id: Option<i64>,
+}
+
+impl Board {
+    /// See [`release_unstarted_claim_in`].
+    pub fn release_unstarted_claim(
+        &self,
+        task: &RunningTask,
+        why: &Abandonment,
+        now: i64,
+    ) -> Result<Outcome<()>> {
+        self.write(|tx| release_unstarted_claim_in(tx, task, why, now))
+    }
+
+    /// The task's most recent closed runs (newest first, at most `limit`) that have a worker pid.
+    pub fn ended_runs_with_worker(&self, task_id: &str, limit: usize) -> Result<Vec<EndedRun>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT id, task_id, claim_lock, worker_pid, CAST(worker_started_at AS TEXT), outcome \
+             FROM task_runs WHERE task_id = ?1 AND ended_at IS NOT NULL AND worker_pid IS NOT NULL \
+             ORDER BY id DESC LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![task_id, limit], |r| {
+            Ok(EndedRun {
+                run_id: r.get(0)?,
+                task_id: r.get(1)?,
+                claim_lock: r.get::<_, Option<String>>(2)?.filter(|s| !s.is_empty()),
+                worker_pid: r.get(3)?,
+                fingerprint: r.get::<_, Option<String>>(4)?.filter(|s| !s.is_empty()),
+                outcome: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Whether run `run_id` of `task_id` has ended, how, and which run of the task is current;
+    /// `None` when either is unknown.
+    pub fn run_state(&self, task_id: &str, run_id: i64) -> Result<Option<RunState>> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT r.ended_at IS NOT NULL, r.outcome, t.current_run_id \
+                 FROM task_runs r JOIN tasks t ON t.id = r.task_id \
+                 WHERE r.id = ?1 AND r.task_id = ?2",
+            )?
+            .query_row(params![run_id, task_id], |r| {
+                Ok(RunState {
+                    ended: r.get(0)?,
+                    outcome: r.get(1)?,
+                    current_run_id: r.get(2)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Records that the dispatcher stopped a worker whose run `run_id` is no longer current
+    /// (event `worker_superseded`; no state changes).
+    pub fn record_superseded_worker(
+        &self,
+        task_id: &str,
+        run_id: i64,
+        event: &Event,
+        now: i64,
+    ) -> Result<()> {
+        self.write(|tx| append_event(tx, task_id, Some(run_id), event, now).map(|_| ()))
+    }
+}

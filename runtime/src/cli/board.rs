@@ -514,7 +514,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Boards { command } => boards(command, globals),
         BoardCommand::Fsck => {
             let o = open(globals)?;
-            let violations = o.board.fsck()?;
+            let violations = o.board.fsck_at(now())?;
             if json {
                 #[derive(Serialize)]
                 struct Report<'a> {

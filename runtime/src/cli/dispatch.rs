@@ -202,6 +202,21 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
     for id in &report.reclaimed {
         out.push(format!("reclaimed  {id}: claim expired"));
     }
+    for id in &report.abandoned {
+        out.push(format!(
+            "released   {id}: claimed but never spawned (its dispatcher is gone); not counted"
+        ));
+    }
+    for id in &report.superseded {
+        out.push(format!(
+            "stopped    {id}: worker of a run that is no longer current (reclaimed or archived)"
+        ));
+    }
+    for id in &report.held_back {
+        out.push(format!(
+            "waiting    {id}: the previous run's worker is still alive; not claimed yet"
+        ));
+    }
     for id in &report.reconciled {
         out.push(format!("reclaimed  {id}: orphaned running task"));
     }

@@ -215,6 +215,31 @@ pub fn kill_leftover_group(pid: i64) -> bool {
     rustix::process::kill_process_group(raw, Signal::KILL).is_ok()
 }
 
+/// Whether process group `pid` still has a member (EPERM counts: something is there). Used after
+/// the group's leader is gone: Linux never hands out a pid that is still a group's id, so a group
+/// `pid` without a process `pid` can only hold the old worker's descendants.
+pub fn group_exists(pid: i64) -> bool {
+    let Some(raw) = i32::try_from(pid)
+        .ok()
+        .filter(|p| *p > 0)
+        .and_then(Pid::from_raw)
+    else {
+        return false;
+    };
+    match rustix::process::test_kill_process_group(raw) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    }
+}
+
+/// The pid in a claim lock `"<hostname>:<pid>"` when the lock was written on this host.
+pub fn claimer_pid(lock: &str, host_prefix: &str) -> Option<i64> {
+    lock.strip_prefix(host_prefix)?
+        .parse::<i64>()
+        .ok()
+        .filter(|p| *p > 0)
+}
+
 /// `"<hostname>:<pid>"` of this process: the claim lock a dispatcher writes and the prefix that
 /// makes a claim host-local.
 pub fn claimer_id() -> String {
@@ -309,6 +334,30 @@ mod tests {
         let id = claimer_id();
         assert!(id.starts_with(&host_prefix()));
         assert!(id.ends_with(&format!(":{}", std::process::id())));
+        assert_eq!(
+            claimer_pid(&id, &host_prefix()),
+            Some(i64::from(std::process::id()))
+        );
+        assert_eq!(claimer_pid(&id, "elsewhere:"), None);
+        assert_eq!(claimer_pid("h:abc", "h:"), None);
+        assert_eq!(claimer_pid("h:0", "h:"), None);
+    }
+
+    #[test]
+    fn a_group_exists_while_its_leader_runs() {
+        use std::os::unix::process::CommandExt as _;
+        #[allow(clippy::disallowed_methods)] // test code drives a real process
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = i64::from(child.id());
+        assert!(group_exists(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!group_exists(pid));
+        assert!(!group_exists(-3));
     }
 
     #[test]

@@ -18,6 +18,7 @@ struct Fake {
     survive: HashSet<i64>,
     spawned: Vec<SpawnRequest>,
     terminated: Vec<i64>,
+    tracked: HashMap<i64, Tracked>,
 }
 
 impl Fake {
@@ -81,6 +82,17 @@ impl Workers for Fake {
     }
     fn children(&self) -> usize {
         self.alive.len()
+    }
+    fn track(&mut self, worker: Tracked) {
+        self.tracked.insert(worker.pid, worker);
+    }
+    fn tracked(&self) -> Vec<Tracked> {
+        let mut all: Vec<Tracked> = self.tracked.values().cloned().collect();
+        all.sort_by_key(|t| t.pid);
+        all
+    }
+    fn untrack(&mut self, pid: i64) {
+        self.tracked.remove(&pid);
     }
 }
 
@@ -476,4 +488,205 @@ fn max_in_progress_caps_spawns_across_the_boards_of_this_host() {
         e.tick().spawned.is_empty(),
         "the host cap holds on the next tick"
     );
+}
+
+/// A claim made on this host by a dispatcher that died before it spawned anything.
+fn claim_by_dead_dispatcher(e: &Env, id: &str, pid: i64) -> String {
+    let lock = format!("{}{pid}", e.settings.host_prefix);
+    let spec = board::ClaimSpec {
+        lock: lock.clone(),
+        ttl_seconds: e.settings.claim_ttl_seconds,
+    };
+    assert!(matches!(
+        e.board.claim(id, &spec, e.clock.now()).unwrap(),
+        board::ClaimOutcome::Claimed(_)
+    ));
+    lock
+}
+
+#[test]
+fn a_claim_never_spawned_by_a_dead_dispatcher_is_released_after_the_grace_without_a_failure() {
+    let mut e = env();
+    e.settings.crash_grace_seconds = 30;
+    let id = e.create("orphaned claim", 0, vec![]);
+    claim_by_dead_dispatcher(&e, &id, 4_000_001);
+    // Within the grace the claim is left alone (the worker may still be registering).
+    let r = e.tick();
+    assert!(r.abandoned.is_empty() && r.spawned.is_empty());
+    assert_eq!(e.status(&id), Status::Running);
+    e.clock.advance(30);
+    let r = e.tick();
+    assert_eq!(r.abandoned, [id.as_str()]);
+    // Released and respawned in the same tick, long before the claim TTL.
+    assert_eq!(e.fake.spawns_of(&id), 1);
+    let t = e.board.get_task(&id).unwrap();
+    assert_eq!(t.consecutive_failures, 0);
+    assert_eq!(t.status, Status::Running);
+    let kinds = e.kinds(&id);
+    let abandoned = kinds.iter().position(|k| k == "claim_abandoned").unwrap();
+    let spawned = kinds.iter().position(|k| k == "spawned").unwrap();
+    assert!(abandoned < spawned, "{kinds:?}");
+    assert!(!kinds.contains(&"reclaimed".to_owned()));
+}
+
+#[test]
+fn an_unstarted_claim_is_kept_while_its_dispatcher_lives_or_is_on_another_host() {
+    let mut e = env();
+    e.settings.crash_grace_seconds = 30;
+    let alive = e.create("claimer alive", 0, vec![]);
+    let remote = e.create("claimer elsewhere", 0, vec![]);
+    claim_by_dead_dispatcher(&e, &alive, 4_000_002);
+    e.fake.alive.insert(4_000_002);
+    let spec = board::ClaimSpec {
+        lock: "some-other-host:4000003".into(),
+        ttl_seconds: e.settings.claim_ttl_seconds,
+    };
+    e.board.claim(&remote, &spec, e.clock.now()).unwrap();
+    e.clock.advance(60);
+    let r = e.tick();
+    assert!(r.abandoned.is_empty(), "{r:?}");
+    assert_eq!(e.status(&alive), Status::Running);
+    assert_eq!(e.status(&remote), Status::Running);
+    // Once the claimer is gone the claim goes, without waiting for the TTL.
+    e.fake.alive.remove(&4_000_002);
+    let r = e.tick();
+    assert_eq!(r.abandoned, [alive.as_str()]);
+}
+
+#[test]
+fn a_worker_that_registered_keeps_a_claim_whose_dispatcher_died() {
+    let mut e = env();
+    e.settings.crash_grace_seconds = 30;
+    let id = e.create("registered", 0, vec![]);
+    let lock = claim_by_dead_dispatcher(&e, &id, 4_000_004);
+    let run = e.board.get_task(&id).unwrap().current_run_id.unwrap();
+    e.fake.alive.insert(4_000_005);
+    let reg = e
+        .board
+        .register_worker(&id, run, &lock, 4_000_005, "fake|4000005", e.clock.now())
+        .unwrap();
+    assert!(reg.is_done());
+    e.clock.advance(60);
+    let r = e.tick();
+    assert!(r.abandoned.is_empty());
+    assert_eq!(e.status(&id), Status::Running);
+    // The fenced release refuses too, whatever a stale snapshot says.
+    let mut stale = e
+        .board
+        .running_tasks()
+        .unwrap()
+        .into_iter()
+        .find(|t| t.id == id)
+        .unwrap();
+    stale.worker_pid = None;
+    let why = board::Abandonment {
+        claimer_pid: Some(4_000_004),
+        grace_seconds: 30,
+    };
+    assert!(matches!(
+        e.board
+            .release_unstarted_claim(&stale, &why, e.clock.now())
+            .unwrap(),
+        Outcome::Refused(_)
+    ));
+}
+
+#[test]
+fn an_operator_reclaim_stops_the_old_worker_before_the_successor_starts() {
+    let mut e = env();
+    let id = e.create("reclaimed by hand", 0, vec![]);
+    e.tick();
+    let old = e.fake.pid_of(&id);
+    assert!(
+        e.board
+            .reclaim(&id, Some("operator"), e.clock.now())
+            .unwrap()
+            .is_done()
+    );
+    let r = e.tick();
+    assert_eq!(r.superseded, [id.as_str()]);
+    assert_eq!(e.fake.terminated, [old]);
+    assert_eq!(e.fake.spawns_of(&id), 2);
+    let kinds = e.kinds(&id);
+    let stopped = kinds.iter().position(|k| k == "worker_superseded").unwrap();
+    let respawned = kinds.iter().rposition(|k| k == "spawned").unwrap();
+    assert!(stopped < respawned, "{kinds:?}");
+    // The successor's worker is tracked; the old one is forgotten.
+    assert!(!e.fake.tracked.contains_key(&old));
+}
+
+#[test]
+fn a_successor_waits_while_the_old_worker_survives_termination() {
+    let mut e = env();
+    let id = e.create("stubborn", 0, vec![]);
+    e.tick();
+    let old = e.fake.pid_of(&id);
+    e.fake.survive.insert(old);
+    e.board.reclaim(&id, None, e.clock.now()).unwrap();
+    for _ in 0..3 {
+        let r = e.tick();
+        assert_eq!(r.held_back, [id.as_str()]);
+        assert!(r.spawned.is_empty());
+        assert_eq!(e.status(&id), Status::Ready);
+        assert!(!r.is_idle());
+    }
+    e.fake.survive.remove(&old);
+    let r = e.tick();
+    assert!(r.held_back.is_empty());
+    assert_eq!(e.fake.spawns_of(&id), 2);
+}
+
+#[test]
+fn an_archived_task_s_worker_is_stopped() {
+    let mut e = env();
+    let id = e.create("archived while running", 0, vec![]);
+    e.tick();
+    let old = e.fake.pid_of(&id);
+    assert!(e.board.archive(&id, e.clock.now()).unwrap().is_done());
+    let r = e.tick();
+    assert_eq!(r.superseded, [id.as_str()]);
+    assert_eq!(e.fake.terminated, [old]);
+    assert_eq!(e.status(&id), Status::Archived);
+    // Stopped once: the next tick has nothing left to do.
+    assert!(e.tick().superseded.is_empty());
+    assert_eq!(e.fake.terminated, [old]);
+}
+
+#[test]
+fn a_restarted_dispatcher_finds_the_old_worker_through_the_run_row() {
+    let mut e = env();
+    let id = e.create("adopted", 0, vec![]);
+    e.tick();
+    let old = e.fake.pid_of(&id);
+    // A new dispatcher process remembers nothing; the reclaim cleared the task's columns.
+    e.fake.tracked.clear();
+    e.board.reclaim(&id, None, e.clock.now()).unwrap();
+    assert_eq!(e.board.get_task(&id).unwrap().worker_pid, None);
+    let r = e.tick();
+    assert_eq!(e.fake.terminated, [old]);
+    assert_eq!(r.superseded, [id.as_str()]);
+    assert_eq!(e.fake.spawns_of(&id), 2);
+}
+
+#[test]
+fn a_completed_run_s_worker_is_left_to_exit_by_itself() {
+    let mut e = env();
+    let id = e.create("finishing", 0, vec![]);
+    e.tick();
+    let run = e.board.get_task(&id).unwrap().current_run_id;
+    e.board
+        .complete(
+            &id,
+            &Completion {
+                expected_run_id: run,
+                summary: Some("ok".into()),
+                ..Completion::default()
+            },
+            e.clock.now(),
+        )
+        .unwrap();
+    let r = e.tick();
+    assert!(r.superseded.is_empty());
+    assert!(e.fake.terminated.is_empty());
+    assert!(e.fake.tracked.is_empty());
 }

@@ -1,6 +1,13 @@
 //! One dispatcher tick on one board (DESIGN §5 phases, §3 lease rules):
 //!
-//! 1. reap our exited children (their exit status feeds the crash sweep);
+//! 1. reap our exited children (their exit status feeds the crash sweep); stop **superseded
+//!    workers**: a worker we saw running a run that is no longer current (an operator's
+//!    `reclaim` or `archive` closed it; the run row keeps its pid and fingerprint) gets the same
+//!    TERM → wait → KILL of its process group as at the runtime cap (`worker_superseded`);
+//!    **unstarted claims**: a claim with no worker pid after the crash grace whose claiming
+//!    dispatcher (the pid in its host-local claim lock) is gone — it died between its claim
+//!    commit and the spawn — goes back to `ready` without counting a failure
+//!    (`claim_abandoned`);
 //! 2. expired claims: a live host-local worker with a fresh heartbeat gets its claim extended
 //!    (`claim_extended`); otherwise it is terminated (TERM, wait, KILL) and, if it survived, the
 //!    reclaim is deferred (`reclaim_deferred`) — **a claim is never released while our worker is
@@ -13,6 +20,8 @@
 //! 7. promote `todo` tasks whose parents are done;
 //! 8. spawn budget: `max_spawn` per board minus running, `max_in_progress` per host;
 //! 9. claim and spawn, priority DESC then created_at ASC; pid + fingerprint recorded (`spawned`).
+//!    A task whose previous run's worker (or its process group) is still alive on this host is
+//!    not claimed until that worker is gone (`held_back`): a successor never runs beside it.
 //!
 //! The tick is a library function over a [`Board`], [`Settings`], an injected [`Clock`] and a
 //! [`Workers`] implementation, so tests run it on a scripted fake and benchmarks on a no-op
@@ -29,10 +38,10 @@ use crate::board::{Failure, Release, RunningTask, Workload};
 use crate::clock::Clock;
 
 use super::exit::{self, ExitClass, WorkerExit};
-use super::process::{Liveness, Termination};
+use super::process::{self, Liveness, Termination};
 use super::settings::{PROTOCOL_VIOLATION_LIMIT, Settings};
 use super::spawn::SpawnRequest;
-use super::workers::{Reaped, Workers};
+use super::workers::{Reaped, Tracked, Workers};
 
 /// A worker the tick started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -66,6 +75,12 @@ pub struct TickReport {
     pub extended: Vec<String>,
     pub deferred: Vec<String>,
     pub reclaimed: Vec<String>,
+    /// Claims whose worker never started, released without counting a failure.
+    pub abandoned: Vec<String>,
+    /// Tasks whose superseded worker (a run no longer current) this tick stopped.
+    pub superseded: Vec<String>,
+    /// Ready tasks not claimed because their previous worker is still alive on this host.
+    pub held_back: Vec<String>,
     pub reconciled: Vec<String>,
     pub stale: Vec<String>,
     pub exited: Vec<DeadWorker>,
@@ -105,6 +120,8 @@ impl TickReport {
             && self.extended.is_empty()
             && self.deferred.is_empty()
             && self.reclaimed.is_empty()
+            && self.abandoned.is_empty()
+            && self.superseded.is_empty()
             && self.reconciled.is_empty()
             && self.stale.is_empty()
             && self.exited.is_empty()
@@ -149,6 +166,8 @@ struct Tick<'a> {
     report: TickReport,
     /// Running tasks a phase already acted on this tick (later phases leave them alone).
     handled: HashSet<String>,
+    /// Tasks whose superseded worker (or its group) is still alive: not claimed this tick.
+    hold: HashSet<String>,
 }
 
 /// Runs one tick (see the module doc). The caller holds the board's tick lock.
@@ -169,6 +188,7 @@ pub fn tick(
             ..TickReport::default()
         },
         handled: HashSet::new(),
+        hold: HashSet::new(),
     };
     t.run().map_err(|source| TickError::Board {
         board: slug,
@@ -183,12 +203,15 @@ impl Tick<'_> {
         if !self.settings.dry_run {
             // One snapshot for every reclaim phase; each write is fenced, so a stale row only
             // makes a compare-and-swap refuse.
+            self.superseded_workers()?;
             let running = self.board.running_tasks()?;
+            self.unstarted_claims(&running)?;
             self.expired_claims(&running)?;
             self.orphans(&running)?;
             self.stale_heartbeats(&running)?;
             self.dead_workers(&running)?;
             self.runtime_cap(&running)?;
+            self.track_running(&running);
             self.report.promoted = self.board.recompute_ready(self.now)?;
         }
         let budget = self.spawn_budget()?;
@@ -290,6 +313,182 @@ impl Tick<'_> {
             .iter()
             .filter(|t| !self.handled.contains(&t.id))
             .collect()
+    }
+
+    /// Remembers every host-local worker of the snapshot that no phase released, with its run.
+    fn track_running(&mut self, running: &[RunningTask]) {
+        for task in self.pending(running) {
+            if let (Some(pid), Some(run_id), true) =
+                (task.worker_pid, task.run_id, self.host_local(task))
+            {
+                self.workers.track(Tracked {
+                    pid,
+                    fingerprint: task.fingerprint.clone(),
+                    task_id: task.id.clone(),
+                    run_id,
+                });
+            }
+        }
+    }
+
+    /// Stops remembered workers whose run an operator ended (`reclaimed`, or `abandoned`);
+    /// forgets the others once their run is over. A worker (or group) still alive holds its
+    /// task back from a new claim.
+    fn superseded_workers(&mut self) -> Result<(), BoardError> {
+        for worker in self.workers.tracked() {
+            let state = self.board.run_state(&worker.task_id, worker.run_id)?;
+            if state
+                .as_ref()
+                .is_some_and(|s| !s.ended && s.current_run_id == Some(worker.run_id))
+            {
+                continue;
+            }
+            let outcome = state.as_ref().and_then(|s| s.outcome.clone());
+            let superseded = matches!(
+                outcome.as_deref(),
+                Some("reclaimed" | board::ABANDONED_OUTCOME)
+            );
+            if !superseded {
+                // Ended by the worker itself (complete, block) or by a phase that already
+                // stopped it: it exits on its own.
+                self.workers.untrack(worker.pid);
+                continue;
+            }
+            let current = state.and_then(|s| s.current_run_id);
+            let gone = match self
+                .workers
+                .liveness(worker.pid, worker.fingerprint.as_deref())
+            {
+                Liveness::Alive => self.stop_superseded(
+                    &worker.task_id,
+                    worker.run_id,
+                    worker.pid,
+                    worker.fingerprint.as_deref(),
+                    outcome,
+                    current,
+                )?,
+                Liveness::Dead => {
+                    if self.workers.group_alive(worker.pid) {
+                        self.workers.kill_leftovers(worker.pid);
+                    }
+                    !self.workers.group_alive(worker.pid)
+                }
+                Liveness::Recycled | Liveness::Unverified => true,
+            };
+            if gone {
+                self.workers.untrack(worker.pid);
+            } else {
+                self.hold.insert(worker.task_id.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// TERM → wait → KILL of a superseded worker's process group, then whatever is left of the
+    /// group; records `worker_superseded`. Returns whether the worker and its group are gone.
+    fn stop_superseded(
+        &mut self,
+        task_id: &str,
+        run_id: i64,
+        pid: i64,
+        fingerprint: Option<&str>,
+        outcome: Option<String>,
+        current_run_id: Option<i64>,
+    ) -> Result<bool, BoardError> {
+        let termination = self
+            .workers
+            .terminate(pid, fingerprint, self.settings.kill_wait);
+        if termination.terminated {
+            self.workers.kill_leftovers(pid);
+        }
+        let event = Event::WorkerSuperseded {
+            pid,
+            outcome,
+            current_run_id,
+            termination: to_board(&termination),
+        };
+        self.board
+            .record_superseded_worker(task_id, run_id, &event, self.now)?;
+        if !self.report.superseded.iter().any(|t| t == task_id) {
+            self.report.superseded.push(task_id.to_owned());
+        }
+        Ok(termination.terminated && !self.workers.group_alive(pid))
+    }
+
+    /// Whether a previous run of the task still has a live worker on this host (one found alive
+    /// is stopped first; `true` only when it survived).
+    fn previous_worker_alive(&mut self, task_id: &str) -> Result<bool, BoardError> {
+        if self.hold.contains(task_id) {
+            return Ok(true);
+        }
+        for run in self.board.ended_runs_with_worker(task_id, 4)? {
+            let host_local = run
+                .claim_lock
+                .as_deref()
+                .is_some_and(|l| l.starts_with(&self.settings.host_prefix));
+            if !host_local
+                || self
+                    .workers
+                    .liveness(run.worker_pid, run.fingerprint.as_deref())
+                    != Liveness::Alive
+            {
+                continue;
+            }
+            let gone = self.stop_superseded(
+                task_id,
+                run.run_id,
+                run.worker_pid,
+                run.fingerprint.as_deref(),
+                run.outcome.clone(),
+                None,
+            )?;
+            if !gone {
+                self.hold.insert(task_id.to_owned());
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Claims whose worker never started: no pid after the crash grace, claimed on this host by
+    /// another dispatcher that is gone. Our own claims are never among them (the claim and the
+    /// spawn record are one tick). Not counted as a failure.
+    fn unstarted_claims(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
+        let now = self.now;
+        let grace = self.settings.crash_grace_seconds;
+        let unstarted: Vec<&RunningTask> = self
+            .pending(running)
+            .into_iter()
+            .filter(|t| t.worker_pid.is_none() && t.claim_expires.is_some())
+            .filter(|t| t.run_started_at.is_some_and(|s| now - s >= grace))
+            .collect();
+        for task in unstarted {
+            let Some(lock) = task.claim_lock.as_deref() else {
+                continue;
+            };
+            if lock == self.settings.claim_lock {
+                continue;
+            }
+            let Some(claimer) = process::claimer_pid(lock, &self.settings.host_prefix) else {
+                continue;
+            };
+            if self.workers.liveness(claimer, None) != Liveness::Dead {
+                continue;
+            }
+            self.handled.insert(task.id.clone());
+            let why = board::Abandonment {
+                claimer_pid: Some(claimer),
+                grace_seconds: grace,
+            };
+            if self
+                .board
+                .release_unstarted_claim(task, &why, now)?
+                .is_done()
+            {
+                self.report.abandoned.push(task.id.clone());
+            }
+        }
+        Ok(())
     }
 
     fn expired_claims(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
@@ -655,6 +854,15 @@ impl Tick<'_> {
             }
             return Ok(());
         }
+        let mut clear = Vec::with_capacity(chosen.len());
+        for (c, profile) in chosen {
+            if self.previous_worker_alive(&c.id)? {
+                self.report.held_back.push(c.id.clone());
+            } else {
+                clear.push((c, profile));
+            }
+        }
+        let chosen = clear;
         if chosen.is_empty() {
             return Ok(());
         }
@@ -694,6 +902,12 @@ impl Tick<'_> {
                         .workers
                         .fingerprint(pid)
                         .unwrap_or_else(|| super::process::UNVERIFIED.to_owned());
+                    self.workers.track(Tracked {
+                        pid,
+                        fingerprint: Some(fingerprint.clone()),
+                        task_id: c.id.clone(),
+                        run_id: claimed.run_id,
+                    });
                     records.push(board::SpawnRecord {
                         task_id: c.id.clone(),
                         run_id: claimed.run_id,

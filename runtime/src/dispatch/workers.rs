@@ -19,6 +19,16 @@ pub struct Reaped {
     pub exit: WorkerExit,
 }
 
+/// A worker the dispatcher saw running a run, remembered so that it can be stopped once an
+/// operator's reclaim or archive ends that run (the task's columns are cleared by then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracked {
+    pub pid: i64,
+    pub fingerprint: Option<String>,
+    pub task_id: String,
+    pub run_id: i64,
+}
+
 /// Worker processes as the tick sees them.
 pub trait Workers {
     /// Starts the worker for a claimed run; returns its pid.
@@ -43,6 +53,18 @@ pub trait Workers {
     fn children(&self) -> usize;
     /// Kills the leftovers (its agent's children) of a worker that is already dead.
     fn kill_leftovers(&mut self, _pid: i64) {}
+    /// Whether the process group a worker led still has members (its agent's children).
+    fn group_alive(&self, _pid: i64) -> bool {
+        false
+    }
+    /// Remembers a worker running a run (replacing what was known of that pid).
+    fn track(&mut self, _worker: Tracked) {}
+    /// Every remembered worker.
+    fn tracked(&self) -> Vec<Tracked> {
+        Vec::new()
+    }
+    /// Forgets a remembered worker.
+    fn untrack(&mut self, _pid: i64) {}
 }
 
 /// How long a reaped exit status is remembered for the crash sweep.
@@ -55,6 +77,7 @@ pub struct Processes {
     children: HashMap<i64, (String, Child)>,
     exits: HashMap<i64, (WorkerExit, Instant)>,
     pending: Vec<Reaped>,
+    tracked: HashMap<i64, Tracked>,
 }
 
 impl Processes {
@@ -141,6 +164,24 @@ impl Workers for Processes {
 
     fn kill_leftovers(&mut self, pid: i64) {
         process::kill_leftover_group(pid);
+    }
+
+    fn group_alive(&self, pid: i64) -> bool {
+        process::group_exists(pid)
+    }
+
+    fn track(&mut self, worker: Tracked) {
+        self.tracked.insert(worker.pid, worker);
+    }
+
+    fn tracked(&self) -> Vec<Tracked> {
+        let mut all: Vec<Tracked> = self.tracked.values().cloned().collect();
+        all.sort_by_key(|t| t.pid);
+        all
+    }
+
+    fn untrack(&mut self, pid: i64) {
+        self.tracked.remove(&pid);
     }
 }
 
