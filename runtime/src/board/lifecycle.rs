@@ -436,7 +436,91 @@ pub fn reconcile_orphan_in(tx: &Tx<'_>, task: &RunningTask, now: i64) -> Result<
     Ok(Outcome::Done(()))
 }
 
+/// A closed run that still names its worker process: the worker may linger after its task
+/// moved on (see [`Board::lingering_workers`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LingeringWorker {
+    pub run_id: i64,
+    pub task_id: String,
+    pub pid: i64,
+    /// The fingerprint recorded at spawn (`"<boot id>|<start time>"`, `unverified`, or none).
+    pub fingerprint: Option<String>,
+    /// The lock of the claim the run was opened under (its host prefix says where the worker ran).
+    pub claim_lock: Option<String>,
+}
+
+/// What the reaper found for a [`LingeringWorker`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerGone {
+    /// Already gone (or its pid now belongs to someone else): forget the pid quietly.
+    Quietly,
+    /// It was alive and the dispatcher terminated it (event `terminal_worker_reaped`).
+    Terminated(super::events::Termination),
+}
+
 impl Board {
+    /// Closed runs that ended at or before `ended_before` and still name a worker pid, oldest
+    /// first, at most `limit` (read through the partial index `idx_runs_lingering`).
+    pub fn lingering_workers(
+        &self,
+        ended_before: i64,
+        limit: usize,
+    ) -> Result<Vec<LingeringWorker>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT id, task_id, worker_pid, CAST(worker_started_at AS TEXT), claim_lock \
+             FROM task_runs WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL \
+               AND ended_at <= ?1 ORDER BY ended_at, id LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![ended_before, limit], |r| {
+            Ok(LingeringWorker {
+                run_id: r.get(0)?,
+                task_id: r.get(1)?,
+                pid: r.get(2)?,
+                fingerprint: r.get::<_, Option<String>>(3)?.filter(|s| !s.is_empty()),
+                claim_lock: r.get::<_, Option<String>>(4)?.filter(|s| !s.is_empty()),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Forgets the pid of each closed run whose worker is gone (one transaction), fenced on the
+    /// pid and fingerprint the reaper saw; a terminated one also gets `terminal_worker_reaped`.
+    /// Returns the runs cleared.
+    pub fn forget_lingering_workers(
+        &self,
+        gone: &[(LingeringWorker, WorkerGone)],
+        now: i64,
+    ) -> Result<Vec<i64>> {
+        if gone.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(|tx| {
+            let mut cleared = Vec::new();
+            for (w, how) in gone {
+                if !cas(
+                    tx,
+                    "UPDATE task_runs SET worker_pid = NULL, worker_started_at = NULL \
+                     WHERE id = ?1 AND ended_at IS NOT NULL AND worker_pid = ?2 \
+                     AND CAST(worker_started_at AS TEXT) IS ?3",
+                    params![w.run_id, w.pid, w.fingerprint],
+                )? {
+                    continue;
+                }
+                cleared.push(w.run_id);
+                if let WorkerGone::Terminated(termination) = how {
+                    let event = Event::TerminalWorkerReaped {
+                        pid: w.pid,
+                        worker_started_at: w.fingerprint.clone(),
+                        termination: Some(termination.clone()),
+                    };
+                    append_event(tx, &w.task_id, Some(w.run_id), &event, now)?;
+                }
+            }
+            Ok(cleared)
+        })
+    }
+
     /// Every running task with its claim, worker and current run.
     pub fn running_tasks(&self) -> Result<Vec<RunningTask>> {
         let mut stmt = self.conn().prepare_cached(

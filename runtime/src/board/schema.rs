@@ -17,7 +17,10 @@
 //! more page written per commit: `idx_tasks_idempotency` and `idx_tasks_tenant` become partial,
 //! `… WHERE col IS NOT NULL`, since almost every task has neither and an equality lookup implies
 //! the condition; `idx_runs_status` and `idx_events_run` are dropped, no query of ours reads them),
-//! version 3 stamps the application id. It runs in WAL mode ([`Origin::Kanban`]).
+//! version 3 stamps the application id, version 4 adds `idx_runs_lingering` (a partial index of
+//! closed runs that still name a worker pid, read by the dispatcher's terminal-worker reaping every
+//! tick; the reaper clears the pid once the worker is gone, so it stays tiny, and closing a run
+//! nobody spawned a worker for never touches it). It runs in WAL mode ([`Origin::Kanban`]).
 //!
 //! **A board the original created** (version 0 with a `tasks` table) is adopted instead, by
 //! [`adopt_in`], which only ever adds: a missing table of ours (`CREATE TABLE IF NOT EXISTS`),
@@ -153,6 +156,13 @@ DROP INDEX IF EXISTS idx_events_run;
         // The marker of a board kanban created (see the module docs).
         sql: "PRAGMA application_id = 1262636593;",
     },
+    Migration {
+        version: 4,
+        sql: r#"
+CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
+    WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL;
+"#,
+    },
 ];
 
 /// Indexes of a board kanban creates, created after its migrations (idempotent), once the columns
@@ -167,6 +177,8 @@ CREATE INDEX IF NOT EXISTS idx_links_parent ON task_links(parent_id);
 CREATE INDEX IF NOT EXISTS idx_comments_task ON task_comments(task_id, created_at);
 CREATE INDEX IF NOT EXISTS idx_events_task ON task_events(task_id, created_at);
 CREATE INDEX IF NOT EXISTS idx_runs_task ON task_runs(task_id, started_at);
+CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
+    WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL;
 "#;
 
 /// Indexes a query of ours needs, created on an adopted board only when missing, in the
@@ -184,7 +196,7 @@ CREATE INDEX IF NOT EXISTS idx_runs_task ON task_runs(task_id, started_at);
 "#;
 
 /// The schema version this build writes.
-pub(crate) const LATEST: i64 = 3;
+pub(crate) const LATEST: i64 = 4;
 
 /// Columns every version of the original's tables has (keys and `NOT NULL` columns without a
 /// default, which `ALTER TABLE … ADD COLUMN` could not add anyway). Adoption requires them.

@@ -690,3 +690,7 @@ fn a_completed_run_s_worker_is_left_to_exit_by_itself() {
     assert!(e.fake.terminated.is_empty());
     assert!(e.fake.tracked.is_empty());
 }
+
+/// Behaviours of the original the dispatcher now matches (review lane, respawn guards, crash
+/// breaker, terminal-worker reaping), on the same fake.
+mod gaps;

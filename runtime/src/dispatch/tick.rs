@@ -43,6 +43,12 @@ use super::settings::{PROTOCOL_VIOLATION_LIMIT, Settings};
 use super::spawn::SpawnRequest;
 use super::workers::{Reaped, Tracked, Workers};
 
+/// Seconds after its run closed before a still-running worker is terminated (reference: 120 s).
+pub const TERMINAL_REAP_GRACE_SECONDS: i64 = 120;
+/// Closed runs the terminal-worker reaper looks at per tick (bounds the first tick on a board
+/// whose history predates the reaper).
+const TERMINAL_REAP_BATCH: usize = 256;
+
 /// A worker the tick started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpawnedWorker {
@@ -72,6 +78,8 @@ pub struct TickReport {
     pub skipped_locked: bool,
     pub dry_run: bool,
     pub reaped: Vec<Reaped>,
+    /// Tasks whose worker lingered after its run closed and was terminated.
+    pub reaped_terminal: Vec<String>,
     pub extended: Vec<String>,
     pub deferred: Vec<String>,
     pub reclaimed: Vec<String>,
@@ -117,6 +125,7 @@ impl TickReport {
     /// Whether the tick changed anything on the board.
     pub fn is_active(&self) -> bool {
         !(self.reaped.is_empty()
+            && self.reaped_terminal.is_empty()
             && self.extended.is_empty()
             && self.deferred.is_empty()
             && self.reclaimed.is_empty()
@@ -201,6 +210,7 @@ impl Tick<'_> {
     fn run(&mut self) -> Result<(), BoardError> {
         self.report.reaped = self.workers.reap();
         if !self.settings.dry_run {
+            self.reap_terminal_workers()?;
             // One snapshot for every reclaim phase; each write is fenced, so a stale row only
             // makes a compare-and-swap refuse.
             self.superseded_workers()?;
@@ -488,6 +498,46 @@ impl Tick<'_> {
                 self.report.abandoned.push(task.id.clone());
             }
         }
+        Ok(())
+    }
+
+    /// Terminal-worker reaping: a worker still alive [`TERMINAL_REAP_GRACE_SECONDS`] after its
+    /// run closed (its task completed, was reopened, archived, reviewed…) is terminated; a run
+    /// whose worker is gone forgets its pid. Only host-local workers with a verifiable fingerprint
+    /// are signalled; one that survives is tried again next tick.
+    fn reap_terminal_workers(&mut self) -> Result<(), BoardError> {
+        let lingering = self
+            .board
+            .lingering_workers(self.now - TERMINAL_REAP_GRACE_SECONDS, TERMINAL_REAP_BATCH)?;
+        let own_pid = i64::from(std::process::id());
+        let mut gone = Vec::new();
+        for w in lingering {
+            let host_local = w
+                .claim_lock
+                .as_deref()
+                .is_some_and(|l| l.starts_with(&self.settings.host_prefix));
+            if !host_local || w.pid == own_pid {
+                continue;
+            }
+            match self.workers.liveness(w.pid, w.fingerprint.as_deref()) {
+                Liveness::Dead | Liveness::Recycled => gone.push((w, board::WorkerGone::Quietly)),
+                // Alive without a fingerprint we can check: never signalled, looked at again.
+                Liveness::Unverified => {}
+                Liveness::Alive if w.fingerprint.is_none() => {}
+                Liveness::Alive => {
+                    let t = self.workers.terminate(
+                        w.pid,
+                        w.fingerprint.as_deref(),
+                        self.settings.kill_wait,
+                    );
+                    if !t.survived() {
+                        self.report.reaped_terminal.push(w.task_id.clone());
+                        gone.push((w, board::WorkerGone::Terminated(to_board(&t))));
+                    }
+                }
+            }
+        }
+        self.board.forget_lingering_workers(&gone, self.now)?;
         Ok(())
     }
 
