@@ -200,6 +200,20 @@ fn dispatching_the_originals_board_runs_each_ready_task_once_and_keeps_its_journ
         };
         assert_eq!(status, want_status, "{id}");
     }
+    // The reclaim payload keeps the termination fields at the top level, as the original does.
+    let events = k.json(&["events", "t_af02f11c"]);
+    let reclaimed = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "reclaimed")
+        .unwrap_or_else(|| panic!("no reclaimed event: {events}"));
+    let payload = &reclaimed["payload"];
+    assert_eq!(payload["stale_lock"], "vm:2067");
+    assert!(payload.get("termination").is_none(), "{payload}");
+    assert!(payload["terminated"].is_boolean(), "{payload}");
+    assert!(payload.get("prev_pid").is_some(), "{payload}");
+
     k.assert_fsck_clean();
     assert_still_the_originals(&pristine, &schema(&k.default_db()));
     assert!(!k.home().join("kanban.db-wal").exists());
@@ -270,4 +284,31 @@ fn a_board_in_delete_mode_stays_in_delete_after_every_command() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(other_mode, "wal");
+}
+
+/// Runs the original booked as protocol violations (outcome `crashed`, the marker in the
+/// metadata) count in kanban's streak; rate-limited runs are skipped, anything else ends it.
+#[test]
+fn the_originals_protocol_violation_rows_count_in_the_streak() {
+    let k = home_with_fixture();
+    // Adopt first (kanban adds task_runs.worker_started_at), then write as the original writes.
+    k.ok(&["list"]);
+    let conn = Connection::open(k.default_db()).unwrap();
+    conn.execute_batch(
+        "INSERT INTO task_runs (task_id, profile, status, started_at, ended_at, outcome, metadata) VALUES \
+           ('t_ab122e34', 'default', 'crashed', 1, 2, 'crashed', '{\"pid\": 7, \"exit_code\": 1}'), \
+           ('t_ab122e34', 'default', 'crashed', 3, 4, 'crashed', '{\"pid\": 8, \"exit_code\": 0, \"protocol_violation\": true}'), \
+           ('t_ab122e34', 'default', 'rate_limited', 5, 6, 'rate_limited', '{\"pid\": 9, \"exit_code\": 75}'), \
+           ('t_ab122e34', 'default', 'crashed', 7, 8, 'crashed', '{\"pid\": 10, \"exit_code\": 0, \"protocol_violation\": true}');",
+    )
+    .unwrap();
+    drop(conn);
+    let location = kanban_runtime::board::paths::resolve(k.home(), Some("default")).unwrap();
+    let board = kanban_runtime::board::Board::open(
+        &location,
+        &kanban_runtime::board::OpenOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(board.protocol_violation_streak("t_ab122e34").unwrap(), 2);
+    assert_eq!(board.protocol_violation_streak("t_a074486d").unwrap(), 0);
 }

@@ -7,8 +7,10 @@
 //! ([`StoredEvent`]) so events written by another implementation still list; [`StoredEvent::decode`]
 //! gives the typed view.
 //!
-//! Design decision: a worker-termination report is nested under a `termination` key instead of
-//! being merged into the payload, so it decodes without ambiguity.
+//! Payloads are the original's where the original records the same fact, so each side reads the
+//! other's events: a worker-termination report ([`Termination`]) is merged into the payload's top
+//! level (`reclaimed`, `stale`, `reclaim_deferred`, `terminal_worker_reaped`), as the original
+//! merges it; where kanban records more, it adds fields and never renames or nests the original's.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +18,8 @@ use super::error::Result;
 use super::model::{BlockKind, Status};
 use super::store::Tx;
 
-/// What the dispatcher did to a worker process before releasing its claim.
+/// What the dispatcher did to a worker process before releasing its claim. Its fields sit at the
+/// top level of the payload that carries it (`#[serde(flatten)]`), as in the original.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Termination {
     pub prev_pid: Option<i64>,
@@ -35,16 +38,32 @@ pub struct Termination {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "$kind", rename_all = "snake_case")]
 pub enum Event {
+    /// The original's keys, `null` when unset; `idempotency_key` is kanban's addition.
     Created {
         assignee: Option<String>,
         status: Status,
         parents: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         creator_task_id: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         tenant: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         workspace_kind: Option<String>,
+        #[serde(default)]
+        workspace_path: Option<String>,
+        #[serde(default)]
+        branch_name: Option<String>,
+        #[serde(default)]
+        project_id: Option<String>,
+        #[serde(default)]
+        skills: Option<Vec<String>>,
+        /// `true`, or `null` for a classic task (the original writes no `false`).
+        #[serde(default)]
+        goal_mode: Option<bool>,
+        #[serde(default)]
+        model_override: Option<String>,
+        #[serde(default)]
+        provider_override: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         idempotency_key: Option<String>,
     },
@@ -162,18 +181,17 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         now: Option<i64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        host_local: Option<bool>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         heartbeat_stale: Option<bool>,
         retry_status: Status,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// Also carries `host_local` (one key, as in the original).
+        #[serde(flatten)]
         termination: Option<Termination>,
     },
     ReclaimDeferred {
         reason: String,
         claim_lock: String,
         claim_expires_now: i64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(flatten)]
         termination: Option<Termination>,
     },
     Crashed {
@@ -218,7 +236,7 @@ pub enum Event {
         timeout_seconds: i64,
         pid: Option<i64>,
         retry_status: Status,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(flatten)]
         termination: Option<Termination>,
     },
     /// A running task without a claim went back to `ready`.
@@ -376,7 +394,7 @@ pub enum Event {
     TerminalWorkerReaped {
         pid: i64,
         worker_started_at: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(flatten)]
         termination: Option<Termination>,
     },
     /// What a worker process reported when it finished.
@@ -502,6 +520,95 @@ mod tests {
             v,
             serde_json::json!({"lock": "h:1", "expires": 900, "run_id": 7})
         );
+    }
+
+    /// The original merges the termination report into the payload's top level.
+    #[test]
+    fn termination_fields_are_top_level_and_round_trip() {
+        let e = Event::Reclaimed {
+            manual: None,
+            reason: None,
+            prev_lock: None,
+            stale_lock: Some("h:1".into()),
+            worker_pid: Some(42),
+            claim_expires: Some(100),
+            last_heartbeat_at: None,
+            now: Some(200),
+            heartbeat_stale: Some(false),
+            retry_status: Status::Ready,
+            termination: Some(Termination {
+                prev_pid: Some(42),
+                host_local: true,
+                termination_attempted: true,
+                terminated: true,
+                sigkill: false,
+                signal_refused: None,
+                pid_recycled: None,
+            }),
+        };
+        let (kind, payload) = e.encode().unwrap();
+        assert_eq!(kind, "reclaimed");
+        let v: serde_json::Value = serde_json::from_str(&payload.unwrap()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "stale_lock": "h:1", "worker_pid": 42, "claim_expires": 100, "now": 200,
+                "heartbeat_stale": false, "retry_status": "ready", "prev_pid": 42,
+                "host_local": true, "termination_attempted": true, "terminated": true,
+                "sigkill": false
+            })
+        );
+        let stored = StoredEvent {
+            id: 1,
+            task_id: "t_00000000".into(),
+            run_id: None,
+            kind,
+            payload: Some(v),
+            created_at: 0,
+        };
+        assert_eq!(stored.decode().unwrap(), e);
+    }
+
+    /// A payload written by the original (`last_heartbeat_at: null`, no termination) decodes.
+    #[test]
+    fn the_originals_payloads_decode() {
+        let stale = StoredEvent {
+            id: 1,
+            task_id: "t_00000000".into(),
+            run_id: Some(3),
+            kind: "reclaimed".into(),
+            payload: Some(serde_json::json!({
+                "manual": true, "reason": "operator", "prev_lock": "vm:1", "retry_status": "ready",
+                "prev_pid": null, "host_local": false, "termination_attempted": false,
+                "terminated": false, "sigkill": false
+            })),
+            created_at: 0,
+        };
+        match stale.decode().unwrap() {
+            Event::Reclaimed {
+                manual: Some(true),
+                termination: Some(t),
+                ..
+            } => assert!(!t.host_local && !t.terminated),
+            other => panic!("{other:?}"),
+        }
+        let created = StoredEvent {
+            id: 2,
+            task_id: "t_00000000".into(),
+            run_id: None,
+            kind: "created".into(),
+            payload: Some(serde_json::json!({
+                "assignee": "worker1", "status": "ready", "parents": [], "tenant": "acme",
+                "workspace_kind": "scratch", "workspace_path": null, "branch_name": null,
+                "project_id": null, "skills": ["sk1"], "goal_mode": null,
+                "model_override": null, "provider_override": null
+            })),
+            created_at: 0,
+        };
+        assert!(matches!(
+            created.decode().unwrap(),
+            Event::Created { skills: Some(ref s), .. } if s == &["sk1".to_owned()]
+        ));
     }
 
     #[test]

@@ -78,8 +78,9 @@ pub struct Release<'a> {
     pub claim_lock: Option<&'a str>,
     /// The run the dispatcher saw as current.
     pub run_id: Option<i64>,
-    /// Run outcome and status: `reclaimed`, `crashed`, `protocol_violation`, `rate_limited`,
-    /// `timed_out`, `stale`, `spawn_failed`.
+    /// Run outcome and status: `reclaimed`, `crashed` (also a protocol violation, as in the
+    /// original: the event's `protocol_violation: true` lands in the run's metadata),
+    /// `rate_limited`, `timed_out`, `stale`, `spawn_failed`.
     pub outcome: &'a str,
     /// The event describing the release (its `retry_status` should be `ready`).
     pub event: Event,
@@ -124,6 +125,17 @@ pub struct WorkerResult<'a> {
 pub struct Registered {
     pub task_id: String,
     pub run_id: i64,
+}
+
+/// Whether a run's metadata carries the protocol-violation marker (`protocol_violation: true`).
+fn is_protocol_violation(metadata: Option<&str>) -> bool {
+    metadata
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        .and_then(|v| {
+            v.get("protocol_violation")
+                .and_then(serde_json::Value::as_bool)
+        })
+        .unwrap_or(false)
 }
 
 fn cap(text: &str, max: usize) -> String {
@@ -376,6 +388,14 @@ pub fn release_claim_in(
             None,
             Some(&error),
             now,
+        )?;
+        // The run's metadata is the event's payload, as the original stores it (its streak
+        // counter reads `protocol_violation` there).
+        let (_, payload) = release.event.encode()?;
+        exec(
+            tx,
+            "UPDATE task_runs SET metadata = ?2 WHERE id = ?1",
+            params![run_id, payload],
         )?;
     }
     append_event(tx, id, release.run_id, &release.event, now)?;
@@ -656,17 +676,24 @@ impl Board {
     }
 
     /// How many of the task's newest closed runs in a row (rate-limited runs skipped) were
-    /// protocol violations.
+    /// protocol violations: outcome `crashed` with `protocol_violation: true` in the run's
+    /// metadata, the rows the original counts (and writes) too.
     pub fn protocol_violation_streak(&self, id: &str) -> Result<i64> {
         let mut stmt = self.conn().prepare_cached(
-            "SELECT outcome FROM task_runs WHERE task_id = ?1 AND ended_at IS NOT NULL \
+            "SELECT outcome, metadata FROM task_runs WHERE task_id = ?1 AND ended_at IS NOT NULL \
              ORDER BY id DESC LIMIT 50",
         )?;
-        let outcomes = stmt.query_map([id], |r| r.get::<_, Option<String>>(0))?;
+        let rows = stmt.query_map([id], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<String>>(1)?,
+            ))
+        })?;
         let mut streak = 0;
-        for outcome in outcomes {
-            match outcome?.as_deref() {
-                Some("protocol_violation") => streak += 1,
+        for row in rows {
+            let (outcome, metadata) = row?;
+            match outcome.as_deref() {
+                Some("crashed") if is_protocol_violation(metadata.as_deref()) => streak += 1,
                 Some("rate_limited") => {}
                 _ => break,
             }

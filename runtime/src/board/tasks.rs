@@ -385,12 +385,21 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
             creator_task_id,
             tenant,
             workspace_kind: Some("scratch".to_owned()),
+            workspace_path: None,
+            branch_name: new.branch_name.clone(),
+            project_id: None,
+            skills: new.skills.clone(),
+            goal_mode: new.goal_mode.then_some(true),
+            model_override: None,
+            provider_override: None,
             idempotency_key: key.map(str::to_owned),
         },
         now,
     )?;
-    match status {
-        Status::Blocked => append_event(
+    // An unfinished parent is said by the `created` event (`status: todo`, `parents`); the
+    // original writes no `dependency_wait` here either.
+    if status == Status::Blocked {
+        append_event(
             tx,
             &id,
             None,
@@ -405,21 +414,8 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
                 rekind_reason: None,
             },
             now,
-        )?,
-        Status::Todo => append_event(
-            tx,
-            &id,
-            None,
-            &Event::DependencyWait {
-                reason: "parent_not_done".to_owned(),
-                kind: None,
-                source_status: None,
-                parent: open_parent,
-            },
-            now,
-        )?,
-        _ => 0,
-    };
+        )?;
+    }
     Ok(Created {
         id,
         status,
@@ -1224,7 +1220,6 @@ pub fn reclaim_in(
             claim_expires: task.claim_expires,
             last_heartbeat_at: task.last_heartbeat_at,
             now: Some(now),
-            host_local: None,
             heartbeat_stale: None,
             retry_status,
             termination: None,

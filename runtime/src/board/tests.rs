@@ -99,7 +99,29 @@ fn create_with_an_unfinished_parent_starts_todo_and_waits() {
     let p = create(&b, "parent");
     let c = child_of(&b, "child", &[&p]);
     assert_eq!(status(&b, &c), Status::Todo);
-    assert_eq!(kinds(&b, &c), ["created", "dependency_wait"]);
+    // As the original: the `created` event says todo and names the parents; no
+    // `dependency_wait` on create.
+    assert_eq!(kinds(&b, &c), ["created"]);
+    let created = &b.events(&c, None).unwrap()[0];
+    let payload = created.payload.as_ref().unwrap();
+    assert_eq!(payload["status"], "todo");
+    assert_eq!(payload["parents"], serde_json::json!([p]));
+    for key in [
+        "tenant",
+        "workspace_kind",
+        "workspace_path",
+        "branch_name",
+        "project_id",
+        "skills",
+        "goal_mode",
+        "model_override",
+        "provider_override",
+    ] {
+        assert!(
+            payload.get(key).is_some(),
+            "the original's key {key}: {payload}"
+        );
+    }
     assert_eq!(b.parents(&c).unwrap()[0].id, p);
     assert_eq!(b.children(&p).unwrap()[0].id, c);
     assert_clean(&b);
@@ -811,7 +833,7 @@ fn unlink_frees_a_todo_child_and_refuses_a_missing_edge() {
     let c = child_of(&b, "c", &[&p]);
     let u = b.unlink(&p, &c, T0).unwrap().into_result().unwrap();
     assert_eq!(u.child_status, Status::Ready);
-    assert_eq!(&kinds(&b, &c)[2..], ["unlinked", "promoted"]);
+    assert_eq!(&kinds(&b, &c)[1..], ["unlinked", "promoted"]);
     assert!(matches!(
         b.unlink(&p, &c, T0).unwrap(),
         Outcome::Refused(Refusal::NotLinked { .. })

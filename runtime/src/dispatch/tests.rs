@@ -286,6 +286,21 @@ fn exit_0_without_complete_is_a_protocol_violation_not_counted_until_the_budget(
         }
     }
     assert!(e.kinds(&id).contains(&"protocol_violation".to_owned()));
+    // Booked as the original books it: run outcome `crashed`, the marker in its metadata.
+    let runs = e.board.runs(&id).unwrap();
+    assert_eq!(
+        runs.len() as i64,
+        super::settings::PROTOCOL_VIOLATION_LIMIT,
+        "{runs:?}"
+    );
+    for run in &runs {
+        assert_eq!(
+            (run.status.as_str(), run.outcome.as_deref()),
+            ("crashed", Some("crashed"))
+        );
+        let meta = run.metadata.as_ref().unwrap();
+        assert_eq!(meta["protocol_violation"], true, "{meta}");
+    }
 }
 
 #[test]

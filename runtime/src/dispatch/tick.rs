@@ -585,7 +585,6 @@ impl Tick<'_> {
                     claim_expires: task.claim_expires,
                     last_heartbeat_at: task.last_heartbeat_at,
                     now: Some(now),
-                    host_local: Some(self.host_local(task)),
                     heartbeat_stale: Some(heartbeat_stale),
                     retry_status: Status::Ready,
                     termination: Some(to_board(&termination)),
@@ -719,7 +718,9 @@ impl Tick<'_> {
                         Failure::NotCounted
                     };
                     (
-                        "protocol_violation",
+                        // The original's run outcome; the event and the run's metadata say
+                        // `protocol_violation: true`.
+                        "crashed",
                         Event::ProtocolViolation {
                             pid: Some(pid),
                             claimer,
