@@ -228,6 +228,16 @@ fn worker_that_survives_termination_defers_the_reclaim_and_is_never_duplicated()
     let kinds = e.kinds(&id);
     assert!(kinds.contains(&"reclaim_deferred".to_owned()));
     assert!(kinds.contains(&"reclaimed".to_owned()));
+    // The termination report sits at the payload's top level, as the original writes it.
+    for event in e.board.events(&id, None).unwrap() {
+        if event.kind == "reclaim_deferred" || event.kind == "reclaimed" {
+            let p = event.payload.unwrap();
+            assert!(p.get("termination").is_none(), "{p}");
+            assert_eq!(p["prev_pid"], pid, "{p}");
+            assert_eq!(p["host_local"], true, "{p}");
+            assert_eq!(p["terminated"], event.kind == "reclaimed", "{p}");
+        }
+    }
 }
 
 #[test]
