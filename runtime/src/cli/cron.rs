@@ -11,7 +11,8 @@ use super::{CmdResult, Exit, Globals, Refused, print_json};
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::Config;
 use crate::cron::{
-    self, ConfigAgents, CronError, Job, NewJob, Schedule, Scheduler, SchedulerSettings, Store,
+    self, ConfigAgents, CronError, DaemonEvent, Job, NewJob, Schedule, Scheduler,
+    SchedulerSettings, Store,
 };
 
 #[derive(Debug, clap::Subcommand)]
@@ -175,9 +176,23 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
                 signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())?;
                 signal_hook::flag::register(signal, stop.clone())?;
             }
-            scheduler.daemon(Duration::from_secs_f64(every), &stop, |fire| match fire {
-                Ok(fire) => println!("{}", fire_line(&fire)),
-                Err(e) => eprintln!("kanban: {e}"),
+            scheduler.daemon(Duration::from_secs_f64(every), &stop, |event| match event {
+                DaemonEvent::Fire(Ok(fire)) => println!("{}", fire_line(&fire)),
+                DaemonEvent::Fire(Err(e)) => eprintln!("kanban: {e}"),
+                DaemonEvent::Failing {
+                    message,
+                    failed_ticks,
+                    retry_in,
+                } => eprintln!(
+                    "kanban cron daemon: tick failing ({failed_ticks} in a row): {message}; \
+                     retrying in {:.2}s (backoff up to {}s); it resumes by itself",
+                    retry_in.as_secs_f64(),
+                    crate::dispatch::daemon::MAX_BACKOFF.as_secs()
+                ),
+                DaemonEvent::Recovered { failed_ticks } => eprintln!(
+                    "kanban cron daemon: recovered: ticks succeed again after {failed_ticks} \
+                     failed tick(s)"
+                ),
             })?;
             Ok(Exit::OK)
         }

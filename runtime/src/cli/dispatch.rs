@@ -41,6 +41,10 @@ pub struct DispatchArgs {
     /// Override [dispatch] max_spawn.
     #[arg(long, value_name = "N")]
     pub max_spawn: Option<u32>,
+    /// Fault injection for `cargo xtask chaos` and the fault tests: SIGKILL this dispatcher just
+    /// before its N-th spawn (after the claim commit).
+    #[arg(long, value_name = "N", hide = true, value_parser = clap::value_parser!(u32).range(1..))]
+    pub fault_die_before_spawn: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -86,7 +90,10 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
     let mut board = Board::open(&settings.location, &OpenOptions::create())
         .with_context(|| format!("opening board `{}`", settings.location.slug))?;
     let clock = SystemClock;
-    let mut workers = Processes::new();
+    let mut workers = match args.fault_die_before_spawn {
+        Some(n) => Processes::new().with_fault_die_before_spawn(n),
+        None => Processes::new(),
+    };
     let json = globals.json;
     let mut lines = Lines::default();
     let mut print = |board: &Board, report: &TickReport| lines.print(board, report, json);
@@ -115,7 +122,8 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
             settings.claim_lock
         );
     }
-    let mut on_error = |err: &dispatch::TickError| eprintln!("kanban dispatch: {err}");
+    let mut on_health =
+        |health: dispatch::Health<'_>| eprintln!("kanban dispatch: {}", health_line(&health));
     dispatch::daemon::run(
         &mut board,
         &settings,
@@ -123,9 +131,29 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
         &mut workers,
         &options,
         &mut print,
-        &mut on_error,
+        &mut on_health,
     )?;
     Ok(Exit::OK)
+}
+
+/// One line per change of the daemon's health.
+pub(crate) fn health_line(health: &dispatch::Health<'_>) -> String {
+    match health {
+        dispatch::Health::Failing {
+            error,
+            failed_ticks,
+            retry_in,
+        } => format!(
+            "tick failing ({failed_ticks} in a row): {}; retrying in {:.2}s (backoff up to \
+             {}s); it resumes by itself once the board works again",
+            dispatch::daemon::error_chain(*error),
+            retry_in.as_secs_f64(),
+            dispatch::daemon::MAX_BACKOFF.as_secs()
+        ),
+        dispatch::Health::Recovered { failed_ticks } => {
+            format!("recovered: ticks succeed again after {failed_ticks} failed tick(s)")
+        }
+    }
 }
 
 /// Turns tick reports into lines. Remembers the tasks it saw spawned so that a completion is
@@ -315,7 +343,8 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
             println!("  {line}");
         }
     };
-    let mut on_error = |err: &dispatch::TickError| eprintln!("  kanban dispatch: {err}");
+    let mut on_health =
+        |health: dispatch::Health<'_>| eprintln!("  kanban dispatch: {}", health_line(&health));
     dispatch::daemon::run(
         &mut board,
         &settings,
@@ -323,7 +352,7 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         &mut workers,
         &options,
         &mut print,
-        &mut on_error,
+        &mut on_health,
     )?;
 
     let rows = dispatch::demo::summary(&board)?;

@@ -29,7 +29,7 @@ use crate::config::{Config, ConfigError};
 use crate::identity;
 
 pub use schedule::{Schedule, ScheduleError};
-pub use scheduler::{FireReport, Scheduler, SchedulerSettings, TickReport};
+pub use scheduler::{DaemonEvent, FireReport, Scheduler, SchedulerSettings, TickReport};
 pub use store::{Job, JobState, NewJob, Repeat, Store};
 
 /// Everything cron can fail with; each message says what to do.

@@ -35,6 +35,21 @@ struct JobHandle {
     thread: crate::sync::thread::JoinHandle<Result<Option<FireReport>, String>>,
 }
 
+/// What [`Scheduler::daemon`] reports.
+#[derive(Debug)]
+pub enum DaemonEvent {
+    /// A fire finished (or could not run: the message says why).
+    Fire(Result<FireReport, String>),
+    /// Ticks started failing (or now fail differently); the next attempt is in `retry_in`.
+    Failing {
+        message: String,
+        failed_ticks: u32,
+        retry_in: Duration,
+    },
+    /// A tick worked again after `failed_ticks` failures in a row.
+    Recovered { failed_ticks: u32 },
+}
+
 /// Name of the tick lock file inside `<root>/cron/`.
 pub const TICK_LOCK_FILE: &str = ".tick.lock";
 
@@ -155,24 +170,45 @@ impl Scheduler {
 
     /// Runs ticks every `interval` until `stop` is set, then waits for the running jobs. Jobs run
     /// in the background pool across ticks; a tick never waits for a running job and starts only
-    /// as many jobs as there are free slots. Each finished fire is passed to `on_fire`.
+    /// as many jobs as there are free slots. Each finished fire is passed to `on_event`.
+    ///
+    /// A tick that fails (the job store is unwritable: a full disk, a read-only file system, a
+    /// lock held by another writer) never stops the daemon: it retries with the dispatcher's
+    /// capped backoff and says so once per change ([`DaemonEvent::Failing`] when ticks start
+    /// failing or fail differently, [`DaemonEvent::Recovered`] when one works again).
     pub fn daemon(
         &self,
         interval: Duration,
         stop: &std::sync::atomic::AtomicBool,
-        mut on_fire: impl FnMut(Result<FireReport, String>),
+        mut on_event: impl FnMut(DaemonEvent),
     ) -> Result<(), CronError> {
         let mut running: Vec<JobHandle> = Vec::new();
+        let mut streak = crate::dispatch::daemon::Streak::default();
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let mut report = TickReport::default();
+            let mut pause = interval;
             match self.start_due(&mut report, false) {
-                Ok(Some(handles)) => running.extend(handles),
-                Ok(None) => {}
-                // A busy or unreadable store must not stop the daemon: report and retry.
-                Err(e) => report.errors.push(e.to_string()),
+                Ok(handles) => {
+                    running.extend(handles.into_iter().flatten());
+                    if let Some(failed_ticks) = streak.succeeded() {
+                        on_event(DaemonEvent::Recovered { failed_ticks });
+                    }
+                }
+                Err(e) => {
+                    let message = crate::dispatch::daemon::error_chain(&e);
+                    let (failed_ticks, new) = streak.failed(message.clone());
+                    pause = crate::dispatch::daemon::backoff(failed_ticks);
+                    if new {
+                        on_event(DaemonEvent::Failing {
+                            message,
+                            failed_ticks,
+                            retry_in: pause,
+                        });
+                    }
+                }
             }
             for message in report.errors {
-                on_fire(Err(message));
+                on_event(DaemonEvent::Fire(Err(message)));
             }
             let (finished, still): (Vec<_>, Vec<_>) = running
                 .into_iter()
@@ -180,12 +216,12 @@ impl Scheduler {
             running = still;
             for handle in finished {
                 match join(handle) {
-                    Ok(Some(fire)) => on_fire(Ok(fire)),
+                    Ok(Some(fire)) => on_event(DaemonEvent::Fire(Ok(fire))),
                     Ok(None) => {}
-                    Err(message) => on_fire(Err(message)),
+                    Err(message) => on_event(DaemonEvent::Fire(Err(message))),
                 }
             }
-            let wake = std::time::Instant::now() + interval;
+            let wake = std::time::Instant::now() + pause;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let left = wake.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
@@ -196,7 +232,7 @@ impl Scheduler {
         }
         for handle in running {
             if let Ok(Some(fire)) = join(handle) {
-                on_fire(Ok(fire));
+                on_event(DaemonEvent::Fire(Ok(fire)));
             }
         }
         Ok(())

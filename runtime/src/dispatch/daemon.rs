@@ -6,6 +6,13 @@
 //! while its own workers run), one of its children exited, or the interval passed (lease expiry,
 //! cooldowns). Between wakes it sleeps, so an idle dispatcher costs one cheap pragma per poll. It stops on SIGTERM / SIGINT (its
 //! workers keep running in their own process groups; the next dispatcher adopts them by pid).
+//!
+//! A failed tick (a full disk, a board locked by another writer, a read-only file system) never
+//! stops the daemon: it retries with a capped exponential backoff ([`backoff`]: 250 ms doubling
+//! to [`MAX_BACKOFF`]) and reports its health once per change — [`Health::Failing`] when ticks
+//! start failing (or fail differently), [`Health::Recovered`] when one succeeds again — so a
+//! long outage is one line, not one per tick, and the daemon resumes by itself. Only
+//! `--until-idle` (a script waiting for an answer) gives up, after [`MAX_FAILED_TICKS`] in a row.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,12 +67,95 @@ pub struct LoopOptions {
     pub stop: Arc<AtomicBool>,
 }
 
-/// Consecutive failed ticks after which the loop gives up and returns the last error.
+/// Consecutive failed ticks after which `--until-idle` gives up and returns the last error (the
+/// daemon never does).
 pub const MAX_FAILED_TICKS: u32 = 20;
 
+/// The first retry delay after a failed tick.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest delay between two attempts of a failing daemon.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The delay after `failed` failed ticks in a row: [`FIRST_BACKOFF`] doubling, capped at
+/// [`MAX_BACKOFF`].
+pub fn backoff(failed: u32) -> Duration {
+    let doublings = failed.saturating_sub(1).min(16);
+    FIRST_BACKOFF
+        .saturating_mul(1u32 << doublings)
+        .min(MAX_BACKOFF)
+}
+
+/// A change in the loop's health, reported once per change.
+#[derive(Debug)]
+pub enum Health<'a> {
+    /// Ticks started failing, or now fail with a different error; the loop retries after `retry_in`.
+    Failing {
+        error: &'a TickError,
+        failed_ticks: u32,
+        retry_in: Duration,
+    },
+    /// A tick succeeded after `failed_ticks` failures in a row.
+    Recovered { failed_ticks: u32 },
+}
+
+/// Tracks a streak of failures and decides what is worth saying (see [`Health`]).
+#[derive(Debug, Default)]
+pub struct Streak {
+    failed: u32,
+    last_message: Option<String>,
+}
+
+impl Streak {
+    /// A tick failed: the new streak length and whether this failure should be reported (the
+    /// first of a streak, or a different error than the last one reported).
+    pub fn failed(&mut self, message: String) -> (u32, bool) {
+        self.failed = self.failed.saturating_add(1);
+        let new = self.last_message.as_deref() != Some(message.as_str());
+        self.last_message = Some(message);
+        (self.failed, new)
+    }
+
+    /// A tick succeeded: `Some(n)` when it ends a streak of `n` failures.
+    pub fn succeeded(&mut self) -> Option<u32> {
+        self.last_message = None;
+        let n = std::mem::take(&mut self.failed);
+        (n > 0).then_some(n)
+    }
+}
+
+/// Sleeps `total`, waking early (returning `true`) when `stop` is set.
+fn sleep_unless_stopped(total: Duration, stop: &AtomicBool) -> bool {
+    let deadline = Instant::now() + total;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(POLL));
+    }
+}
+
+/// The text of an error with its causes, as one line.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Runs ticks until `options.mode` says stop; `on_tick` sees every report (for printing) and
-/// `on_error` every failed tick. A failed tick (a busy or briefly unreadable board) does not stop
-/// the loop; [`MAX_FAILED_TICKS`] in a row do.
+/// `on_health` every change of health (see the module doc). A failed tick never stops the
+/// daemon; under `--until-idle`, [`MAX_FAILED_TICKS`] in a row do.
 pub fn run(
     board: &mut Board,
     settings: &Settings,
@@ -73,25 +163,36 @@ pub fn run(
     workers: &mut dyn Workers,
     options: &LoopOptions,
     on_tick: &mut dyn FnMut(&Board, &TickReport),
-    on_error: &mut dyn FnMut(&TickError),
+    on_health: &mut dyn FnMut(Health<'_>),
 ) -> Result<(), TickError> {
-    let mut failed = 0;
+    let mut streak = Streak::default();
     loop {
         let report = match run_tick(board, settings, clock, workers) {
             Ok(report) => {
-                failed = 0;
+                if let Some(failed_ticks) = streak.succeeded() {
+                    on_health(Health::Recovered { failed_ticks });
+                }
                 report
             }
             Err(err) => {
-                failed += 1;
-                if failed >= MAX_FAILED_TICKS {
+                let (failed, new) = streak.failed(error_chain(&err));
+                if options.mode == Mode::UntilIdle && failed >= MAX_FAILED_TICKS {
                     return Err(err);
                 }
-                on_error(&err);
-                if options.stop.load(Ordering::Relaxed) {
+                let retry_in = backoff(failed);
+                if new {
+                    on_health(Health::Failing {
+                        error: &err,
+                        failed_ticks: failed,
+                        retry_in,
+                    });
+                }
+                // Our own children still exit while the board is unwritable: collect them so
+                // they do not linger as zombies (their exits are remembered for the crash sweep).
+                workers.poll_exited();
+                if sleep_unless_stopped(retry_in, &options.stop) {
                     return Ok(());
                 }
-                std::thread::sleep(options.interval.min(Duration::from_secs(1)));
                 continue;
             }
         };
@@ -134,5 +235,52 @@ pub fn run(
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_a_quarter_second_and_is_capped() {
+        assert_eq!(backoff(1), Duration::from_millis(250));
+        assert_eq!(backoff(2), Duration::from_millis(500));
+        assert_eq!(backoff(3), Duration::from_secs(1));
+        assert_eq!(backoff(8), Duration::from_secs(30));
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+        assert_eq!(backoff(0), FIRST_BACKOFF);
+    }
+
+    #[test]
+    fn a_streak_is_reported_once_per_change() {
+        let mut s = Streak::default();
+        assert_eq!(s.succeeded(), None);
+        assert_eq!(s.failed("disk full".into()), (1, true));
+        assert_eq!(s.failed("disk full".into()), (2, false));
+        assert_eq!(s.failed("disk full".into()), (3, false));
+        // A different error is news.
+        assert_eq!(s.failed("locked".into()), (4, true));
+        assert_eq!(s.succeeded(), Some(4));
+        assert_eq!(s.succeeded(), None);
+        assert_eq!(s.failed("disk full".into()), (1, true));
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Outer(&'static str, #[source] std::io::Error);
+
+    #[test]
+    fn an_error_chain_is_one_line_without_repeats() {
+        let full = || std::io::Error::other("No space left on device");
+        assert_eq!(
+            error_chain(&Outer("tick failed", full())),
+            "tick failed: No space left on device"
+        );
+        // A message that already embeds its cause does not repeat it.
+        assert_eq!(
+            error_chain(&Outer("tick failed: No space left on device", full())),
+            "tick failed: No space left on device"
+        );
     }
 }

@@ -35,7 +35,7 @@ pub mod spawn;
 pub mod tick;
 pub mod workers;
 
-pub use daemon::{LoopOptions, Mode, run_tick};
+pub use daemon::{Health, LoopOptions, Mode, run_tick};
 pub use settings::{Settings, SettingsError};
 pub use spawn::{SpawnError, SpawnRequest, default_spawn};
 pub use tick::{DeadWorker, SpawnedWorker, TickError, TickReport, tick};

@@ -145,7 +145,7 @@ impl TickReport {
 /// not errors.
 #[derive(Debug, thiserror::Error)]
 pub enum TickError {
-    #[error("dispatch tick on board `{board}` failed: {source}")]
+    #[error("dispatch tick on board `{board}` failed")]
     Board {
         board: String,
         #[source]

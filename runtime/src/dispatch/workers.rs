@@ -78,11 +78,22 @@ pub struct Processes {
     exits: HashMap<i64, (WorkerExit, Instant)>,
     pending: Vec<Reaped>,
     tracked: HashMap<i64, Tracked>,
+    /// Fault injection for the chaos suite: SIGKILL this process at the n-th spawn, after the
+    /// tick's claims were committed and before the worker starts.
+    die_before_spawn: Option<u32>,
 }
 
 impl Processes {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A test-only fault point (`kanban dispatch --fault-die-before-spawn N`, hidden): the
+    /// dispatcher kills itself with SIGKILL just before its `n`-th spawn (1 = the first), i.e.
+    /// between a claim commit and the spawn, leaving claims whose worker never started.
+    pub fn with_fault_die_before_spawn(mut self, n: u32) -> Self {
+        self.die_before_spawn = Some(n.max(1));
+        self
     }
 
     fn collect(
@@ -113,6 +124,15 @@ impl Processes {
 
 impl Workers for Processes {
     fn spawn(&mut self, req: &SpawnRequest) -> Result<i64, SpawnError> {
+        if let Some(n) = self.die_before_spawn.as_mut() {
+            *n -= 1;
+            if *n == 0 {
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+        }
         let child = default_spawn(req)?;
         let pid = i64::from(child.id());
         // A recycled pid may still have an old exit remembered: forget it.
