@@ -306,10 +306,12 @@ fn parse_field(text: &str, field: Field) -> Result<FieldSet, String> {
                 _ => return Err(bad(format!("step `/{s}` must be a whole number of at least 1"))),
             },
         };
+        // `*` and an open `a/n` end at Saturday: 7 is only another name for Sunday.
+        let open_max = if field == Field::DayOfWeek { 6 } else { max };
         let (lo, hi) = if range == "*"
             || (range == "?" && matches!(field, Field::DayOfMonth | Field::DayOfWeek))
         {
-            (min, if field == Field::DayOfWeek { 6 } else { max })
+            (min, open_max)
         } else if let Some((a, b)) = range.split_once('-') {
             let (a, b) = (value(a, field).map_err(bad)?, value(b, field).map_err(bad)?);
             if a > b {
@@ -318,7 +320,7 @@ fn parse_field(text: &str, field: Field) -> Result<FieldSet, String> {
             (a, b)
         } else {
             let a = value(range, field).map_err(bad)?;
-            (a, if step.is_some() { max } else { a })
+            (a, if step.is_some() { open_max } else { a })
         };
         let step = step.unwrap_or(1);
         let mut v = lo;
@@ -367,6 +369,7 @@ mod tests {
         assert!(!CronExpr::parse("*/5 2 * * *").unwrap().elapsed);
         let sunday = CronExpr::parse("0 0 * * 5-7").unwrap();
         assert_eq!(sunday.days.dow, 1 << 0 | 1 << 5 | 1 << 6);
+        assert_eq!(CronExpr::parse("0 0 * * 1/3").unwrap().days.dow, 1 << 1 | 1 << 4);
         let from = CronExpr::parse("10/20 * * * *").unwrap();
         assert_eq!(from.minutes, 1 << 10 | 1 << 30 | 1 << 50);
         let six = CronExpr::parse("0 9 * * * 30").unwrap();
