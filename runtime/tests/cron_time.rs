@@ -79,7 +79,11 @@ fn berlin_spring_gap_per_kind() {
             (
                 "15 1-3 * * *",
                 "2027-03-27T23:00Z",
-                &["2027-03-28T00:15Z", "2027-03-28T01:00Z", "2027-03-28T01:15Z"],
+                &[
+                    "2027-03-28T00:15Z",
+                    "2027-03-28T01:00Z",
+                    "2027-03-28T01:15Z",
+                ],
             ),
             // step in a fixed hour: 02:00, 02:20, 02:40 collapse into one run.
             (
@@ -91,12 +95,20 @@ fn berlin_spring_gap_per_kind() {
             (
                 "0 * * * *",
                 "2027-03-27T23:00Z",
-                &["2027-03-28T00:00Z", "2027-03-28T01:00Z", "2027-03-28T02:00Z"],
+                &[
+                    "2027-03-28T00:00Z",
+                    "2027-03-28T01:00Z",
+                    "2027-03-28T02:00Z",
+                ],
             ),
             (
                 "*/30 * * * *",
                 "2027-03-28T00:15Z",
-                &["2027-03-28T00:30Z", "2027-03-28T01:00Z", "2027-03-28T01:30Z"],
+                &[
+                    "2027-03-28T00:30Z",
+                    "2027-03-28T01:00Z",
+                    "2027-03-28T01:30Z",
+                ],
             ),
             // A fixed time whose gap run coincides with a matching 03:00 runs once.
             (
@@ -122,7 +134,11 @@ fn berlin_autumn_repeat_per_kind() {
             (
                 "0 1,2,3 * * *",
                 "2027-10-30T22:00Z",
-                &["2027-10-30T23:00Z", "2027-10-31T00:00Z", "2027-10-31T02:00Z"],
+                &[
+                    "2027-10-30T23:00Z",
+                    "2027-10-31T00:00Z",
+                    "2027-10-31T02:00Z",
+                ],
             ),
             (
                 "15 2-3 * * *",
@@ -143,7 +159,11 @@ fn berlin_autumn_repeat_per_kind() {
             (
                 "0 * * * *",
                 "2027-10-30T23:30Z",
-                &["2027-10-31T00:00Z", "2027-10-31T01:00Z", "2027-10-31T02:00Z"],
+                &[
+                    "2027-10-31T00:00Z",
+                    "2027-10-31T01:00Z",
+                    "2027-10-31T02:00Z",
+                ],
             ),
             (
                 "*/30 * * * *",
@@ -197,7 +217,11 @@ fn new_york_spring_gap_per_kind() {
             (
                 "15 1-3 * * *",
                 "2027-03-14T05:00Z",
-                &["2027-03-14T06:15Z", "2027-03-14T07:00Z", "2027-03-14T07:15Z"],
+                &[
+                    "2027-03-14T06:15Z",
+                    "2027-03-14T07:00Z",
+                    "2027-03-14T07:15Z",
+                ],
             ),
             (
                 "*/20 2 * * *",
@@ -207,7 +231,11 @@ fn new_york_spring_gap_per_kind() {
             (
                 "0 * * * *",
                 "2027-03-14T05:30Z",
-                &["2027-03-14T06:00Z", "2027-03-14T07:00Z", "2027-03-14T08:00Z"],
+                &[
+                    "2027-03-14T06:00Z",
+                    "2027-03-14T07:00Z",
+                    "2027-03-14T08:00Z",
+                ],
             ),
         ],
     );
@@ -226,7 +254,11 @@ fn new_york_autumn_repeat_per_kind() {
             (
                 "0 0,1,2 * * *",
                 "2027-11-07T04:00Z",
-                &["2027-11-07T05:00Z", "2027-11-07T07:00Z", "2027-11-08T05:00Z"],
+                &[
+                    "2027-11-07T05:00Z",
+                    "2027-11-07T07:00Z",
+                    "2027-11-08T05:00Z",
+                ],
             ),
             (
                 "15 1-2 * * *",
@@ -246,7 +278,11 @@ fn new_york_autumn_repeat_per_kind() {
             (
                 "0 * * * *",
                 "2027-11-07T04:30Z",
-                &["2027-11-07T05:00Z", "2027-11-07T06:00Z", "2027-11-07T07:00Z"],
+                &[
+                    "2027-11-07T05:00Z",
+                    "2027-11-07T06:00Z",
+                    "2027-11-07T07:00Z",
+                ],
             ),
         ],
     );
@@ -273,7 +309,11 @@ fn lord_howe_spring_gap_per_kind() {
             (
                 "10 1-3 * * *",
                 "2027-10-02T13:30Z",
-                &["2027-10-02T14:40Z", "2027-10-02T15:30Z", "2027-10-02T16:10Z"],
+                &[
+                    "2027-10-02T14:40Z",
+                    "2027-10-02T15:30Z",
+                    "2027-10-02T16:10Z",
+                ],
             ),
             // 02:00, 02:10, 02:20 are skipped and run at 02:30, which is also their own run.
             (
@@ -284,7 +324,11 @@ fn lord_howe_spring_gap_per_kind() {
             (
                 "*/30 * * * *",
                 "2027-10-02T14:45Z",
-                &["2027-10-02T15:00Z", "2027-10-02T15:30Z", "2027-10-02T16:00Z"],
+                &[
+                    "2027-10-02T15:00Z",
+                    "2027-10-02T15:30Z",
+                    "2027-10-02T16:00Z",
+                ],
             ),
         ],
     );
@@ -303,7 +347,11 @@ fn lord_howe_autumn_repeat_per_kind() {
             (
                 "0,45 1 * * *",
                 "2027-04-03T13:00Z",
-                &["2027-04-03T14:00Z", "2027-04-03T14:45Z", "2027-04-04T14:30Z"],
+                &[
+                    "2027-04-03T14:00Z",
+                    "2027-04-03T14:45Z",
+                    "2027-04-04T14:30Z",
+                ],
             ),
             (
                 "35-37 1 * * *",
@@ -371,7 +419,11 @@ fn kathmandu_gap_per_kind() {
             (
                 "*/10 * * * *",
                 "1985-12-31T18:05Z",
-                &["1985-12-31T18:10Z", "1985-12-31T18:20Z", "1985-12-31T18:35Z"],
+                &[
+                    "1985-12-31T18:10Z",
+                    "1985-12-31T18:20Z",
+                    "1985-12-31T18:35Z",
+                ],
             ),
             // An ordinary day keeps the 45-minute offset.
             (
@@ -548,7 +600,9 @@ fn num_field(rng: &mut Rng, lo: u32, hi: u32, near: &[u32]) -> NumField {
         }
         1 => {
             let step = [2, 3, 5, 7, 10, 15, 20, 30][rng.below(8) as usize].min(hi - lo + 1);
-            (lo..=hi).step_by(step as usize).for_each(|v| allowed[v as usize] = true);
+            (lo..=hi)
+                .step_by(step as usize)
+                .for_each(|v| allowed[v as usize] = true);
             format!("*/{step}")
         }
         2 => {
@@ -577,13 +631,17 @@ fn num_field(rng: &mut Rng, lo: u32, hi: u32, near: &[u32]) -> NumField {
             let a = pick(rng);
             let b = (a + 1 + rng.below(20) as u32).min(hi);
             let step = 1 + rng.below(6) as u32;
-            (a..=b).step_by(step as usize).for_each(|v| allowed[v as usize] = true);
+            (a..=b)
+                .step_by(step as usize)
+                .for_each(|v| allowed[v as usize] = true);
             format!("{a}-{b}/{step}")
         }
         _ => {
             let a = pick(rng);
             let step = 1 + rng.below(12) as u32;
-            (a..=hi).step_by(step as usize).for_each(|v| allowed[v as usize] = true);
+            (a..=hi)
+                .step_by(step as usize)
+                .for_each(|v| allowed[v as usize] = true);
             format!("{a}/{step}")
         }
     };
@@ -683,7 +741,12 @@ impl Case {
         let weekday = t.weekday().to_sunday_zero_offset() as u32;
         let dom_ok = self.dom.allowed[day as usize] || (self.dom_last && day == dim);
         let nth_ok = self.dow_nth.is_some_and(|(w, k)| {
-            w == weekday && if k == 0 { day + 7 > dim } else { (day - 1) / 7 + 1 == k }
+            w == weekday
+                && if k == 0 {
+                    day + 7 > dim
+                } else {
+                    (day - 1) / 7 + 1 == k
+                }
         });
         let dow_ok = self.dow.allowed[weekday as usize] || nth_ok;
         let day_ok = if self.dom.text.starts_with('*') || self.dow.text.starts_with('*') {
@@ -785,7 +848,10 @@ fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
             .to_zoned(TimeZone::UTC)
             .unwrap()
             .timestamp();
-        let change = tz.following(probe).next().map(|tr| tr.timestamp().as_second());
+        let change = tz
+            .following(probe)
+            .next()
+            .map(|tr| tr.timestamp().as_second());
         let centre = change.unwrap_or(probe.as_second());
         if change.is_some() {
             near_changes += 1;
@@ -805,12 +871,7 @@ fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
         let mut seen: Vec<(DateTime, i64)> = Vec::new();
         for (i, expected) in want.iter().enumerate() {
             let got = schedule.next_after(at, at);
-            assert_eq!(
-                got.map(iso),
-                Some(iso(*expected)),
-                "{} (run {i})",
-                label()
-            );
+            assert_eq!(got.map(iso), Some(iso(*expected)), "{} (run {i})", label());
             let got = got.unwrap();
             assert!(got > at, "{}: not strictly after", label());
             let shown = local(&tz, got);
@@ -855,5 +916,8 @@ fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
         CASES - wall,
         HORIZON_MINUTES / 1_440
     );
-    assert!(compared > CASES, "the generator produced too few runs to compare");
+    assert!(
+        compared > CASES,
+        "the generator produced too few runs to compare"
+    );
 }

@@ -22,8 +22,8 @@ pub enum CronCommand {
         /// Display name (default: the start of the prompt).
         #[arg(long)]
         name: Option<String>,
-        /// `0 9 * * 1-5`, `TZ=Europe/Berlin 0 9 * * *`, `every 30m`, `30m`, `in 10m`, or an
-        /// ISO-8601 time.
+        /// `0 9 * * 1-5`, `TZ=Europe/Berlin 0 9 * * *`, `weekdays at 9am`, `every 30m`, `30m`,
+        /// `2 h`, `in 10m`, or an ISO-8601 time (README "Schedules").
         #[arg(long)]
         schedule: String,
         /// What the agent is asked (what `builtin:shell` runs).

@@ -123,9 +123,11 @@ impl CronExpr {
             5 => ("0", &fields[..]),
             6 => (fields[5], &fields[..5]),
             7 => {
-                return Err("a year field (a 7th field) is not supported; use a one-shot \
+                return Err(
+                    "a year field (a 7th field) is not supported; use a one-shot \
                             ISO time for a single date"
-                    .to_owned());
+                        .to_owned(),
+                );
             }
             n => {
                 return Err(format!(
@@ -177,8 +179,7 @@ impl CronExpr {
     fn day_matches(&self, d: Date) -> bool {
         let rule = &self.days;
         let day = d.day() as u32;
-        let dom_ok =
-            bit(rule.dom, day) || (rule.dom_last && d.day() == d.days_in_month());
+        let dom_ok = bit(rule.dom, day) || (rule.dom_last && d.day() == d.days_in_month());
         let weekday = d.weekday().to_sunday_zero_offset() as usize;
         let nth = rule.dow_nth[weekday];
         let nth_ok = nth != 0
@@ -224,7 +225,11 @@ impl CronExpr {
 
     /// The first time of day at or after `from` whose hour, minute and second match.
     fn first_time(&self, from: Time) -> Option<Time> {
-        let (fh, fm, fs) = (from.hour() as u32, from.minute() as u32, from.second() as u32);
+        let (fh, fm, fs) = (
+            from.hour() as u32,
+            from.minute() as u32,
+            from.second() as u32,
+        );
         let mut h = next_bit(self.hours, fh)?;
         loop {
             let m_from = if h == fh { fm } else { 0 };
@@ -303,7 +308,11 @@ fn parse_field(text: &str, field: Field) -> Result<FieldSet, String> {
             None => (lower.as_str(), None),
             Some((r, s)) => match s.parse::<u32>() {
                 Ok(n) if n >= 1 => (r, Some(n)),
-                _ => return Err(bad(format!("step `/{s}` must be a whole number of at least 1"))),
+                _ => {
+                    return Err(bad(format!(
+                        "step `/{s}` must be a whole number of at least 1"
+                    )));
+                }
             },
         };
         // `*` and an open `a/n` end at Saturday: 7 is only another name for Sunday.
@@ -369,7 +378,10 @@ mod tests {
         assert!(!CronExpr::parse("*/5 2 * * *").unwrap().elapsed);
         let sunday = CronExpr::parse("0 0 * * 5-7").unwrap();
         assert_eq!(sunday.days.dow, 1 << 0 | 1 << 5 | 1 << 6);
-        assert_eq!(CronExpr::parse("0 0 * * 1/3").unwrap().days.dow, 1 << 1 | 1 << 4);
+        assert_eq!(
+            CronExpr::parse("0 0 * * 1/3").unwrap().days.dow,
+            1 << 1 | 1 << 4
+        );
         let from = CronExpr::parse("10/20 * * * *").unwrap();
         assert_eq!(from.minutes, 1 << 10 | 1 << 30 | 1 << 50);
         let six = CronExpr::parse("0 9 * * * 30").unwrap();
@@ -450,7 +462,10 @@ mod tests {
             "the upper bound is exclusive"
         );
         let feb30 = CronExpr::parse("0 0 30 2 *").unwrap();
-        assert_eq!(feb30.first_in(dt(2027, 1, 1, 0, 0), None, date(2427, 1, 2)), None);
+        assert_eq!(
+            feb30.first_in(dt(2027, 1, 1, 0, 0), None, date(2427, 1, 2)),
+            None
+        );
         let secs = CronExpr::parse("0 9 * * * 15,45").unwrap();
         assert_eq!(
             secs.first_in(date(2027, 1, 1).at(9, 0, 16, 0), None, far),

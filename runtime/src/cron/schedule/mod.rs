@@ -53,9 +53,9 @@ mod expr;
 mod phrase;
 mod zone;
 
+use jiff::Timestamp;
 use jiff::civil::DateTime;
 use jiff::tz::{AmbiguousOffset, TimeZone};
-use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use expr::CronExpr;
@@ -222,7 +222,11 @@ fn cron_schedule(expr: String, tz: &TimeZone, now: i64) -> Result<Schedule, Stri
     let horizon = now.saturating_add(FIRST_RUN_HORIZON_YEARS * 366 * 86_400);
     if first > horizon {
         let when = Timestamp::from_second(first)
-            .map(|t| t.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M %Z").to_string())
+            .map(|t| {
+                t.to_zoned(tz.clone())
+                    .strftime("%Y-%m-%d %H:%M %Z")
+                    .to_string()
+            })
             .unwrap_or_else(|_| first.to_string());
         return Err(format!(
             "its first run would be {when}, more than {FIRST_RUN_HORIZON_YEARS} years away \
@@ -292,7 +296,9 @@ fn parse_duration(text: &str) -> Result<i64, String> {
             .ok_or_else(|| format!("unknown duration unit `{other}` (use m, h or d)"))?,
     };
     if count <= 0 {
-        return Err("a duration must be positive (a zero interval would fire on every tick)".to_owned());
+        return Err(
+            "a duration must be positive (a zero interval would fire on every tick)".to_owned(),
+        );
     }
     count
         .checked_mul(per)
@@ -479,7 +485,11 @@ mod tests {
     #[test]
     fn iso_edges_leap_seconds_and_fractions() {
         let utc = TimeZone::UTC;
-        for input in ["2027-06-15T09:00:60Z", "2027-06-15T09:00:60", "2027-06-15 09:00:60+01:00"] {
+        for input in [
+            "2027-06-15T09:00:60Z",
+            "2027-06-15T09:00:60",
+            "2027-06-15 09:00:60+01:00",
+        ] {
             let err = Schedule::parse(input, NOW, utc.clone()).expect_err(input);
             assert!(err.reason.contains("second 60"), "{input}: {err}");
         }
@@ -556,7 +566,10 @@ mod tests {
         let gap = Schedule::parse("TZ=Europe/Berlin 0,30 2 * 3 0L", now, TimeZone::UTC).unwrap();
         let first = gap.first_run(now).unwrap();
         assert_eq!(first, ts("2027-03-28T01:00:00Z"));
-        assert_eq!(gap.next_after(first, first), Some(ts("2028-03-26T01:00:00Z")));
+        assert_eq!(
+            gap.next_after(first, first),
+            Some(ts("2028-03-26T01:00:00Z"))
+        );
     }
 
     #[test]

@@ -39,8 +39,10 @@ pub(crate) fn parse(text: &str) -> Option<Result<String, String>> {
     if rest.is_empty() {
         // `day`, `every day`, `daily` alone are the one-day interval; a named day needs a time.
         return (days != ALL_DAYS).then(|| {
-            Err("a day phrase needs a time, e.g. `every monday 9am` or `weekdays at 14:00`"
-                .to_owned())
+            Err(
+                "a day phrase needs a time, e.g. `every monday 9am` or `weekdays at 14:00`"
+                    .to_owned(),
+            )
         });
     }
     let time = rest.concat();
@@ -146,7 +148,15 @@ mod tests {
 
     #[test]
     fn non_phrases_fall_through_and_broken_phrases_say_why() {
-        for input in ["day", "every day", "daily", "hour", "30m", "0 9 * * 1", "in 5m"] {
+        for input in [
+            "day",
+            "every day",
+            "daily",
+            "hour",
+            "30m",
+            "0 9 * * 1",
+            "in 5m",
+        ] {
             assert_eq!(parse(input), None, "{input}");
         }
         for (input, needle) in [

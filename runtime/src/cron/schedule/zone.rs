@@ -46,7 +46,10 @@ pub(crate) fn next_run(expr: &CronExpr, tz: &TimeZone, after: i64) -> Option<i64
             let (first_copy_end, segment_start) = (civil(at, before)?, civil(at, offset)?);
             if at == start && before < offset {
                 // The gap's skipped wall-clock times run once, at the transition.
-                if expr.first_in(first_copy_end, Some(segment_start), last_day).is_some() {
+                if expr
+                    .first_in(first_copy_end, Some(segment_start), last_day)
+                    .is_some()
+                {
                     return Some(at);
                 }
             } else if before > offset && first_copy_end > lo {
