@@ -40,10 +40,15 @@ pub const SPAWN_FN: &str = "default_spawn";
 pub const IDENTITY_LIST: &str = "KANBAN_ENV_KEYS";
 /// The behaviour-only key list.
 pub const BEHAVIOR_LIST: &str = "BEHAVIOR_ONLY_ENV_KEYS";
+/// The list of keys that are safe for any child to inherit (`PATH`, settings).
+pub const INHERITABLE_LIST: &str = "INHERITABLE_ENV_KEYS";
+/// The delegated-child marker: the grant boundary may remove it, nobody may set it.
+pub const MARKER: &str = "HERMES_DELEGATED_CHILD_CONTEXT";
 
 const CLASSIFY: &str = "classify it: add it to `identity::KANBAN_ENV_KEYS` if it identifies the \
-     worker, its task, run or board (non-owned children then lose it), or to \
-     `identity::BEHAVIOR_ONLY_ENV_KEYS` if it only tunes the worker's behaviour";
+     worker, its task, run, board, profile, session or tenant (non-owned children then lose it), \
+     to `identity::BEHAVIOR_ONLY_ENV_KEYS` if it only tunes the worker's behaviour, or to \
+     `identity::INHERITABLE_ENV_KEYS` if any child may inherit it";
 
 /// Whether a key is put into the child's environment or taken out of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +75,9 @@ pub struct Injection {
 pub struct Report {
     pub injections: Vec<Injection>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The functions the grant walk reached: (file, line of the name). They are the grant
+    /// boundary; everywhere else an identity key put into a child is an error.
+    pub walked: HashSet<(String, usize)>,
 }
 
 /// Runs the guard over `tree`; diagnostics sorted by place.
@@ -132,25 +140,6 @@ fn index_fns(tree: &Tree) -> Vec<FnDef<'_>> {
         .visit_file(&file.ast);
     }
     out
-}
-
-/// True when the signature hands over or returns a command or an env map.
-fn handles_env(sig: &syn::Signature) -> bool {
-    const MARKERS: &[&str] = &[
-        "Command", "HashMap", "BTreeMap", "IndexMap", "Vec < (", "[(", "Extend", "Item = (",
-    ];
-    let mut text = String::new();
-    for input in &sig.inputs {
-        if let syn::FnArg::Typed(t) = input {
-            let ty = &t.ty;
-            text.push_str(&quote::quote!(#ty).to_string());
-            text.push(' ');
-        }
-    }
-    if let syn::ReturnType::Type(_, ty) = &sig.output {
-        text.push_str(&quote::quote!(#ty).to_string());
-    }
-    MARKERS.iter().any(|m| text.contains(m))
 }
 
 /// True when the function returns an env map or a collection of pairs (not a `Command`).
@@ -238,6 +227,9 @@ pub fn analyze(tree: &Tree) -> Report {
         if !seen.insert(format!("{idx}:{}", sig_key.join(","))) || depth > 8 {
             continue;
         }
+        report
+            .walked
+            .insert((def.path.to_owned(), def.sig.ident.span().start().line));
         let resolver = Resolver {
             consts: &consts,
             path: def.path,
@@ -265,85 +257,131 @@ pub fn analyze(tree: &Tree) -> Report {
         }
     }
 
-    classify(&consts, spawn, &mut report);
+    classify(tree, &consts, spawn, &mut report);
     report
 }
 
-/// Compares the keys found with the two lists of `identity`.
-fn classify(consts: &Consts, spawn: &FnDef<'_>, report: &mut Report) {
-    let mut lists: BTreeMap<&str, (Vec<Str>, String, Span)> = BTreeMap::new();
-    for list in [IDENTITY_LIST, BEHAVIOR_LIST] {
-        let defs: Vec<_> = consts
-            .all(list)
-            .iter()
-            .filter(|d| d.path.starts_with(IDENTITY_DIR))
-            .collect();
-        let Some(def) = defs.first() else {
-            report.diagnostics.push(Diagnostic {
-                path: format!("{IDENTITY_DIR}mod.rs"),
-                line: 1,
-                col: 1,
-                severity: crate::Severity::Error,
-                rule: RULE,
-                message: format!("`{list}` is not defined under {IDENTITY_DIR}"),
-                fix: format!(
-                    "define `pub const {list}: &[&str] = &[…];` in runtime/src/identity/ \
-                     (contract name, DESIGN §4)"
-                ),
-            });
-            continue;
-        };
-        let resolver = Resolver {
-            consts,
-            path: &def.path,
-        };
-        match resolver.strings(&def.expr, &Locals::new()) {
-            Some(keys) => {
-                lists.insert(list, (keys, def.path.clone(), def.span));
+/// The three key lists of `identity`, read from the tree.
+struct Lists {
+    /// list name → (keys, file, span)
+    found: BTreeMap<&'static str, (Vec<Str>, String)>,
+}
+
+impl Lists {
+    fn read(consts: &Consts, diagnostics: &mut Vec<Diagnostic>) -> Option<Lists> {
+        let mut found = BTreeMap::new();
+        for list in [IDENTITY_LIST, BEHAVIOR_LIST, INHERITABLE_LIST] {
+            let defs: Vec<_> = consts
+                .all(list)
+                .iter()
+                .filter(|d| d.path.starts_with(IDENTITY_DIR))
+                .collect();
+            let Some(def) = defs.first() else {
+                diagnostics.push(Diagnostic {
+                    path: format!("{IDENTITY_DIR}mod.rs"),
+                    line: 1,
+                    col: 1,
+                    severity: crate::Severity::Error,
+                    rule: RULE,
+                    message: format!("`{list}` is not defined under {IDENTITY_DIR}"),
+                    fix: format!(
+                        "define `pub const {list}: &[&str] = &[…];` in runtime/src/identity/ \
+                         (the README names the three classes)"
+                    ),
+                });
+                continue;
+            };
+            let resolver = Resolver {
+                consts,
+                path: &def.path,
+            };
+            match resolver.strings(&def.expr, &Locals::new()) {
+                Some(keys) => {
+                    found.insert(list, (keys, def.path.clone()));
+                }
+                None => diagnostics.push(Diagnostic::error(
+                    &def.path,
+                    def.span,
+                    RULE,
+                    format!("cannot read the keys of `{list}`"),
+                    "write it as a slice of string literals or `const` names",
+                )),
             }
-            None => report.diagnostics.push(Diagnostic::error(
-                &def.path,
-                def.span,
-                RULE,
-                format!("cannot read the keys of `{list}`"),
-                "write it as a slice of string literals or `const` names",
-            )),
+        }
+        (found.len() == 3).then_some(Lists { found })
+    }
+
+    fn keys(&self, list: &str) -> HashSet<String> {
+        self.found
+            .get(list)
+            .map(|(k, _)| k.iter().map(|s| s.value.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The class of `key`, if it is listed.
+    fn class_of(&self, key: &str) -> Option<&'static str> {
+        [IDENTITY_LIST, BEHAVIOR_LIST, INHERITABLE_LIST]
+            .into_iter()
+            .find(|list| self.keys(list).contains(key))
+    }
+
+    /// True for a key only a grant boundary may set: listed identity or behaviour, or any
+    /// `HERMES_KANBAN_*` key not listed as inheritable (unclassified keys fail closed).
+    fn is_identity(&self, key: &str) -> bool {
+        match self.class_of(key) {
+            Some(list) => list != INHERITABLE_LIST,
+            None => key.starts_with(KANBAN_PREFIX) || key == MARKER,
         }
     }
-    if lists.len() < 2 {
-        return;
-    }
-    let listed = |list: &str| -> HashSet<String> {
-        lists
-            .get(list)
-            .map(|(k, _, _)| k.iter().map(|s| s.value.clone()).collect())
-            .unwrap_or_default()
-    };
-    let identity = listed(IDENTITY_LIST);
-    let behaviour = listed(BEHAVIOR_LIST);
+}
 
-    let kanban: Vec<&Injection> = report
+/// Compares the keys found with the three lists of `identity`.
+fn classify(tree: &Tree, consts: &Consts, spawn: &FnDef<'_>, report: &mut Report) {
+    let Some(lists) = Lists::read(consts, &mut report.diagnostics) else {
+        return;
+    };
+    let mut diags = Vec::new();
+    if !report
         .injections
         .iter()
-        .filter(|i| i.key.starts_with(KANBAN_PREFIX))
-        .collect();
-    let mut diags = Vec::new();
-    if !kanban.iter().any(|i| i.kind == Kind::Set) {
+        .any(|i| i.kind == Kind::Set && i.key.starts_with(KANBAN_PREFIX))
+    {
         diags.push(Diagnostic::error(
             spawn.path,
             spawn.sig.ident.span(),
             RULE,
             format!(
                 "parser drift: nothing found — no `{KANBAN_PREFIX}*` key is injected by \
-                 `{SPAWN_FN}` or the helpers it hands the command or env map to"
+                 `{SPAWN_FN}` or the helpers it calls"
             ),
             "inject the worker identity with `.env(K, v)` / `.envs([(K, v), …])` on the worker \
-             command in default_spawn (or a helper taking the Command / env map); if the \
-             injection moved somewhere the guard cannot see, teach lints/src/drift.rs",
+             command in default_spawn (or a helper it calls); if the injection moved somewhere \
+             the guard cannot see, teach lints/src/drift.rs",
         ));
     }
-    for inj in &kanban {
-        if identity.contains(&inj.key) || behaviour.contains(&inj.key) {
+    for inj in &report.injections {
+        let classified = lists.class_of(&inj.key).is_some();
+        // Every key set must be classified; a removal only matters for kanban keys (removing an
+        // unrelated variable grants nothing), and removing the marker is the grant's job.
+        let needs_class = match inj.kind {
+            Kind::Set => true,
+            Kind::Remove => inj.key.starts_with(KANBAN_PREFIX),
+        };
+        if inj.kind == Kind::Set && inj.key == MARKER {
+            diags.push(Diagnostic::error(
+                &inj.path,
+                inj.span,
+                RULE,
+                format!(
+                    "`{}` sets the delegated-child marker `{MARKER}` on the worker it grants",
+                    inj.in_fn
+                ),
+                "a granted worker is owned: remove the marker (`identity::grant::worker_command` \
+                 already does), never set it",
+            ));
+            continue;
+        }
+        if classified || !needs_class || (inj.kind == Kind::Remove && inj.key == MARKER) {
             continue;
         }
         let via = match &inj.via {
@@ -359,21 +397,25 @@ fn classify(consts: &Consts, spawn: &FnDef<'_>, report: &mut Report) {
             inj.span,
             RULE,
             format!(
-                "`{}` {verb} unclassified key `{}`{via}: it is in neither {IDENTITY_LIST} nor \
-                 {BEHAVIOR_LIST}",
+                "`{}` {verb} unclassified key `{}`{via}: it is in none of {IDENTITY_LIST}, \
+                 {BEHAVIOR_LIST}, {INHERITABLE_LIST}",
                 inj.in_fn, inj.key
             ),
             CLASSIFY,
         ));
     }
-    let injected: HashSet<&str> = kanban
+    let injected: HashSet<&str> = report
+        .injections
         .iter()
         .filter(|i| i.kind == Kind::Set)
         .map(|i| i.key.as_str())
         .collect();
-    for (list, (keys, path, _)) in &lists {
+    for list in [IDENTITY_LIST, BEHAVIOR_LIST] {
+        let Some((keys, path)) = lists.found.get(list) else {
+            continue;
+        };
         for key in keys {
-            if !injected.contains(key.value.as_str()) {
+            if key.value.starts_with(KANBAN_PREFIX) && !injected.contains(key.value.as_str()) {
                 diags.push(
                     Diagnostic::error(
                         path,
@@ -392,6 +434,109 @@ fn classify(consts: &Consts, spawn: &FnDef<'_>, report: &mut Report) {
         }
     }
     report.diagnostics.extend(diags);
+    outside_grant(
+        tree,
+        consts,
+        &lists,
+        &report.walked,
+        &mut report.diagnostics,
+    );
+}
+
+/// A key only a grant may set (identity, behaviour, the marker, an unclassified kanban key) put
+/// into a child's environment by a function the grant walk did not reach: an error wherever it
+/// is, outside `identity/` (whose builders refuse such keys by type). Keys that cannot be resolved
+/// here are left to that refusal: `ChildCommand` fails the spawn of any identity key at run time.
+fn outside_grant(
+    tree: &Tree,
+    consts: &Consts,
+    lists: &Lists,
+    walked: &HashSet<(String, usize)>,
+    out: &mut Vec<Diagnostic>,
+) {
+    for file in &tree.files {
+        if file.in_identity() {
+            continue;
+        }
+        let resolver = Resolver {
+            consts,
+            path: &file.path,
+        };
+        crate::rules::for_each_fn_sig(&file.ast, |sig, block| {
+            let line = sig.ident.span().start().line;
+            if walked.contains(&(file.path.clone(), line)) {
+                return;
+            }
+            let mut locals = Locals::new();
+            bind_locals(block, &mut locals);
+            let mut found = Vec::new();
+            collect_sets(block, &resolver, &locals, &mut found);
+            for s in found {
+                if lists.is_identity(&s.value) {
+                    out.push(Diagnostic::error(
+                        &file.path,
+                        s.span,
+                        RULE,
+                        format!(
+                            "`{}` puts `{}` into a child's environment outside a grant boundary",
+                            sig.ident, s.value
+                        ),
+                        "only `dispatch::default_spawn` (through \
+                         `identity::grant::worker_command`) grants identity; a child built with \
+                         `identity::command` gets the environment its context allows",
+                    ));
+                }
+            }
+        });
+    }
+}
+
+/// Keys set by `.env(K, _)` and `.envs([(K, _), …])` calls in `block` that resolve to strings.
+fn collect_sets(
+    block: &syn::Block,
+    resolver: &Resolver<'_>,
+    locals: &Locals<'_>,
+    out: &mut Vec<Str>,
+) {
+    struct Sets<'r, 'o> {
+        resolver: &'r Resolver<'r>,
+        locals: &'r Locals<'r>,
+        out: &'o mut Vec<Str>,
+    }
+    impl<'a> Visit<'a> for Sets<'_, '_> {
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            let args: Vec<&syn::Expr> = m.args.iter().collect();
+            match (m.method.to_string().as_str(), args.as_slice()) {
+                ("env", [key, _]) => {
+                    if let Some(keys) = self.resolver.strings(key, self.locals) {
+                        self.out.extend(keys);
+                    }
+                }
+                ("envs", [arg]) => {
+                    if let Some(keys) = self.resolver.tuple_strings(arg, self.locals, 0) {
+                        self.out.extend(keys);
+                    }
+                }
+                _ => {}
+            }
+            visit::visit_expr_method_call(self, m);
+        }
+    }
+    Sets {
+        resolver,
+        locals,
+        out,
+    }
+    .visit_block(block);
+}
+
+/// `UPPER_SNAKE` with at least one underscore (`PATH` is listed, and set with `.env`).
+fn looks_like_env_key(key: &str) -> bool {
+    key.contains('_')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// Binds `let` names, `for` patterns and single-parameter closure patterns of `block`.
@@ -566,7 +711,11 @@ impl Walk<'_, '_> {
 
     fn follow(&mut self, name: &str, args: &[&syn::Expr]) {
         for (idx, def) in self.fns.iter().enumerate() {
-            if def.name != name || !handles_env(def.sig) || def.name == SPAWN_FN {
+            // Every same-crate function or method of that name is followed, whatever its
+            // signature: an extension trait's `&mut self` method, a helper returning an alias of
+            // `Command`, one taking `impl FnOnce(&mut Command)`. identity's own builders are
+            // judged by their tests and types, not here.
+            if def.name != name || def.name == SPAWN_FN || def.path.starts_with(IDENTITY_DIR) {
                 continue;
             }
             let mut bound = HashMap::new();
@@ -604,7 +753,13 @@ impl<'a> Visit<'a> for Walk<'_, '_> {
             ("envs", [arg]) => self.pairs(arg, ".envs(…)", true, true),
             ("extend", [arg]) => self.pairs(arg, ".extend(…)", false, false),
             ("insert", [key, _]) => {
+                // Only names shaped like environment variables: the walk follows every helper,
+                // and their unrelated maps are keyed by other strings.
                 if let Some(keys) = self.resolver.strings(key, self.locals) {
+                    let keys = keys
+                        .into_iter()
+                        .filter(|k| looks_like_env_key(&k.value))
+                        .collect();
                     self.record(keys, Kind::Set);
                 }
             }

@@ -130,12 +130,15 @@ impl ProbeAgent {
         if gates::check_mutation("t_someone_else").is_err() {
             leaks.push("the worker's ownership applied to the job".to_owned());
         }
-        let child = identity::command("agent-tool");
-        let scrubbed = child
-            .get_envs()
+        // Judged now, in the job's scope, as a spawn here would be.
+        let planned = identity::command("agent-tool")
+            .planned_env()
+            .unwrap_or_default();
+        let scrubbed = planned
+            .iter()
             .any(|(k, v)| k == "HERMES_KANBAN_TASK" && v.is_none());
-        let marked = child
-            .get_envs()
+        let marked = planned
+            .iter()
             .any(|(k, v)| k == identity::DELEGATED_CHILD_MARKER && v.is_some());
         if !scrubbed || !marked {
             leaks.push("a child command would inherit the worker's identity".to_owned());

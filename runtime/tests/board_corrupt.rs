@@ -1,7 +1,7 @@
 //! A board file whose pages are damaged (valid SQLite header, garbage after it): every command
 //! fails with a clear error, `kanban fsck` names the damage, and the file is left byte-identical.
 
-#![allow(clippy::disallowed_methods)] // test code drives the real binary
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -5,7 +5,7 @@
 //! environment (`Command::env`), never in this process.
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
-#![allow(clippy::disallowed_methods)] // test code drives the real binary and real processes
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary and real processes
 
 use std::path::Path;
 use std::process::{Command, Output};

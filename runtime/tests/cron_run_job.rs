@@ -7,7 +7,7 @@
 //! The scenario refuses to run outside such a child.
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
-#![allow(clippy::disallowed_methods)] // test code drives the real binary and real processes
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary and real processes
 
 use std::collections::BTreeMap;
 use std::path::Path;

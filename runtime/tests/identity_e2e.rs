@@ -2,7 +2,7 @@
 //! worker environment carrying the delegated-child marker; and a child process built inside a
 //! non-owned scope. Worker environments are only ever set on child processes (`Command::env`);
 //! tests that need one for library code re-execute this test binary.
-#![allow(clippy::disallowed_methods)] // test code drives processes directly
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives processes directly
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -152,7 +152,7 @@ fn child_command_built_in_a_non_owned_scope_is_scrubbed_and_marked() {
         WORKER_ENV,
         || {
             let home = tempfile::tempdir().unwrap();
-            let run = |cmd: &mut Command| {
+            let run = |cmd: &mut identity::ChildCommand| {
                 json_of(
                     &cmd.arg("--home")
                         .arg(home.path())

@@ -133,14 +133,14 @@ pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
             pinned: false,
         });
     }
-    let env_board = match settings::get(Setting::Board) {
+    let env_board = match settings::pinned_board() {
         Some(slug) => {
             validate_slug(&slug)?;
             Some(slug)
         }
         None => None,
     };
-    if let Some(db) = settings::get(Setting::Db) {
+    if let Some(db) = settings::pinned_db() {
         let db_path = PathBuf::from(db);
         let slug = env_board
             .or_else(|| slug_of_db_path(root, &db_path))

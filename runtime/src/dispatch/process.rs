@@ -296,7 +296,8 @@ mod tests {
     #[test]
     fn a_child_ignoring_sigterm_is_killed_after_the_wait() {
         use std::os::unix::process::CommandExt as _;
-        #[allow(clippy::disallowed_methods)] // test code drives a real process
+        #[allow(clippy::disallowed_methods, clippy::disallowed_types)]
+        // test code drives a real process
         let mut child = std::process::Command::new("sh")
             .args(["-c", "trap '' TERM; echo ready; exec sleep 30"])
             .stdout(std::process::Stdio::piped())

@@ -1,8 +1,8 @@
 //! Starting workers. [`default_spawn`] is the only place in the runtime that grants worker
-//! identity: it starts from the sanctioned builder `identity::command`, removes an inherited
-//! delegated-child marker and injects the keys of `identity::KANBAN_ENV_KEYS` /
-//! `BEHAVIOR_ONLY_ENV_KEYS` (the drift guard parses this function: keep the `.env("LITERAL", …)`
-//! shape). It never touches the board; the tick records the pid and fingerprint right after.
+//! identity: it starts from the grant boundary `identity::grant::worker_command` (the inherited
+//! environment without any identity key or delegated-child marker) and injects the keys of
+//! `identity::KANBAN_ENV_KEYS` / `BEHAVIOR_ONLY_ENV_KEYS` / `INHERITABLE_ENV_KEYS` (the drift
+//! guard parses this function: keep the `.env("LITERAL", …)` shape). It never touches the board; the tick records the pid and fingerprint right after.
 //!
 //! The worker is `<current executable> worker --home <root>` with cwd = its workspace, stdin null,
 //! stdout and stderr appended to the task log, leading its own process group (so TERM/KILL reach
@@ -100,7 +100,7 @@ pub fn default_spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
     })?;
 
     // The agent runs `kanban complete` & co.: put this executable's directory first on PATH.
-    let path = match (exe.parent(), std::env::var_os("PATH")) {
+    let path = match (exe.parent(), identity::settings::path()) {
         (Some(dir), Some(old)) => {
             let mut dirs = vec![dir.to_owned()];
             dirs.extend(std::env::split_paths(&old).filter(|d| d != dir));
@@ -110,7 +110,8 @@ pub fn default_spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
         _ => None,
     };
 
-    let mut cmd = identity::command(&exe);
+    #[allow(clippy::disallowed_methods)] // the grant boundary: default_spawn grants identity
+    let mut cmd = identity::grant::worker_command(&exe);
     if let Some(path) = path {
         cmd.env("PATH", path);
     }
@@ -122,8 +123,8 @@ pub fn default_spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
         .stdout(stdout)
         .stderr(stderr)
         .process_group(0);
-    // The grant boundary: a dispatcher running in a fenced context still starts an owned worker.
-    cmd.env_remove("HERMES_DELEGATED_CHILD_CONTEXT");
+    // The grant boundary: a dispatcher running in a fenced context still starts an owned worker
+    // (`worker_command` already dropped an inherited marker and every inherited identity key).
     cmd.env("HERMES_KANBAN_TASK", &req.task_id)
         .env("HERMES_KANBAN_RUN_ID", req.run_id.to_string())
         .env("HERMES_KANBAN_CLAIM_LOCK", &req.claim_lock)

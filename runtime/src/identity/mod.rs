@@ -14,14 +14,18 @@
 //!   receives a `&WorkerIdentity` from the gate (through `#[kanban_identity_gated]`) or nothing.
 //! * A process carrying [`DELEGATED_CHILD_MARKER`] is never owned and [`fence`] refuses it board
 //!   mutations.
-//! * [`command`] is the one builder of child `Command`s: in a non-owned context it removes every
-//!   identity key and sets the marker. Only `dispatch::default_spawn` grants identity.
+//! * [`command`] is the one builder of child processes. It returns a [`ChildCommand`] (not a
+//!   `std::process::Command`) that decides what the child inherits when it spawns: outside an
+//!   owned context every identity-bearing key ([`is_identity_key`]) is removed and the marker set.
+//!   Only `dispatch::default_spawn` grants identity, through [`grant::worker_command`].
 //! * [`spawn`] starts a thread that carries the caller's ownership context.
 //!
 //! This module never mutates the process environment and never caches what it reads.
 
+pub mod child;
 pub mod context;
 pub mod fence;
+pub mod grant;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod settings;
@@ -30,9 +34,10 @@ pub(crate) mod testenv;
 #[cfg(test)]
 mod tests;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
-use std::process::Command;
+
+pub use child::ChildCommand;
 
 pub use kanban_macros::kanban_identity_gated;
 
@@ -43,7 +48,10 @@ pub use context::{
     non_dispatcher_owned_context,
 };
 
-/// Every identity / location key the dispatcher injects into a worker.
+/// Every identity / location key the dispatcher injects into a worker: its task, run, claim,
+/// workspace and board, and the Hermes session keys that say whom the process acts for (its
+/// profile, the session source, the tenant). A child started outside an owned context loses all
+/// of them.
 pub const KANBAN_ENV_KEYS: &[&str] = &[
     "HERMES_KANBAN_TASK",
     "HERMES_KANBAN_RUN_ID",
@@ -52,6 +60,9 @@ pub const KANBAN_ENV_KEYS: &[&str] = &[
     "HERMES_KANBAN_WORKSPACES_ROOT",
     "HERMES_KANBAN_BOARD",
     "HERMES_KANBAN_DB",
+    "HERMES_PROFILE",
+    "HERMES_SESSION_SOURCE",
+    "HERMES_TENANT",
 ];
 
 /// Worker-behaviour knobs the dispatcher injects that are not identity.
@@ -60,6 +71,55 @@ pub const BEHAVIOR_ONLY_ENV_KEYS: &[&str] = &[
     "HERMES_KANBAN_GOAL_MODE",
     "HERMES_KANBAN_GOAL_MAX_TURNS",
 ];
+
+/// Keys a child may inherit in any context, and that the dispatcher may set for a worker without
+/// granting anything: the third class of the drift guard (beside identity and behaviour-only).
+/// Every `HERMES_KANBAN_*` key that is in none of the three lists counts as identity (removed from
+/// a non-owned child), so a new key fails closed until it is classified.
+pub const INHERITABLE_ENV_KEYS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "HERMES_HOME",
+    "HERMES_KANBAN_HOME",
+    "HERMES_KANBAN_BUSY_TIMEOUT_MS",
+    "HERMES_KANBAN_CLAIM_TTL_SECONDS",
+    "HERMES_KANBAN_CRASH_GRACE_SECONDS",
+    "HERMES_KANBAN_RATE_LIMIT_COOLDOWN_SECONDS",
+    "HERMES_KANBAN_STOP_NUDGE",
+];
+
+/// The prefix of every kanban key; such a key is identity-bearing unless it is listed in
+/// [`INHERITABLE_ENV_KEYS`].
+pub const KANBAN_PREFIX: &str = "HERMES_KANBAN_";
+
+/// True for a key a child must not inherit outside an owned context: one of
+/// [`KANBAN_ENV_KEYS`] or [`BEHAVIOR_ONLY_ENV_KEYS`], or any other `HERMES_KANBAN_*` key not listed
+/// in [`INHERITABLE_ENV_KEYS`] (unclassified keys fail closed).
+pub fn is_identity_key(key: &OsStr) -> bool {
+    let Some(key) = key.to_str() else {
+        return false;
+    };
+    KANBAN_ENV_KEYS.contains(&key)
+        || BEHAVIOR_ONLY_ENV_KEYS.contains(&key)
+        || (key.starts_with(KANBAN_PREFIX) && !INHERITABLE_ENV_KEYS.contains(&key))
+}
+
+/// Every identity-bearing key to remove from a non-owned child: the listed ones and any other
+/// identity key present in the process environment now.
+#[allow(clippy::disallowed_methods)] // identity scans the environment for identity keys
+fn process_identity_keys() -> Vec<OsString> {
+    let mut keys: Vec<OsString> = KANBAN_ENV_KEYS
+        .iter()
+        .chain(BEHAVIOR_ONLY_ENV_KEYS)
+        .map(OsString::from)
+        .collect();
+    for (key, _) in std::env::vars_os() {
+        if is_identity_key(&key) && !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
 
 /// Set on every child process started from a non-owned context; a process that carries it is
 /// never a dispatcher-owned worker and may not mutate its board.
@@ -90,11 +150,13 @@ pub struct WorkerIdentity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Sealed;
 
+#[allow(clippy::disallowed_methods)] // identity reads the environment (the gate's source)
 fn env_str(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
 }
 
 /// True when the process carries the delegated-child marker.
+#[allow(clippy::disallowed_methods)] // identity reads the environment (the marker)
 pub fn process_is_delegated_child() -> bool {
     std::env::var_os(DELEGATED_CHILD_MARKER).is_some_and(|v| !v.is_empty())
 }
@@ -144,25 +206,18 @@ pub fn owned_kanban_task() -> Option<String> {
     gate().map(|id| id.task)
 }
 
-/// The sanctioned builder of every child process the runtime starts. In a non-owned context the
-/// child loses every `HERMES_KANBAN_*` identity and behaviour key and gains the delegated-child
-/// marker, so it can neither act as the worker nor mutate the worker's board.
-#[allow(clippy::disallowed_methods)] // the sanctioned builder
-pub fn command(program: impl AsRef<OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    if !is_dispatcher_owned_worker_context() {
-        for key in KANBAN_ENV_KEYS.iter().chain(BEHAVIOR_ONLY_ENV_KEYS) {
-            cmd.env_remove(key);
-        }
-        cmd.env(DELEGATED_CHILD_MARKER, "1");
-    }
-    cmd
+/// The sanctioned builder of every child process the runtime starts (see [`child`]): when the
+/// child spawns outside an owned context it loses every identity-bearing key and gains the
+/// delegated-child marker, so it can neither act as the worker nor mutate the worker's board.
+pub fn command(program: impl AsRef<OsStr>) -> ChildCommand {
+    ChildCommand::new(program.as_ref())
 }
 
-/// The identity-relevant environment a child built by [`command`] in the current context would
-/// receive: every `HERMES_KANBAN_*` key and the marker, after the builder's removals and sets.
+/// The identity-relevant environment a child built by [`command`] and spawned in the current
+/// context would receive: every identity-bearing key and the marker, after the removals and sets.
+#[allow(clippy::disallowed_methods)] // identity reads the environment (a preview of it)
 pub fn child_env_preview() -> std::collections::BTreeMap<String, String> {
-    let cmd = command("true");
+    let changes = command("true").planned_env().unwrap_or_default();
     let mut env: std::collections::BTreeMap<String, String> = std::env::vars_os()
         .map(|(k, v)| {
             (
@@ -170,9 +225,9 @@ pub fn child_env_preview() -> std::collections::BTreeMap<String, String> {
                 v.to_string_lossy().into_owned(),
             )
         })
-        .filter(|(k, _)| k.starts_with("HERMES_KANBAN_") || k == DELEGATED_CHILD_MARKER)
+        .filter(|(k, _)| is_identity_key(OsStr::new(k)) || k == DELEGATED_CHILD_MARKER)
         .collect();
-    for (k, v) in cmd.get_envs() {
+    for (k, v) in changes {
         let key = k.to_string_lossy().into_owned();
         match v {
             Some(v) => {

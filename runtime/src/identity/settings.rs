@@ -1,6 +1,15 @@
-//! Non-identity `HERMES_KANBAN_*` knobs and the board-location keys, read at call time.
+//! Non-identity environment knobs, read at call time.
 //!
-//! Other modules never call `std::env::var("HERMES_KANBAN_…")`; they ask here by [`Setting`].
+//! Other modules never call `std::env::var` (clippy's `disallowed-methods` bans it outside
+//! `identity/`); they ask here by [`Setting`], or for `HOME`, `HERMES_HOME` and `PATH` by name.
+//! No [`Setting`] is an identity key (a test checks every variant against
+//! [`super::is_identity_key`]); the worker's board location (`HERMES_KANBAN_DB`,
+//! `HERMES_KANBAN_BOARD`) is identity and is read through [`pinned_board`] / [`pinned_db`], which
+//! answer only outside a lowered scope.
+
+// This module is the environment's reader for the rest of the runtime (the README's
+// "What the compiler and the tools enforce"): the `std::env` ban does not apply here.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::PathBuf;
 
@@ -9,10 +18,6 @@ use std::path::PathBuf;
 pub enum Setting {
     /// `HERMES_KANBAN_HOME`: the kanban root.
     Home,
-    /// `HERMES_KANBAN_DB`: pins the board database file.
-    Db,
-    /// `HERMES_KANBAN_BOARD`: the board slug.
-    Board,
     /// `HERMES_KANBAN_BUSY_TIMEOUT_MS`.
     BusyTimeoutMs,
     /// `HERMES_KANBAN_CLAIM_TTL_SECONDS`.
@@ -26,12 +31,20 @@ pub enum Setting {
 }
 
 impl Setting {
+    /// Every setting (for the classification test and docs).
+    pub const ALL: &[Setting] = &[
+        Setting::Home,
+        Setting::BusyTimeoutMs,
+        Setting::ClaimTtlSeconds,
+        Setting::CrashGraceSeconds,
+        Setting::RateLimitCooldownSeconds,
+        Setting::StopNudge,
+    ];
+
     /// The environment variable behind this setting.
     pub const fn key(self) -> &'static str {
         match self {
             Setting::Home => "HERMES_KANBAN_HOME",
-            Setting::Db => "HERMES_KANBAN_DB",
-            Setting::Board => "HERMES_KANBAN_BOARD",
             Setting::BusyTimeoutMs => "HERMES_KANBAN_BUSY_TIMEOUT_MS",
             Setting::ClaimTtlSeconds => "HERMES_KANBAN_CLAIM_TTL_SECONDS",
             Setting::CrashGraceSeconds => "HERMES_KANBAN_CRASH_GRACE_SECONDS",
@@ -69,4 +82,32 @@ pub fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+}
+
+/// `$PATH`, if set (the dispatcher puts its own directory first for workers).
+pub fn path() -> Option<std::ffi::OsString> {
+    std::env::var_os("PATH")
+}
+
+/// `HERMES_KANBAN_BOARD` (a location key, classified identity): the pinned board slug, unless the
+/// current thread runs in a lowered scope (a cron job, a delegated-child scope, a thread not
+/// started through `identity::spawn`), where the worker's board is not the code's to find.
+pub fn pinned_board() -> Option<String> {
+    if !super::context::scope_is_owned() {
+        return None;
+    }
+    std::env::var("HERMES_KANBAN_BOARD")
+        .ok()
+        .filter(|v| !v.is_empty())
+}
+
+/// `HERMES_KANBAN_DB` (a location key, classified identity): the pinned board file, under the same
+/// condition as [`pinned_board`].
+pub fn pinned_db() -> Option<String> {
+    if !super::context::scope_is_owned() {
+        return None;
+    }
+    std::env::var("HERMES_KANBAN_DB")
+        .ok()
+        .filter(|v| !v.is_empty())
 }

@@ -24,7 +24,7 @@ pub const WORKER_ENV: &[(&str, &str)] = &[
 /// Runs `body` in a child process of this test binary whose environment is the inherited one
 /// without any identity key or marker, plus `env`. `test` is the test's path without the crate
 /// name (`identity::tests::thread_isolation`).
-#[allow(clippy::disallowed_methods)] // test code drives a child process directly
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives a child process directly
 pub fn in_child(test: &str, env: &[(&str, &str)], body: impl FnOnce()) {
     if std::env::var_os(CHILD_FLAG).is_some() {
         body();
@@ -53,6 +53,7 @@ pub fn in_child(test: &str, env: &[(&str, &str)], body: impl FnOnce()) {
 }
 
 /// Every `HERMES_KANBAN_*` variable of this process, for "the environment is untouched" checks.
+#[allow(clippy::disallowed_methods)] // identity's test support reads the environment
 pub fn kanban_env() -> BTreeMap<String, String> {
     std::env::vars_os()
         .map(|(k, v)| {

@@ -253,10 +253,10 @@ fn installing_an_owned_capture_cannot_raise_a_lowered_thread() {
     assert!(!is_dispatcher_owned_worker_context());
 }
 
-fn removed_and_set(cmd: &std::process::Command) -> (Vec<String>, Vec<(String, String)>) {
+fn removed_and_set(cmd: &ChildCommand) -> (Vec<String>, Vec<(String, String)>) {
     let mut removed = Vec::new();
     let mut set = Vec::new();
-    for (k, v) in cmd.get_envs() {
+    for (k, v) in cmd.planned_env().unwrap() {
         let k = k.to_string_lossy().into_owned();
         match v {
             Some(v) => set.push((k, v.to_string_lossy().into_owned())),
@@ -273,6 +273,9 @@ fn command_in_a_non_owned_scope_removes_identity_and_sets_the_marker() {
     for key in KANBAN_ENV_KEYS.iter().chain(BEHAVIOR_ONLY_ENV_KEYS) {
         assert!(removed.iter().any(|k| k == key), "{key} must be removed");
     }
+    for key in ["HERMES_PROFILE", "HERMES_SESSION_SOURCE", "HERMES_TENANT"] {
+        assert!(removed.iter().any(|k| k == key), "{key} must be removed");
+    }
     assert_eq!(
         set,
         vec![(DELEGATED_CHILD_MARKER.to_owned(), "1".to_owned())]
@@ -283,6 +286,79 @@ fn command_in_a_non_owned_scope_removes_identity_and_sets_the_marker() {
 fn command_in_an_owned_context_is_left_alone() {
     let (removed, set) = removed_and_set(&command("true"));
     assert!(removed.is_empty() && set.is_empty());
+}
+
+#[test]
+fn a_command_built_while_owned_is_judged_when_it_spawns() {
+    let mut early = command("true");
+    early.env("AGENT_FLAVOUR", "plain");
+    let _scope = non_dispatcher_owned_context();
+    let (removed, set) = removed_and_set(&early);
+    assert!(removed.iter().any(|k| k == "HERMES_KANBAN_TASK"));
+    assert!(set.contains(&(DELEGATED_CHILD_MARKER.to_owned(), "1".to_owned())));
+    assert!(set.contains(&("AGENT_FLAVOUR".to_owned(), "plain".to_owned())));
+}
+
+#[test]
+fn a_child_asked_to_carry_identity_or_to_drop_the_marker_is_refused() {
+    for (key, value) in [
+        ("HERMES_KANBAN_TASK", Some("t_forged")),
+        ("HERMES_KANBAN_SOMETHING_NEW", Some("x")),
+        ("HERMES_TENANT", Some("acme")),
+        ("HERMES_PROFILE", Some("other")),
+        (DELEGATED_CHILD_MARKER, Some("")),
+        (DELEGATED_CHILD_MARKER, None),
+    ] {
+        let mut cmd = command("true");
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+        let err = cmd.status().expect_err(key);
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{key}");
+        assert!(err.to_string().contains(key), "{err}");
+        assert!(cmd.planned_env().is_err(), "{key}");
+    }
+    // Removing an identity key is lowering, never granting: allowed.
+    let mut cmd = command("true");
+    cmd.env_remove("HERMES_KANBAN_TASK")
+        .env("HERMES_KANBAN_HOME", "/tmp/k");
+    assert!(cmd.planned_env().is_ok());
+}
+
+#[test]
+fn identity_keys_are_classified_by_rule() {
+    for key in KANBAN_ENV_KEYS.iter().chain(BEHAVIOR_ONLY_ENV_KEYS) {
+        assert!(is_identity_key(OsStr::new(key)), "{key}");
+        assert!(!INHERITABLE_ENV_KEYS.contains(key), "{key} is in two lists");
+    }
+    assert!(is_identity_key(OsStr::new("HERMES_KANBAN_UNHEARD_OF")));
+    for key in INHERITABLE_ENV_KEYS {
+        assert!(!is_identity_key(OsStr::new(key)), "{key}");
+    }
+    assert!(!is_identity_key(OsStr::new("PATH")));
+}
+
+#[test]
+fn no_setting_maps_to_an_identity_key() {
+    use settings::Setting::*;
+    for setting in settings::Setting::ALL {
+        // Exhaustive on purpose: a new variant does not compile here until it is added to `ALL`.
+        match setting {
+            Home
+            | BusyTimeoutMs
+            | ClaimTtlSeconds
+            | CrashGraceSeconds
+            | RateLimitCooldownSeconds
+            | StopNudge => {}
+        }
+        let key = setting.key();
+        assert!(!is_identity_key(OsStr::new(key)), "{setting:?} reads {key}");
+        assert!(
+            INHERITABLE_ENV_KEYS.contains(&key),
+            "{setting:?} ({key}) is not classified inheritable"
+        );
+    }
 }
 
 #[test]
