@@ -171,8 +171,7 @@ fn exit_0_without_complete_is_a_protocol_violation() {
     assert!(kinds.contains(&"gave_up".to_owned()));
     let task = home.board().get_task(&id).unwrap();
     assert_eq!(task.status, Status::Blocked);
-    let log =
-        std::fs::read_to_string(home.root.join(format!("kanban/logs/default/{id}.log"))).unwrap();
+    let log = std::fs::read_to_string(home.root.join(format!("kanban/logs/{id}.log"))).unwrap();
     assert_eq!(log.matches("stop nudge").count(), 6, "{log}");
     assert!(log.contains("[kanban-worker-exit] rc=0"));
 }
@@ -269,8 +268,7 @@ fn a_worker_stopped_with_sigterm_waits_for_its_agent_and_exits_130_with_its_trai
     assert_eq!(timed_out.payload.as_ref().unwrap()["sigkill"], false);
     let first_result = events.iter().find(|e| e.kind == "worker_result").unwrap();
     assert_eq!(first_result.payload.as_ref().unwrap()["exit_code"], 130);
-    let log =
-        std::fs::read_to_string(home.root.join(format!("kanban/logs/default/{id}.log"))).unwrap();
+    let log = std::fs::read_to_string(home.root.join(format!("kanban/logs/{id}.log"))).unwrap();
     assert!(log.contains("[kanban-worker-exit] rc=130"), "{log}");
 }
 

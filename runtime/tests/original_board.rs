@@ -214,7 +214,21 @@ fn dispatching_the_originals_board_runs_each_ready_task_once_and_keeps_its_journ
             _ => "done",
         };
         assert_eq!(status, want_status, "{id}");
+        // The default board's workspaces and logs where the original keeps them.
+        let dispatched = want_status == "done" && id != "t_b57adf39";
+        if dispatched {
+            assert!(
+                k.home().join(format!("kanban/logs/{id}.log")).is_file(),
+                "{id}: log"
+            );
+            assert!(
+                k.home().join(format!("kanban/workspaces/{id}")).is_dir(),
+                "{id}: workspace"
+            );
+        }
     }
+    assert!(!k.home().join("kanban/logs/default").exists());
+    assert!(!k.home().join("kanban/workspaces/default").exists());
     k.assert_fsck_clean();
     assert_still_the_originals(&pristine, &schema(&k.default_db()));
     assert!(!k.home().join("kanban.db-wal").exists());
@@ -313,4 +327,19 @@ fn the_originals_protocol_violation_rows_count_in_the_streak() {
     .unwrap();
     assert_eq!(board.protocol_violation_streak("t_ab122e34").unwrap(), 2);
     assert_eq!(board.protocol_violation_streak("t_a074486d").unwrap(), 0);
+}
+
+/// A new board may not be named like a task id: its workspaces directory would be the default
+/// board's workspace of that task (`kanban/workspaces/<id>`, the original's place).
+#[test]
+fn a_board_named_like_a_task_id_is_refused_and_nothing_is_created() {
+    let k = home_with_fixture();
+    let run = k.run(&["boards", "create", "t_10aa94eb"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("shaped like a task id"),
+        "{}",
+        run.stderr
+    );
+    assert!(!k.home().join("kanban/boards/t_10aa94eb").exists());
 }

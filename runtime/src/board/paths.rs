@@ -5,8 +5,16 @@
 //! * root = `--home` > `HERMES_KANBAN_HOME` > `$HERMES_HOME` > `~/.hermes`;
 //! * board `default` at `<root>/kanban.db`, board `<slug>` at `<root>/kanban/boards/<slug>/kanban.db`;
 //! * the current board in `<root>/kanban/current` (one slug and a newline);
-//! * workspaces at `<root>/kanban/workspaces/<board>/<task_id>/`;
-//! * worker logs at `<root>/kanban/logs/<board>/<task_id>.log`.
+//! * workspaces: board `default` at `<root>/kanban/workspaces/<task_id>/` (where the original keeps
+//!   them), board `<slug>` at `<root>/kanban/workspaces/<slug>/<task_id>/`;
+//! * worker logs: board `default` at `<root>/kanban/logs/<task_id>.log` (the original's place, so
+//!   its log reader finds what kanban ran), board `<slug>` at `<root>/kanban/logs/<slug>/<task_id>.log`.
+//!
+//! Files written elsewhere are still read ([`find_log`], [`find_workspace`]): for the default board
+//! the per-board place older kanban builds used (`…/workspaces/default/<id>`, `…/logs/default/
+//! <id>.log`), for any other board the original's place (`<root>/kanban/boards/<slug>/workspaces/
+//! <id>`, `…/logs/<id>.log`). A slug shaped like a task id (`t_` and hex digits) is refused for a
+//! new board: its workspaces directory would sit where the default board keeps that task's one.
 //!
 //! Resolution: `--board` > `HERMES_KANBAN_DB` (pins the file) > `HERMES_KANBAN_BOARD` >
 //! `<root>/kanban/current` > `default`. An invalid slug in the flag or in `HERMES_KANBAN_BOARD` is
@@ -98,22 +106,105 @@ pub fn current_file(root: &Path) -> PathBuf {
     root.join("kanban").join("current")
 }
 
-/// `<root>/kanban/workspaces/<board>/<task_id>/`.
+/// Where a new workspace of task `task_id` goes: `<root>/kanban/workspaces/<task_id>/` on the
+/// default board (the original's place), `<root>/kanban/workspaces/<board>/<task_id>/` otherwise.
 pub fn workspace_dir(root: &Path, slug: &str, task_id: &str) -> PathBuf {
     workspaces_root(root, slug).join(task_id)
 }
 
-/// `<root>/kanban/workspaces/<board>/`.
+/// The directory holding the board's workspaces (`HERMES_KANBAN_WORKSPACES_ROOT` of its workers).
 pub fn workspaces_root(root: &Path, slug: &str) -> PathBuf {
-    root.join("kanban").join("workspaces").join(slug)
+    let all = root.join("kanban").join("workspaces");
+    if slug == DEFAULT_BOARD {
+        all
+    } else {
+        all.join(slug)
+    }
 }
 
-/// `<root>/kanban/logs/<board>/<task_id>.log`.
+/// Every place a workspace of the task may already be, [`workspace_dir`] first.
+pub fn workspace_dirs(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
+    let other = if slug == DEFAULT_BOARD {
+        root.join("kanban")
+            .join("workspaces")
+            .join(DEFAULT_BOARD)
+            .join(task_id)
+    } else {
+        boards_dir(root).join(slug).join("workspaces").join(task_id)
+    };
+    vec![workspace_dir(root, slug, task_id), other]
+}
+
+/// The task's existing workspace (the first of [`workspace_dirs`] that is a directory), else
+/// where a new one goes: a task that already ran keeps its workspace wherever it is.
+pub fn find_workspace(root: &Path, slug: &str, task_id: &str) -> PathBuf {
+    let dirs = workspace_dirs(root, slug, task_id);
+    dirs.iter()
+        .find(|d| d.is_dir())
+        .unwrap_or(&dirs[0])
+        .to_path_buf()
+}
+
+/// Where a worker's log is written: `<root>/kanban/logs/<task_id>.log` on the default board (the
+/// original's place), `<root>/kanban/logs/<board>/<task_id>.log` otherwise.
 pub fn log_path(root: &Path, slug: &str, task_id: &str) -> PathBuf {
-    root.join("kanban")
-        .join("logs")
-        .join(slug)
-        .join(format!("{task_id}.log"))
+    let logs = root.join("kanban").join("logs");
+    let file = format!("{task_id}.log");
+    if slug == DEFAULT_BOARD {
+        logs.join(file)
+    } else {
+        logs.join(slug).join(file)
+    }
+}
+
+/// Every place a log of the task may be, [`log_path`] first.
+pub fn log_paths(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
+    let file = format!("{task_id}.log");
+    let other = if slug == DEFAULT_BOARD {
+        root.join("kanban")
+            .join("logs")
+            .join(DEFAULT_BOARD)
+            .join(file)
+    } else {
+        boards_dir(root).join(slug).join("logs").join(file)
+    };
+    vec![log_path(root, slug, task_id), other]
+}
+
+/// The log a reader wants: of [`log_paths`], the existing one written last (the newest worker's),
+/// else [`log_path`].
+pub fn find_log(root: &Path, slug: &str, task_id: &str) -> PathBuf {
+    let paths = log_paths(root, slug, task_id);
+    paths
+        .iter()
+        .filter_map(|p| {
+            let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok()?;
+            Some((modified, p))
+        })
+        // On equal times the first (kanban's own place) wins.
+        .fold(
+            None,
+            |best: Option<(std::time::SystemTime, &PathBuf)>, (t, p)| match best {
+                Some((bt, _)) if bt >= t => best,
+                _ => Some((t, p)),
+            },
+        )
+        .map_or_else(|| paths[0].clone(), |(_, p)| p.clone())
+}
+
+/// [`validate_slug`], plus what a *new* board's slug must not be: shaped like a task id
+/// (`t_` and hex digits), whose workspaces directory would be the default board's workspace of
+/// that task.
+pub fn validate_new_slug(slug: &str) -> Result<()> {
+    validate_slug(slug)?;
+    let hex = slug.strip_prefix("t_").unwrap_or("");
+    if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(BoardError::InvalidSlug {
+            slug: slug.to_owned(),
+            reason: "it is shaped like a task id (`t_` and hex digits), whose workspace the default board keeps at `kanban/workspaces/<id>`",
+        });
+    }
+    Ok(())
 }
 
 /// The slug in `<root>/kanban/current`, if the file holds a valid one.
@@ -279,11 +370,95 @@ mod tests {
             log_path(root, "x", "t_1"),
             Path::new("/r/kanban/logs/x/t_1.log")
         );
+        // The default board's files where the original keeps them.
+        assert_eq!(
+            workspace_dir(root, "default", "t_1"),
+            Path::new("/r/kanban/workspaces/t_1")
+        );
+        assert_eq!(
+            workspaces_root(root, "default"),
+            Path::new("/r/kanban/workspaces")
+        );
+        assert_eq!(
+            log_path(root, "default", "t_1"),
+            Path::new("/r/kanban/logs/t_1.log")
+        );
+        // And the other places files may already be.
+        assert_eq!(
+            log_paths(root, "default", "t_1")[1],
+            Path::new("/r/kanban/logs/default/t_1.log")
+        );
+        assert_eq!(
+            log_paths(root, "x", "t_1")[1],
+            Path::new("/r/kanban/boards/x/logs/t_1.log")
+        );
+        assert_eq!(
+            workspace_dirs(root, "default", "t_1")[1],
+            Path::new("/r/kanban/workspaces/default/t_1")
+        );
+        assert_eq!(
+            workspace_dirs(root, "x", "t_1")[1],
+            Path::new("/r/kanban/boards/x/workspaces/t_1")
+        );
         assert_eq!(
             slug_of_db_path(root, Path::new("/r/kanban/boards/x/kanban.db")).as_deref(),
             Some("x")
         );
         assert_eq!(slug_of_db_path(root, Path::new("/elsewhere.db")), None);
+    }
+
+    #[test]
+    fn files_in_either_place_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // Nothing yet: the new places.
+        assert_eq!(
+            find_log(root, "default", "t_1"),
+            log_path(root, "default", "t_1")
+        );
+        assert_eq!(
+            find_workspace(root, "default", "t_1"),
+            workspace_dir(root, "default", "t_1")
+        );
+        // Only in the old place: found there.
+        let old_log = log_paths(root, "default", "t_1")[1].clone();
+        std::fs::create_dir_all(old_log.parent().unwrap()).unwrap();
+        std::fs::write(&old_log, "[kanban-worker-exit] rc=0\n").unwrap();
+        assert_eq!(find_log(root, "default", "t_1"), old_log);
+        let old_ws = workspace_dirs(root, "x", "t_2")[1].clone();
+        std::fs::create_dir_all(&old_ws).unwrap();
+        assert_eq!(find_workspace(root, "x", "t_2"), old_ws);
+        // In both: the log written last wins, the new workspace place wins.
+        let new_log = log_path(root, "default", "t_1");
+        std::fs::create_dir_all(new_log.parent().unwrap()).unwrap();
+        std::fs::write(&new_log, "newer").unwrap();
+        let later = std::fs::metadata(&old_log).unwrap().modified().unwrap()
+            + std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&new_log)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert_eq!(find_log(root, "default", "t_1"), new_log);
+        std::fs::create_dir_all(workspace_dir(root, "x", "t_2")).unwrap();
+        assert_eq!(
+            find_workspace(root, "x", "t_2"),
+            workspace_dir(root, "x", "t_2")
+        );
+    }
+
+    #[test]
+    fn a_new_board_may_not_look_like_a_task_id() {
+        for bad in ["t_10aa94eb", "t_0"] {
+            let err = validate_new_slug(bad).unwrap_err();
+            assert!(err.to_string().contains("shaped like a task id"), "{err}");
+        }
+        for good in ["t_", "t_ops", "team", "t-10aa94eb"] {
+            assert!(validate_new_slug(good).is_ok(), "{good}");
+        }
+        // An existing board of that shape still resolves.
+        assert!(validate_slug("t_10aa94eb").is_ok());
     }
 
     #[test]

@@ -756,7 +756,7 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
         }
         BoardsCommand::Create { slug } => {
             fence()?;
-            paths::validate_slug(&slug)?;
+            paths::validate_new_slug(&slug)?;
             let path = paths::db_path(&root, &slug);
             if path.exists() {
                 return Err(BoardError::BoardExists { slug, path }.into());

@@ -35,7 +35,7 @@ pub struct SpawnRequest {
     pub workspaces_root: PathBuf,
     /// `<workspaces_root>/<task_id>`, created before the worker starts.
     pub workspace: PathBuf,
-    /// `<root>/kanban/logs/<board>/<task_id>.log`, appended to.
+    /// `board::paths::log_path` (`<root>/kanban/logs/<task_id>.log` on the default board), appended to.
     pub log: PathBuf,
     pub branch: Option<String>,
     pub goal_mode: bool,

@@ -384,6 +384,28 @@ fn an_unreaped_dead_worker_waits_for_the_grace_then_uses_the_log_trailer() {
     assert_eq!(r.exited[0].class, exit::ExitClass::RateLimited);
 }
 
+/// A log where an older kanban wrote it (`kanban/logs/default/<id>.log`) is read as well.
+#[test]
+fn the_trailer_is_read_from_a_log_in_the_older_place_too() {
+    let mut e = env();
+    let id = e.create("older", 0, vec![]);
+    e.tick();
+    let pid = e.fake.pid_of(&id);
+    e.fake.alive.remove(&pid);
+    let new = board::paths::log_path(&e.settings.root, "default", &id);
+    assert_eq!(new, e.settings.root.join(format!("kanban/logs/{id}.log")));
+    let old = e
+        .settings
+        .root
+        .join(format!("kanban/logs/default/{id}.log"));
+    std::fs::create_dir_all(old.parent().unwrap()).unwrap();
+    std::fs::write(&old, "working\n[kanban-worker-exit] rc=75\n").unwrap();
+    e.clock.advance(e.settings.crash_grace_seconds + 1);
+    let r = e.tick();
+    assert_eq!(r.exited[0].exit, WorkerExit::Exited { code: 75 });
+    assert_eq!(r.exited[0].class, exit::ExitClass::RateLimited);
+}
+
 #[test]
 fn runtime_cap_times_out_and_counts() {
     let mut e = env();

@@ -689,7 +689,7 @@ impl Tick<'_> {
                 continue;
             }
             let log =
-                board::paths::log_path(&self.settings.root, &self.settings.location.slug, &task.id);
+                board::paths::find_log(&self.settings.root, &self.settings.location.slug, &task.id);
             let exit = exit::resolve(reaped, &log);
             let class = exit::classify(exit);
             let claimer = task.claim_lock.clone();
@@ -931,6 +931,7 @@ impl Tick<'_> {
                 board::ClaimOutcome::Lost(_) => continue,
             };
             let slug = &s.location.slug;
+            let workspace = board::paths::find_workspace(&s.root, slug, &c.id);
             let request = SpawnRequest {
                 task_id: c.id.clone(),
                 run_id: claimed.run_id,
@@ -939,8 +940,12 @@ impl Tick<'_> {
                 root: s.root.clone(),
                 board: slug.clone(),
                 db: s.location.db_path.clone(),
-                workspaces_root: board::paths::workspaces_root(&s.root, slug),
-                workspace: board::paths::workspace_dir(&s.root, slug, &c.id),
+                // A task that already ran keeps its workspace, wherever it is.
+                workspaces_root: workspace.parent().map_or_else(
+                    || board::paths::workspaces_root(&s.root, slug),
+                    std::path::Path::to_path_buf,
+                ),
+                workspace,
                 log: board::paths::log_path(&s.root, slug, &c.id),
                 branch: c.branch_name.clone(),
                 goal_mode: c.goal_mode,
