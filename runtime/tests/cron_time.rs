@@ -650,6 +650,8 @@ fn num_field(rng: &mut Rng, lo: u32, hi: u32, near: &[u32]) -> NumField {
 
 /// A generated expression with an independent matcher.
 struct Case {
+    /// The 6th field (seconds), when generated.
+    second: Option<NumField>,
     minute: NumField,
     hour: NumField,
     dom: NumField,
@@ -661,7 +663,16 @@ struct Case {
 }
 
 impl Case {
-    fn generate(rng: &mut Rng) -> Case {
+    fn generate(rng: &mut Rng, with_seconds: bool) -> Case {
+        let second = with_seconds.then(|| {
+            loop {
+                // A seconds field matching every second is refused; draw again.
+                let field = num_field(rng, 0, 59, &[0, 30, 59]);
+                if field.allowed.iter().any(|a| !a) {
+                    break field;
+                }
+            }
+        });
         let minute = num_field(rng, 0, 59, &[0, 15, 30, 45, 59]);
         let hour = num_field(rng, 0, 23, &[0, 1, 2, 3, 23]);
         let (dom, dom_last) = if rng.chance(75) {
@@ -703,6 +714,7 @@ impl Case {
             (num_field(rng, 0, 6, &[0, 6]), None)
         };
         Case {
+            second,
             minute,
             hour,
             dom,
@@ -714,10 +726,14 @@ impl Case {
     }
 
     fn text(&self) -> String {
-        format!(
+        let five = format!(
             "{} {} {} {} {}",
             self.minute.text, self.hour.text, self.dom.text, self.month.text, self.dow.text
-        )
+        );
+        match &self.second {
+            None => five,
+            Some(second) => format!("{five} {}", second.text),
+        }
     }
 
     fn elapsed(&self) -> bool {
@@ -730,7 +746,9 @@ impl Case {
     }
 
     fn matches(&self, t: DateTime) -> bool {
-        t.second() == 0
+        self.second
+            .as_ref()
+            .map_or(t.second() == 0, |s| s.allowed[t.second() as usize])
             && self.minute.allowed[t.minute() as usize]
             && self.hour.allowed[t.hour() as usize]
             && self.day_matches(t)
@@ -772,22 +790,30 @@ fn local(tz: &TimeZone, second: i64) -> DateTime {
     tz.to_offset(t).to_datetime(t)
 }
 
-/// The first `count` runs after `base` found minute by minute under the README's rule, scanning
-/// at most `horizon` minutes past `base`. The scan starts a day early so that a time the clock
-/// already showed (before a fold) is known. An hour of constant offset whose wall-clock hours
-/// cannot match is stepped over whole (no minute in it can run: nothing is skipped inside it).
-fn brute_force(case: &Case, tz: &TimeZone, base: i64, count: usize, horizon: i64) -> Vec<i64> {
+/// The first `count` runs after `base` found by stepping `step` seconds (60, or 1 for six-field
+/// expressions) under the README's rule, scanning at most `horizon` seconds past `base`. The
+/// scan starts `lead_in` seconds early so that a time the clock already showed (before a fold)
+/// is known. An hour of constant offset whose wall-clock hours cannot match is stepped over whole
+/// (no moment in it can run: nothing is skipped inside it).
+fn brute_force(
+    case: &Case,
+    tz: &TimeZone,
+    base: i64,
+    count: usize,
+    (horizon, step, lead_in): (i64, i64, i64),
+) -> Vec<i64> {
     let offset_at = |t: i64| tz.to_offset(Timestamp::from_second(t).unwrap());
     let mut runs = Vec::new();
-    let start = (base - 86_400).div_euclid(3_600) * 3_600;
+    let start = (base - lead_in).div_euclid(3_600) * 3_600;
     let mut latest_shown: Option<DateTime> = None;
     let mut previous: Option<DateTime> = None;
     let mut t = start;
-    while t <= base + horizon * 60 && runs.len() < count {
-        if t % 3_600 == 0 && offset_at(t) == offset_at(t + 3_540) {
+    while t <= base + horizon && runs.len() < count {
+        if t % 3_600 == 0 && offset_at(t) == offset_at(t + 3_600 - step) {
             let first = local(tz, t);
-            let last = local(tz, t + 3_540);
-            let contiguous = previous.is_none_or(|p| p.checked_add(1.minute()).unwrap() == first);
+            let last = local(tz, t + 3_600 - step);
+            let contiguous =
+                previous.is_none_or(|p| p.checked_add(step.seconds()).unwrap() == first);
             if contiguous && !case.hour_may_match(first) && !case.hour_may_match(last) {
                 latest_shown = Some(latest_shown.map_or(last, |m| m.max(last)));
                 previous = Some(last);
@@ -801,11 +827,11 @@ fn brute_force(case: &Case, tz: &TimeZone, base: i64, count: usize, horizon: i64
         } else {
             let first_showing = latest_shown.is_none_or(|m| now > m);
             let skipped_match = previous.is_some_and(|p| {
-                let mut c = p.checked_add(1.minute()).unwrap();
+                let mut c = p.checked_add(step.seconds()).unwrap();
                 let mut any = false;
                 while c < now {
                     any |= case.matches(c);
-                    c = c.checked_add(1.minute()).unwrap();
+                    c = c.checked_add(step.seconds()).unwrap();
                 }
                 any
             });
@@ -816,33 +842,37 @@ fn brute_force(case: &Case, tz: &TimeZone, base: i64, count: usize, horizon: i64
         }
         latest_shown = Some(latest_shown.map_or(now, |m| m.max(now)));
         previous = Some(now);
-        t += 60;
+        t += step;
     }
     runs
 }
 
-#[test]
-fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
-    const CASES: usize = 8_000;
-    const RUNS_PER_CASE: usize = 3;
-    const HORIZON_MINUTES: i64 = 40 * 1_440;
-    let zones = [
-        "Europe/Berlin",
-        "America/New_York",
-        "Australia/Lord_Howe",
-        "Asia/Kathmandu",
-        "America/Sao_Paulo",
-        "America/Santiago",
-        "UTC",
-    ];
-    let mut rng = Rng(0x5EED_2027_0328_0100);
+/// How one property run draws its cases and searches.
+struct Property {
+    cases: usize,
+    seed: u64,
+    with_seconds: bool,
+    zones: &'static [&'static str],
+    /// Years the clock changes are drawn from.
+    years: (i16, i16),
+    runs_per_case: usize,
+    /// (horizon, step, lead-in) of the search, in seconds.
+    search: (i64, i64, i64),
+}
+
+/// Draws `cases` expressions, zones and base times (within 36 h of a clock change where the zone
+/// has one), and checks each of the first runs after the base: strictly after it, equal to the
+/// brute-force search, never inside a gap, never twice for one wall-clock time (an elapsed-time
+/// schedule: only in the two copies of a fold). Returns the number of runs compared.
+fn check_property(p: &Property) -> usize {
+    let mut rng = Rng(p.seed);
     let (mut compared, mut near_changes, mut wall, mut beyond) = (0, 0, 0, 0);
-    for case_no in 0..CASES {
-        let case = Case::generate(&mut rng);
-        let zone_name = zones[rng.below(zones.len() as u64) as usize];
+    for case_no in 0..p.cases {
+        let case = Case::generate(&mut rng, p.with_seconds);
+        let zone_name = p.zones[rng.below(p.zones.len() as u64) as usize];
         let tz = TimeZone::get(zone_name).unwrap();
-        // A clock change somewhere between 1980 and 2130, and a base up to 36 h either side.
-        let year = 1980 + rng.below(150) as i16;
+        let span = (p.years.1 - p.years.0 + 1) as u64;
+        let year = p.years.0 + rng.below(span) as i16;
         let probe = Date::new(year, 1 + rng.below(12) as i8, 1)
             .unwrap()
             .to_zoned(TimeZone::UTC)
@@ -865,7 +895,7 @@ fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
         if !case.elapsed() {
             wall += 1;
         }
-        let want = brute_force(&case, &tz, base, RUNS_PER_CASE, HORIZON_MINUTES);
+        let want = brute_force(&case, &tz, base, p.runs_per_case, p.search);
         let label = || format!("case {case_no}: {zone_name} `{text}` from {}", iso(base));
         let mut at = base;
         let mut seen: Vec<(DateTime, i64)> = Vec::new();
@@ -898,11 +928,11 @@ fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
             compared += 1;
             at = got;
         }
-        if want.len() < RUNS_PER_CASE {
+        if want.len() < p.runs_per_case {
             // Fewer runs inside the horizon: the next one must lie beyond it, too.
             let next = schedule.next_after(at, at);
             assert!(
-                next.is_none_or(|n| n > base + HORIZON_MINUTES * 60),
+                next.is_none_or(|n| n > base + p.search.0),
                 "{}: {} found inside the horizon, the search found none",
                 label(),
                 next.map(iso).unwrap_or_default()
@@ -911,13 +941,54 @@ fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
         }
     }
     eprintln!(
-        "{CASES} cases ({near_changes} near a clock change, {wall} wall-clock, {} elapsed), \
-         {compared} runs compared, {beyond} with a run beyond {} days",
-        CASES - wall,
-        HORIZON_MINUTES / 1_440
+        "seed {:#x}: {} cases ({near_changes} near a clock change, {wall} wall-clock, {} \
+         elapsed), {compared} runs compared, {beyond} with a run beyond {} h",
+        p.seed,
+        p.cases,
+        p.cases - wall,
+        p.search.0 / 3_600
     );
     assert!(
-        compared > CASES,
+        compared > p.cases,
         "the generator produced too few runs to compare"
     );
+    compared
+}
+
+const ZONES: &[&str] = &[
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Lord_Howe",
+    "Asia/Kathmandu",
+    "America/Sao_Paulo",
+    "America/Santiago",
+    "UTC",
+];
+
+#[test]
+fn next_run_equals_a_minute_by_minute_search_under_the_rule() {
+    check_property(&Property {
+        cases: 8_000,
+        seed: 0x5EED_2027_0328_0100,
+        with_seconds: false,
+        zones: ZONES,
+        years: (1980, 2130),
+        runs_per_case: 3,
+        search: (40 * 86_400, 60, 86_400),
+    });
+}
+
+#[test]
+fn six_field_next_run_equals_a_second_by_second_search_under_the_rule() {
+    // Second steps, so changes off the whole minute (Kathmandu's 1920 one, +05:41:16 → +05:30)
+    // are searched right too; the years start at 1919 so that it can be drawn.
+    check_property(&Property {
+        cases: 300,
+        seed: 0x05EC_00D5_1920_0101,
+        with_seconds: true,
+        zones: ZONES,
+        years: (1919, 2130),
+        runs_per_case: 3,
+        search: (3 * 86_400, 1, 3 * 3_600),
+    });
 }

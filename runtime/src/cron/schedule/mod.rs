@@ -3,8 +3,8 @@
 //! Accepted forms, tried in this order:
 //!
 //! * A day-and-time phrase (`every monday 9am`, `weekdays at 9am`, `monday, wednesday at
-//!   9:30pm`, `every day at noon`): a cron expression `M H * * DOW` in the configured zone (see
-//!   `phrase.rs` for the words).
+//!   9:30pm`, `every day at noon`): a cron expression `M H * * DOW` in the configured zone, or
+//!   in the zone of a `TZ=<IANA zone>` prefix (see `phrase.rs` for the words).
 //! * `every <duration>` and a bare `<duration>` (`every 30m`, `every 2 hours`, `45m`, `2 h`,
 //!   `30 minutes`, `hour`, `day`): recurring at a fixed interval. Units: `m`/`min`/`minute(s)`,
 //!   `h`/`hr`/`hour(s)`, `d`/`day(s)`; a bare unit means one. The interval keeps its phase: after
@@ -129,6 +129,10 @@ impl Schedule {
             return Ok(Schedule::Once { at });
         }
         let (tz, expr) = split_zone_prefix(text, default_tz).map_err(|r| err(&r))?;
+        if let Some(phrase) = phrase::parse(expr) {
+            let expr = phrase.map_err(|r| err(&r))?;
+            return cron_schedule(expr, &tz, now).map_err(|r| err(&r));
+        }
         let fields = expr.split_whitespace().count();
         if !(5..=7).contains(&fields) && !expr.starts_with('@') {
             return Err(err(&format!(
@@ -453,9 +457,13 @@ mod tests {
             ),
             ("@daily", cron("@daily", "UTC")),
             ("every monday 9am", cron("0 9 * * 1", "UTC")),
-            ("weekdays at 9am", cron("0 9 * * 1,2,3,4,5", "UTC")),
+            ("weekdays at 9am", cron("0 9 * * 1-5", "UTC")),
             ("monday, wednesday at 9:30pm", cron("30 21 * * 1,3", "UTC")),
             ("every day at noon", cron("0 12 * * *", "UTC")),
+            (
+                "TZ=Asia/Kathmandu weekdays at 9am",
+                cron("0 9 * * 1-5", "Asia/Kathmandu"),
+            ),
         ];
         for (input, want) in cases {
             let got = Schedule::parse(input, NOW, TimeZone::UTC);
@@ -478,8 +486,25 @@ mod tests {
         );
         assert_eq!(
             Schedule::parse("weekdays at 9am", NOW, berlin),
-            Ok(cron("0 9 * * 1,2,3,4,5", "Europe/Berlin"))
+            Ok(cron("0 9 * * 1-5", "Europe/Berlin"))
         );
+    }
+
+    #[test]
+    fn zone_names_are_stored_as_the_database_spells_them() {
+        assert_eq!(
+            Schedule::parse("tz=europe/berlin 0 9 * * *", NOW, TimeZone::UTC),
+            Ok(cron("0 9 * * *", "Europe/Berlin"))
+        );
+        assert_eq!(
+            Schedule::parse("CRON_TZ=America/New_York 0 9 * * *", NOW, TimeZone::UTC),
+            Ok(cron("0 9 * * *", "America/New_York"))
+        );
+        assert_eq!(
+            zone(Some("Asia/Kathmandu")).unwrap().iana_name(),
+            Some("Asia/Kathmandu")
+        );
+        assert!(zone(Some("Mars/Olympus")).is_err());
     }
 
     #[test]

@@ -55,16 +55,35 @@ pub(crate) fn parse(text: &str) -> Option<Result<String, String>> {
     let dow = if days == ALL_DAYS {
         "*".to_owned()
     } else {
-        (0..7)
-            .filter(|d| days & (1 << d) != 0)
-            .map(|d| d.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
+        day_list(days)
     };
     Some(Ok(format!("{minute} {hour} * * {dow}")))
 }
 
 const ALL_DAYS: u8 = 0b111_1111;
+
+/// The day-of-week field for a set of weekdays: runs of three or more become ranges (`1-5`).
+fn day_list(days: u8) -> String {
+    let mut parts = Vec::new();
+    let mut d = 0;
+    while d < 7 {
+        if days & (1 << d) == 0 {
+            d += 1;
+            continue;
+        }
+        let start = d;
+        while d + 1 < 7 && days & (1 << (d + 1)) != 0 {
+            d += 1;
+        }
+        match d - start {
+            0 => parts.push(start.to_string()),
+            1 => parts.push(format!("{start},{d}")),
+            _ => parts.push(format!("{start}-{d}")),
+        }
+        d += 1;
+    }
+    parts.join(",")
+}
 
 /// The weekdays (bit 0 = Sunday) a day word names.
 fn day_set(word: &str) -> Option<u8> {
@@ -131,7 +150,8 @@ mod tests {
     fn phrases_become_cron_expressions() {
         for (input, want) in [
             ("every monday 9am", "0 9 * * 1"),
-            ("weekdays at 9am", "0 9 * * 1,2,3,4,5"),
+            ("weekdays at 9am", "0 9 * * 1-5"),
+            ("mon tue wed fri sun at 7", "0 7 * * 0-3,5"),
             ("monday, wednesday at 9:30pm", "30 21 * * 1,3"),
             ("every day at noon", "0 12 * * *"),
             ("daily at midnight", "0 0 * * *"),

@@ -87,3 +87,65 @@ fn civil(second: i64, offset: Offset) -> Option<DateTime> {
         .ok()
         .map(|t| offset.to_datetime(t))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(text: &str) -> i64 {
+        text.parse::<Timestamp>().unwrap().as_second()
+    }
+
+    fn next(expr: &str, zone: &str, after: &str) -> Option<i64> {
+        let tz = TimeZone::get(zone).unwrap();
+        next_run(&CronExpr::parse(expr).unwrap(), &tz, ts(after))
+    }
+
+    #[test]
+    fn a_search_starting_on_the_transition_instant_sees_its_gap() {
+        // Berlin 2027-03-28 01:00Z: 02:00 CET → 03:00 CEST.
+        let gap_end = ts("2027-03-28T01:00:00Z");
+        assert_eq!(
+            next("30 2 * * *", "Europe/Berlin", "2027-03-28T00:59:59Z"),
+            Some(gap_end)
+        );
+        // From the gap's run itself the next is the following day, not 03:00 again.
+        assert_eq!(
+            next("30 2,3 * * *", "Europe/Berlin", "2027-03-28T01:00:00Z"),
+            Some(ts("2027-03-28T01:30:00Z")),
+            "03:30 CEST is a separate time"
+        );
+        assert_eq!(
+            next("0 2,3 * * *", "Europe/Berlin", "2027-03-28T01:00:00Z"),
+            Some(ts("2027-03-29T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_search_starting_inside_the_second_copy_skips_the_repeat() {
+        // Berlin 2027-10-31: 02:00-02:59 is CEST (00:xxZ) then CET (01:xxZ).
+        assert_eq!(
+            next("45 2 * * *", "Europe/Berlin", "2027-10-31T01:10:00Z"),
+            Some(ts("2027-11-01T01:45:00Z")),
+            "02:45 already ran at 00:45Z"
+        );
+        assert_eq!(
+            next("45 * * * *", "Europe/Berlin", "2027-10-31T01:10:00Z"),
+            Some(ts("2027-10-31T01:45:00Z")),
+            "an elapsed-time schedule runs the second copy"
+        );
+    }
+
+    #[test]
+    fn a_zone_without_transitions_ahead_is_searched_to_the_limit() {
+        assert_eq!(
+            next("0 0 29 2 *", "UTC", "2097-01-01T00:00:00Z"),
+            Some(ts("2104-02-29T00:00:00Z"))
+        );
+        assert_eq!(next("0 0 31 4 *", "UTC", "2027-01-01T00:00:00Z"), None);
+        assert_eq!(
+            next("0 0 31 4 *", "Europe/Berlin", "2027-01-01T00:00:00Z"),
+            None
+        );
+    }
+}
