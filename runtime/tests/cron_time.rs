@@ -9,8 +9,12 @@
 //! repeated time, none of a skipped one).
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // the CLI test drives the real binary
 
-use jiff::civil::{Date, DateTime};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use jiff::civil::{Date, DateTime, Weekday};
 use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{Timestamp, ToSpan};
 use kanban_runtime::cron::Schedule;
@@ -554,6 +558,103 @@ fn iso_edges() {
             at: ts("2027-06-15T09:00:01Z")
         }),
         "a fraction rounds up: never early"
+    );
+}
+
+fn kanban(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kanban"))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .output()
+        .expect("run kanban")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "kanban failed ({:?}): {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_cli_accepts_the_originals_forms_in_the_configured_zone_and_refuses_unsafe_ones() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("kanban.toml"),
+        "[cron]\ntimezone = \"Europe/Berlin\"\n\n[profiles.shell]\nagent = \"builtin:shell\"\n",
+    )
+    .unwrap();
+    let add = |schedule: &str| {
+        kanban(
+            home.path(),
+            &[
+                "cron",
+                "add",
+                "--json",
+                "--schedule",
+                schedule,
+                "--prompt",
+                "true",
+                "--profile",
+                "shell",
+            ],
+        )
+    };
+    let show = |id: &str| json(&kanban(home.path(), &["cron", "show", id, "--json"]));
+
+    let id = json(&add("weekdays at 9am"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let job = show(&id);
+    assert_eq!(job["schedule"], "weekdays at 9am");
+    assert_eq!(job["schedule_spec"]["kind"], "cron");
+    assert_eq!(job["schedule_spec"]["expr"], "0 9 * * 1-5");
+    assert_eq!(job["schedule_spec"]["tz"], "Europe/Berlin");
+    let next = job["next_run_at"].as_i64().unwrap();
+    let berlin = TimeZone::get("Europe/Berlin").unwrap();
+    let shown = Timestamp::from_second(next).unwrap().to_zoned(berlin);
+    assert_eq!(
+        (shown.hour(), shown.minute(), shown.second()),
+        (9, 0, 0),
+        "{shown}"
+    );
+    assert!(
+        !matches!(shown.weekday(), Weekday::Saturday | Weekday::Sunday),
+        "{shown}"
+    );
+
+    let id = json(&add("2 h"))["id"].as_str().unwrap().to_owned();
+    assert_eq!(show(&id)["schedule_spec"]["seconds"], 7_200);
+
+    let listed = |home: &Path| {
+        json(&kanban(home, &["cron", "list", "--json"]))
+            .as_array()
+            .map(Vec::len)
+    };
+    assert_eq!(listed(home.path()), Some(2));
+    for (schedule, needle) in [
+        ("every 0m", "zero interval"),
+        ("0 9 * * * *", "fires every second"),
+        ("2027-06-15T09:00:60Z", "second 60"),
+        ("TZ=Europe/Berlin 0 0 30 2 *", "never matches"),
+    ] {
+        let out = add(schedule);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{schedule}: {err}");
+        assert!(
+            err.contains(needle) && err.contains("accepted forms"),
+            "{schedule}: {err}"
+        );
+    }
+    assert_eq!(
+        listed(home.path()),
+        Some(2),
+        "a refused schedule adds nothing"
     );
 }
 
