@@ -4,7 +4,7 @@
 //! Real processes and the real `kanban` binary; deadlines only guard against hangs.
 
 // Test code drives the real binary, real processes and a reader thread.
-#![allow(clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 // Test helpers: a failed step fails the test at once, with the panic message.
 #![allow(clippy::unwrap_used)]
 

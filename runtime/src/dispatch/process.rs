@@ -347,7 +347,8 @@ mod tests {
     #[test]
     fn a_group_exists_while_its_leader_runs() {
         use std::os::unix::process::CommandExt as _;
-        #[allow(clippy::disallowed_methods)] // test code drives a real process
+        #[allow(clippy::disallowed_methods, clippy::disallowed_types)]
+        // test code drives a real process
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .process_group(0)
