@@ -2,8 +2,9 @@
 //! that matches them. This module knows nothing of time zones; `zone.rs` turns wall-clock times
 //! into instants under the daylight-saving rule of the module docs.
 //!
-//! Grammar (five fields `minute hour day-of-month month day-of-week`, or six with the seconds
-//! last, as the original's expression library reads them):
+//! Grammar (five fields `minute hour day-of-month month day-of-week`, six with the seconds
+//! last, or seven with a year (1970-2099) after them, as the original's expression library
+//! reads them):
 //!
 //! * each field is a comma list of items: `*`, a value, a range `a-b`, a step `*/n`, `a-b/n` or
 //!   `a/n` (from `a` to the field's maximum); `?` means `*` in the two day fields;
@@ -25,10 +26,12 @@ pub(crate) struct CronExpr {
     /// Bits 1..=12.
     months: u64,
     days: DayRule,
+    /// A 7th field: the allowed years, indexed by `year - FIRST_YEAR`; `None` = every year.
+    years: Option<Vec<bool>>,
     /// The hour field starts with `*`: an elapsed-time schedule (see the module docs of
     /// `schedule`); otherwise a wall-clock schedule.
     pub(crate) elapsed: bool,
-    /// Six fields were given.
+    /// Six (or seven) fields were given.
     pub(crate) has_seconds: bool,
 }
 
@@ -47,6 +50,10 @@ struct DayRule {
 
 const NTH_LAST: u8 = 1 << 5;
 
+/// The years a 7th field may name (the original's expression library's range).
+const FIRST_YEAR: u32 = 1970;
+const LAST_YEAR: u32 = 2099;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Field {
     Second,
@@ -55,6 +62,7 @@ enum Field {
     DayOfMonth,
     Month,
     DayOfWeek,
+    Year,
 }
 
 impl Field {
@@ -66,6 +74,7 @@ impl Field {
             Field::DayOfMonth => "day-of-month",
             Field::Month => "month",
             Field::DayOfWeek => "day-of-week",
+            Field::Year => "year",
         }
     }
     /// Inclusive bounds of a written value.
@@ -76,6 +85,7 @@ impl Field {
             Field::DayOfMonth => (1, 31),
             Field::Month => (1, 12),
             Field::DayOfWeek => (0, 7),
+            Field::Year => (FIRST_YEAR, LAST_YEAR),
         }
     }
     fn names(self) -> &'static [&'static str] {
@@ -121,22 +131,22 @@ impl CronExpr {
         let fields: Vec<&str> = expanded.split_whitespace().collect();
         let (second, rest) = match fields.len() {
             5 => ("0", &fields[..]),
-            6 => (fields[5], &fields[..5]),
-            7 => {
-                return Err(
-                    "a year field (a 7th field) is not supported; use a one-shot \
-                            ISO time for a single date"
-                        .to_owned(),
-                );
-            }
+            6 | 7 => (fields[5], &fields[..5]),
             n => {
                 return Err(format!(
-                    "a cron expression has 5 fields (or 6, the seconds last), this has {n}"
+                    "a cron expression has 5 fields (6 with the seconds last, 7 with a year \
+                     after them), this has {n}"
                 ));
             }
         };
+        // A year field of plain `*` leaves the years open (beyond the field's last year, too).
+        let years = match fields.get(6) {
+            Some(&"*") => None,
+            Some(text) => Some(parse_years(text)?),
+            None => None,
+        };
         let seconds = parse_field(second, Field::Second)?;
-        if fields.len() == 6 && seconds.mask == full(0, 59) {
+        if fields.len() >= 6 && seconds.mask == full(0, 59) {
             return Err(format!(
                 "the seconds field (the 6th) `{second}` fires every second, on every tick, \
                  like a zero interval; name the seconds, e.g. `0` (six fields read \
@@ -162,7 +172,8 @@ impl CronExpr {
                 dow_any: dow.any,
             },
             elapsed: rest[1].starts_with('*'),
-            has_seconds: fields.len() == 6,
+            has_seconds: fields.len() >= 6,
+            years,
         })
     }
 
@@ -174,6 +185,26 @@ impl CronExpr {
             && bit(self.hours, t.hour() as u32)
             && bit(self.months, t.month() as u32)
             && self.day_matches(t.date())
+            && self.year_allowed(t.year())
+    }
+
+    fn year_allowed(&self, year: i16) -> bool {
+        let Some(years) = &self.years else {
+            return true;
+        };
+        u32::try_from(year)
+            .ok()
+            .and_then(|y| y.checked_sub(FIRST_YEAR))
+            .and_then(|i| years.get(i as usize))
+            .is_some_and(|allowed| *allowed)
+    }
+
+    /// 1 January of the first allowed year after `year`; `None` when there is none.
+    fn next_year_start(&self, year: i16) -> Option<Date> {
+        let next = (i32::from(year) + 1..=LAST_YEAR as i32)
+            .map(|y| y as i16)
+            .find(|y| self.year_allowed(*y))?;
+        Date::new(next, 1, 1).ok()
     }
 
     fn day_matches(&self, d: Date) -> bool {
@@ -206,6 +237,11 @@ impl CronExpr {
         loop {
             if date > last_day || hi.is_some_and(|h| date > h.date()) {
                 return None;
+            }
+            if !self.year_allowed(date.year()) {
+                date = self.next_year_start(date.year())?;
+                from = Time::midnight();
+                continue;
             }
             if !bit(self.months, date.month() as u32) {
                 date = date.last_of_month().tomorrow().ok()?;
@@ -264,6 +300,22 @@ fn full(lo: u32, hi: u32) -> u64 {
 }
 
 fn parse_field(text: &str, field: Field) -> Result<FieldSet, String> {
+    let mut mask = 0u64;
+    let mut set = parse_items(text, field, &mut |v| mask |= 1 << v)?;
+    set.mask = mask;
+    Ok(set)
+}
+
+/// The years a year field allows, as a table indexed by `year - FIRST_YEAR`.
+fn parse_years(text: &str) -> Result<Vec<bool>, String> {
+    let (min, max) = Field::Year.bounds();
+    let mut years = vec![false; (max - min + 1) as usize];
+    parse_items(text, Field::Year, &mut |y| years[(y - min) as usize] = true)?;
+    Ok(years)
+}
+
+/// Parses the items of one field, calling `mark` with each value it allows (weekday 7 as 0).
+fn parse_items(text: &str, field: Field, mark: &mut dyn FnMut(u32)) -> Result<FieldSet, String> {
     let bad = |why: String| format!("bad {} field `{text}`: {why}", field.name());
     let (min, max) = field.bounds();
     let mut set = FieldSet {
@@ -335,7 +387,7 @@ fn parse_field(text: &str, field: Field) -> Result<FieldSet, String> {
         let mut v = lo;
         while v <= hi {
             let v_norm = if field == Field::DayOfWeek { v % 7 } else { v };
-            set.mask |= 1 << v_norm;
+            mark(v_norm);
             v += step;
         }
     }
@@ -405,7 +457,9 @@ mod tests {
             ("0 0 * * funday", "not a number or a name"),
             ("0 9 * * * *", "fires every second"),
             ("0 9 * * * */1", "fires every second"),
-            ("0 0 1 1 * 0 2030", "year field"),
+            ("0 0 1 1 * 0 2100", "outside 1970-2099"),
+            ("0 0 1 1 * 0 2031-2030", "goes backwards"),
+            ("0 0 1 1 * 0 2030 x", "has 8"),
             ("0 9 * *", "has 4"),
             ("@reboot", "unknown macro"),
         ] {
@@ -442,6 +496,31 @@ mod tests {
         let second_monday = CronExpr::parse("0 0 * * 1#2").unwrap();
         assert!(second_monday.matches(dt(2027, 1, 11, 0, 0)));
         assert!(!second_monday.matches(dt(2027, 1, 4, 0, 0)));
+    }
+
+    #[test]
+    fn a_year_field_restricts_the_years() {
+        let far = date(2427, 1, 1);
+        let once = CronExpr::parse("0 9 1 1 * 0 2030").unwrap();
+        assert!(once.has_seconds);
+        assert_eq!(
+            once.first_in(dt(2027, 6, 1, 0, 0), None, far),
+            Some(dt(2030, 1, 1, 9, 0))
+        );
+        assert_eq!(once.first_in(dt(2030, 1, 1, 9, 1), None, far), None);
+        let every_fifth = CronExpr::parse("0 9 1 1 * 0 2030-2099/5").unwrap();
+        assert_eq!(
+            every_fifth.first_in(dt(2030, 1, 1, 9, 1), None, far),
+            Some(dt(2035, 1, 1, 9, 0))
+        );
+        assert!(!every_fifth.matches(dt(2031, 1, 1, 9, 0)));
+        assert!(every_fifth.matches(dt(2040, 1, 1, 9, 0)));
+        // A plain `*` leaves the years open, past the field's last year as well.
+        let open = CronExpr::parse("0 9 1 1 * 0 *").unwrap();
+        assert_eq!(
+            open.first_in(dt(2099, 1, 1, 9, 1), None, far),
+            Some(dt(2100, 1, 1, 9, 0))
+        );
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //!   one-shot. Second 60 is refused (no leap seconds); a fraction of a second rounds *up*, so a
 //!   one-shot never fires early. A naive time in a DST gap is refused; one in a fold means its
 //!   first instant.
-//! * A cron expression of five fields, or six with the seconds last (`0 9 * * 1-5`,
-//!   `0 9 * * * 30`; grammar in `expr.rs`), optionally prefixed `TZ=<IANA zone>`; otherwise in
+//! * A cron expression of five fields, six with the seconds last, or seven with a year after
+//!   them (`0 9 * * 1-5`, `0 9 * * * 30`, `0 9 1 1 * 0 2030`; grammar in `expr.rs`),
+//!   optionally prefixed `TZ=<IANA zone>`; otherwise in
 //!   the configured zone (`[cron] timezone`, default UTC). Refused: a seconds field that fires
 //!   every second, an expression that never matches (`0 0 30 2 *`), and one whose first run is
 //!   more than [`FIRST_RUN_HORIZON_YEARS`] years away.
@@ -69,7 +70,8 @@ pub const FIRST_RUN_HORIZON_YEARS: i64 = 10;
 
 /// The accepted forms, quoted in every parse error.
 pub const ACCEPTED_FORMS: &str = "accepted forms: a cron expression such as `0 9 * * 1-5` \
-(optionally prefixed `TZ=Europe/Berlin `; a 6th field is the seconds), a phrase such as \
+(optionally prefixed `TZ=Europe/Berlin `; a 6th field is the seconds, a 7th the year), a \
+phrase such as \
 `every monday 9am` or `weekdays at 9:30pm`, `every 30m` / `every 2 hours` / a bare `30m` or \
 `hour` (recurring), `in 10m` or an ISO-8601 time such as `2026-12-01T09:00Z` (one-shot)";
 
@@ -84,7 +86,8 @@ pub struct ScheduleError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Schedule {
-    /// A cron expression (five fields, or six with the seconds last) evaluated in an IANA zone.
+    /// A cron expression (five fields, six with the seconds last, seven with a year after them)
+    /// evaluated in an IANA zone.
     Cron { expr: String, tz: String },
     /// Every `seconds` (a whole number of minutes).
     Interval { seconds: i64 },
@@ -136,8 +139,8 @@ impl Schedule {
         let fields = expr.split_whitespace().count();
         if !(5..=7).contains(&fields) && !expr.starts_with('@') {
             return Err(err(&format!(
-                "not a recognised form (a cron expression needs 5 fields, or 6 with the seconds \
-                 last; this has {fields})"
+                "not a recognised form (a cron expression needs 5 fields, 6 with the seconds \
+                 last, 7 with a year after them; this has {fields})"
             )));
         }
         let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -221,7 +224,11 @@ fn zone_name(tz: &TimeZone) -> String {
 fn cron_schedule(expr: String, tz: &TimeZone, now: i64) -> Result<Schedule, String> {
     let cron = CronExpr::parse(&expr).map_err(|e| format!("bad cron expression: {e}"))?;
     let Some(first) = zone::next_run(&cron, tz, now) else {
-        return Err("the cron expression never matches a date (e.g. 30 February)".to_owned());
+        return Err(
+            "the cron expression never matches a date from now on (e.g. 30 February, or only \
+             past years)"
+                .to_owned(),
+        );
     };
     let horizon = now.saturating_add(FIRST_RUN_HORIZON_YEARS * 366 * 86_400);
     if first > horizon {
@@ -452,6 +459,10 @@ mod tests {
             ("  */5   *  * * *  ", cron("*/5 * * * *", "UTC")),
             ("0 9 * * * 30", cron("0 9 * * * 30", "UTC")),
             (
+                "0 9 1 1 * 0 2027-2030",
+                cron("0 9 1 1 * 0 2027-2030", "UTC"),
+            ),
+            (
                 "TZ=Europe/Berlin 30 2 * * *",
                 cron("30 2 * * *", "Europe/Berlin"),
             ),
@@ -551,7 +562,8 @@ mod tests {
             "0 9 * *",
             "0 9 * * * *",
             "0 9 * * * */1",
-            "0 0 1 1 * 0 2030",
+            "0 0 1 1 * 0 2100",
+            "0 0 1 1 * 0 2020",
             "61 * * * *",
             "0 9 * * 8-9",
             "0 0 30 2 *",
