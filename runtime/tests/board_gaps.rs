@@ -220,3 +220,79 @@ fn reopen_refuses_a_task_that_is_not_done_and_changes_nothing() {
     let missing = k.run(&["reopen", "t_00000000"]);
     assert_eq!(missing.code, 1, "{}", missing.stderr);
 }
+
+#[test]
+fn review_commands_hand_over_and_back_and_refuse_what_does_not_apply() {
+    let k = kanban();
+    let id = k.create("feature", &["--assignee", "impl"]);
+    // Not a reviewer's run: changes are refused and nothing changes.
+    let before = k.json(&["show", &id]);
+    let refused = k.run(&["review", "changes", &id, "--reason", "x"]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert_eq!(k.json(&["show", &id]), before);
+    let blank = k.run(&["review", "request", &id, "--reviewer", " "]);
+    assert_eq!(blank.code, 1, "{}", blank.stderr);
+    assert_eq!(k.json(&["show", &id]), before);
+
+    let r = k.json(&[
+        "review",
+        "request",
+        &id,
+        "--reviewer",
+        "Rev",
+        "--summary",
+        "look",
+    ]);
+    assert_eq!(r["implementer"], "impl");
+    assert_eq!(r["reviewer"], "rev");
+    let show = k.json(&["show", &id]);
+    assert_eq!(show["task"]["status"], "review");
+    assert_eq!(show["task"]["assignee"], "rev");
+    assert_eq!(show["runs"][0]["outcome"], "review_requested");
+    let requested = events_of(&k, &id, "review_requested");
+    assert_eq!(requested[0]["payload"]["implementer"], "impl");
+
+    // An operator takes it back to the implementer.
+    let back = k.json(&["review", "reopen", &id]);
+    assert_eq!(back["status"], "ready");
+    assert_eq!(back["assignee"], "impl");
+    assert_eq!(events_of(&k, &id, "review_reopened").len(), 1);
+    assert_eq!(k.run(&["review", "reopen", &id]).code, 3);
+
+    // A reviewer's run (claimed from review) may request changes; a blank reason is an error.
+    k.ok(&["review", "request", &id, "--reviewer", "rev"]);
+    let claim = k.json(&["claim", &id, "--claimer", "h:9"]);
+    assert_eq!(
+        events_of(&k, &id, "claimed")[0]["payload"]["source_status"],
+        "review"
+    );
+    let worker = |args: &[&str]| {
+        k.cmd()
+            .args(args)
+            .env("HERMES_KANBAN_TASK", &id)
+            .env("HERMES_KANBAN_RUN_ID", claim["run_id"].to_string())
+            .env("HERMES_KANBAN_CLAIM_LOCK", "h:9")
+            .env("HERMES_KANBAN_DB", k.default_db())
+            .output()
+            .unwrap()
+    };
+    let blank = worker(&["review", "changes", "--reason", " "]);
+    assert_eq!(blank.status.code(), Some(1));
+    let changes = worker(&["--json", "review", "changes", "--reason", "needs tests"]);
+    assert_eq!(
+        changes.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&changes.stderr)
+    );
+    let show = k.json(&["show", &id]);
+    assert_eq!(show["task"]["status"], "ready");
+    assert_eq!(show["task"]["assignee"], "impl");
+    let runs = show["runs"].as_array().unwrap();
+    assert_eq!(runs.last().unwrap()["outcome"], "changes_requested");
+    assert_eq!(runs.last().unwrap()["status"], "ready");
+    let changed = events_of(&k, &id, "changes_requested");
+    assert_eq!(changed[0]["payload"]["reviewer"], "rev");
+    assert_eq!(changed[0]["payload"]["implementer"], "impl");
+    k.assert_fsck_clean();
+}

@@ -19,7 +19,9 @@ use super::events::{Event, append_event};
 use super::model::Status;
 use super::outcome::{ClaimOutcome, Outcome, Refusal};
 use super::store::{Board, Tx};
-use super::tasks::{ClaimSpec, claim_in, close_run_in, load_task};
+use super::tasks::{
+    ClaimSpec, claim_in, claim_review_in, close_run_in, load_task, retry_status_for_run,
+};
 
 /// A running task as the dispatcher's reclaim phases see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -38,10 +40,13 @@ pub struct RunningTask {
     pub assignee: Option<String>,
 }
 
-/// A ready task the dispatcher may claim.
+/// A task the dispatcher may claim: `ready` (the implementer's lane) or `review` (the
+/// reviewer's lane).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Candidate {
     pub id: String,
+    /// `ready` or `review`: the status it is claimed from.
+    pub lane: Status,
     pub title: String,
     pub assignee: Option<String>,
     pub branch_name: Option<String>,
@@ -93,7 +98,7 @@ pub struct Release<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Released {
     pub task_id: String,
-    /// `ready`, or `blocked` when the breaker tripped.
+    /// `ready` (`review` for a reviewer's run), or `blocked` when the breaker tripped.
     pub status: Status,
     pub failures: i64,
     pub gave_up: bool,
@@ -333,7 +338,8 @@ pub fn defer_reclaim_in(
     Ok(Outcome::Done(()))
 }
 
-/// Releases a running task's claim back to `ready` (or `blocked` when the breaker trips), closes
+/// Releases a running task's claim back to its run's retry status — `ready`, or `review` for a
+/// reviewer's run — (or `blocked` when the breaker trips), closes
 /// its run with `release.outcome`, and appends `release.event` (+ `gave_up` on a trip).
 pub fn release_claim_in(
     tx: &Tx<'_>,
@@ -359,11 +365,9 @@ pub fn release_claim_in(
             (task.consecutive_failures + 1, true, Some((limit, source)))
         }
     };
-    let status = if tripped {
-        Status::Blocked
-    } else {
-        Status::Ready
-    };
+    // A reviewer run goes back to review, never to ready.
+    let retry = retry_status_for_run(tx, id, release.run_id)?;
+    let status = if tripped { Status::Blocked } else { retry };
     let error = cap(&release.error, 500);
     let sql = format!(
         "UPDATE tasks SET status = ?4, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
@@ -398,7 +402,13 @@ pub fn release_claim_in(
             params![run_id, payload],
         )?;
     }
-    append_event(tx, id, release.run_id, &release.event, now)?;
+    append_event(
+        tx,
+        id,
+        release.run_id,
+        &with_retry_status(release.event.clone(), retry),
+        now,
+    )?;
     if tripped && let Some((limit, source)) = limit {
         let sticky = matches!(release.failure, Failure::Trip { .. });
         let event = Event::GaveUp {
@@ -407,7 +417,7 @@ pub fn release_claim_in(
             limit_source: source.to_owned(),
             error: Some(error.clone()),
             trigger_outcome: release.outcome.to_owned(),
-            retry_status: Some(Status::Ready),
+            retry_status: Some(retry),
             sticky: sticky.then_some(true),
             systemic_workers: None,
             error_fingerprint: None,
@@ -422,16 +432,34 @@ pub fn release_claim_in(
     }))
 }
 
-/// A running task without a claim (or without an expiry) whose worker is gone goes back to
-/// `ready`, not counted (event `reconciled`).
+/// Sets the `retry_status` of a release event to where the task actually goes.
+fn with_retry_status(mut event: Event, retry: Status) -> Event {
+    match &mut event {
+        Event::Reclaimed { retry_status, .. }
+        | Event::Crashed { retry_status, .. }
+        | Event::ProtocolViolation { retry_status, .. }
+        | Event::RateLimited { retry_status, .. }
+        | Event::TimedOut { retry_status, .. }
+        | Event::Stale { retry_status, .. }
+        | Event::SpawnFailed { retry_status, .. } => *retry_status = retry,
+        _ => {}
+    }
+    event
+}
+
+/// A running task without a claim (or without an expiry) whose worker is gone goes back to its
+/// run's retry status (`ready`, or `review` for a reviewer's run), not counted (event
+/// `reconciled`). The original sends every orphan to `ready`, turning a reviewer's run into an
+/// implementer's; here the review lane keeps it.
 pub fn reconcile_orphan_in(tx: &Tx<'_>, task: &RunningTask, now: i64) -> Result<Outcome<()>> {
+    let retry = retry_status_for_run(tx, &task.id, task.run_id)?;
     let moved = cas(
         tx,
-        "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
+        "UPDATE tasks SET status = ?4, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
          worker_started_at = NULL, last_heartbeat_at = NULL, current_run_id = NULL \
          WHERE id = ?1 AND status = 'running' AND (claim_lock IS NULL OR claim_expires IS NULL) \
          AND worker_pid IS ?2 AND current_run_id IS ?3",
-        params![task.id, task.worker_pid, task.run_id],
+        params![task.id, task.worker_pid, task.run_id, retry.as_str()],
     )?;
     if !moved {
         return Ok(Outcome::Refused(Refusal::Raced {
@@ -575,18 +603,31 @@ impl Board {
         cooldown: i64,
         limit: usize,
     ) -> Result<Vec<Candidate>> {
+        self.lane_candidates(Status::Ready, now, cooldown, limit)
+    }
+
+    /// [`Board::ready_candidates`] for a lane: `ready` or `review` (unclaimed `review` tasks,
+    /// for their reviewer).
+    pub fn lane_candidates(
+        &self,
+        lane: Status,
+        now: i64,
+        cooldown: i64,
+        limit: usize,
+    ) -> Result<Vec<Candidate>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, t.goal_max_turns \
-             FROM tasks t WHERE t.status = 'ready' AND t.claim_lock IS NULL \
+             FROM tasks t WHERE t.status = ?4 AND t.claim_lock IS NULL \
                AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.id = ( \
                    SELECT MAX(r2.id) FROM task_runs r2 WHERE r2.task_id = t.id AND r2.ended_at IS NOT NULL) \
                  AND r.outcome = 'rate_limited' AND r.ended_at + ?2 > ?1) \
              ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC LIMIT ?3",
         )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![now, cooldown, limit], |r| {
+        let rows = stmt.query_map(params![now, cooldown, limit, lane.as_str()], |r| {
             Ok(Candidate {
                 id: r.get(0)?,
+                lane,
                 title: r.get(1)?,
                 assignee: r.get::<_, Option<String>>(2)?.filter(|s| !s.is_empty()),
                 branch_name: r.get::<_, Option<String>>(3)?.filter(|s| !s.is_empty()),
@@ -744,6 +785,28 @@ impl Board {
         self.write(|tx| ids.iter().map(|id| claim_in(tx, id, spec, now)).collect())
     }
 
+    /// Claims each `(id, lane)` in turn inside one transaction, from `ready` or (for a reviewer)
+    /// from `review`; see [`Board::claim_many`].
+    pub fn claim_lanes(
+        &self,
+        picks: &[(String, Status)],
+        spec: &ClaimSpec,
+        now: i64,
+    ) -> Result<Vec<ClaimOutcome>> {
+        self.write(|tx| {
+            picks
+                .iter()
+                .map(|(id, lane)| {
+                    if *lane == Status::Review {
+                        claim_review_in(tx, id, spec, now)
+                    } else {
+                        claim_in(tx, id, spec, now)
+                    }
+                })
+                .collect()
+        })
+    }
+
     /// Records several spawns in one transaction (see [`record_spawn_in`]).
     pub fn record_spawns(&self, spawns: &[SpawnRecord], now: i64) -> Result<Vec<Outcome<()>>> {
         self.write(|tx| {
@@ -850,12 +913,18 @@ pub fn release_unstarted_claim_in(
     now: i64,
 ) -> Result<Outcome<()>> {
     let lock = task.claim_lock.as_deref();
+    // A reviewer's claim goes back to review.
+    let retry = retry_status_for_run(tx, &task.id, task.run_id)?;
     let sql = format!(
-        "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, \
+        "UPDATE tasks SET status = ?4, claim_lock = NULL, claim_expires = NULL, \
          worker_pid = NULL, worker_started_at = NULL, last_heartbeat_at = NULL, \
          current_run_id = NULL WHERE id = ?1 AND {FENCE} AND worker_pid IS NULL"
     );
-    if !cas(tx, &sql, params![task.id, lock, task.run_id])? {
+    if !cas(
+        tx,
+        &sql,
+        params![task.id, lock, task.run_id, retry.as_str()],
+    )? {
         return Ok(Outcome::Refused(refusal(tx, &task.id, lock, task.run_id)?));
     }
     let error = format!(

@@ -248,3 +248,27 @@ pub struct Reopened {
     pub status: Status,
     pub invalidated: Vec<Invalidated>,
 }
+
+/// A task handed to review (`review request`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewRequested {
+    pub task_id: String,
+    /// The run that was closed (or recorded, when nobody had claimed the task).
+    pub run_id: Option<i64>,
+    /// The profile that did the work.
+    pub implementer: Option<String>,
+    /// The profile the review lane will run (the task's assignee now).
+    pub reviewer: Option<String>,
+}
+
+/// A task sent back from review to its implementer (`review changes`, `review reopen`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackFromReview {
+    pub task_id: String,
+    /// `ready`, or `todo` while a parent is unfinished.
+    pub status: Status,
+    /// The assignee now (the implementer named when review was requested).
+    pub assignee: Option<String>,
+    /// The reviewer's run that was closed (`review changes`).
+    pub run_id: Option<i64>,
+}

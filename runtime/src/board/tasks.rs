@@ -160,6 +160,56 @@ fn landing_status(conn: &rusqlite::Connection, id: &str) -> Result<Status> {
     })
 }
 
+/// The status a claim of run `run_id` returns to when it is released: `review` when the run was
+/// claimed from the review lane (its `claimed` event says `source_status: review`), else
+/// `ready`. A reviewer run never turns into an implementer run.
+pub fn retry_status_for_run(
+    conn: &rusqlite::Connection,
+    task_id: &str,
+    run_id: Option<i64>,
+) -> Result<Status> {
+    let Some(run_id) = run_id else {
+        return Ok(Status::Ready);
+    };
+    let from_review = conn
+        .prepare_cached(
+            "SELECT 1 FROM task_events WHERE task_id = ?1 AND run_id = ?2 AND kind = 'claimed' \
+             AND json_extract(payload, '$.source_status') = 'review' LIMIT 1",
+        )?
+        .query_row(params![task_id, run_id], |_| Ok(()))
+        .optional()?
+        .is_some();
+    Ok(if from_review {
+        Status::Review
+    } else {
+        Status::Ready
+    })
+}
+
+/// Where a waiting task resumes once nothing holds it: `review` when its newest lifecycle event
+/// (a block, a wait, a release, a review hand-back…) names `review` as its resume, retry or source
+/// status, else `ready`.
+pub fn resume_status(conn: &rusqlite::Connection, task_id: &str) -> Result<Status> {
+    let newest: Option<bool> = conn
+        .prepare_cached(
+            "SELECT 'review' IN (COALESCE(json_extract(payload, '$.resume_status'), ''), \
+                 COALESCE(json_extract(payload, '$.retry_status'), ''), \
+                 COALESCE(json_extract(payload, '$.source_status'), '')) \
+             FROM task_events WHERE task_id = ?1 AND kind IN ('blocked', 'block_loop_detected', \
+               'dependency_wait', 'gave_up', 'unblocked', 'changes_requested', 'review_reopened', \
+               'status', 'reclaimed', 'stale', 'timed_out', 'crashed', 'spawn_failed', \
+               'rate_limited', 'protocol_violation', 'reconciled') \
+             ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row([task_id], |r| r.get(0))
+        .optional()?;
+    Ok(if newest == Some(true) {
+        Status::Review
+    } else {
+        Status::Ready
+    })
+}
+
 /// Runs a statement through the connection's statement cache; returns the rows changed.
 fn exec(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
@@ -241,13 +291,21 @@ fn promote_if_ready_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<bool> {
     if !unfinished_parents(tx, id)?.is_empty() {
         return Ok(false);
     }
+    promote_todo_in(tx, id, now)
+}
+
+/// `todo` → its resume status (`review` when it waited as a reviewer's task, else `ready`);
+/// event `promoted` (`{status: review}` for the review lane). The caller checked the parents.
+fn promote_todo_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<bool> {
+    let to = resume_status(tx, id)?;
     let moved = cas(
         tx,
-        "UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'",
-        [id],
+        "UPDATE tasks SET status = ?2 WHERE id = ?1 AND status = 'todo'",
+        params![id, to.as_str()],
     )?;
     if moved {
-        append_event(tx, id, None, &Event::Promoted { status: None }, now)?;
+        let status = (to == Status::Review).then_some(Status::Review);
+        append_event(tx, id, None, &Event::Promoted { status }, now)?;
     }
     Ok(moved)
 }
@@ -425,32 +483,58 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
 
 /// Claims a ready task (see [`Board::claim`]).
 pub fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
+    claim_from_in(tx, id, Status::Ready, spec, now)
+}
+
+/// Claims a `review` task for its reviewer (see [`Board::claim_review`]).
+pub fn claim_review_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
+    claim_from_in(tx, id, Status::Review, spec, now)
+}
+
+/// The claim of either dispatchable lane: `source` is `ready` (implementer) or `review`
+/// (reviewer; the `claimed` event then carries `source_status: review`, which every reclaim path
+/// reads to send the task back to `review`).
+fn claim_from_in(
+    tx: &Tx<'_>,
+    id: &str,
+    source: Status,
+    spec: &ClaimSpec,
+    now: i64,
+) -> Result<ClaimOutcome> {
     check_seconds("the claim TTL", spec.ttl_seconds)?;
     let task = load_task(tx, id)?;
-    if task.status != Status::Ready || task.claim_lock.is_some() {
+    if task.status != source || task.claim_lock.is_some() {
         return Ok(ClaimOutcome::Lost(Refusal::WrongStatus {
             task_id: id.to_owned(),
             status: task.status,
-            expected: "ready and unclaimed",
+            expected: if source == Status::Review {
+                "review and unclaimed"
+            } else {
+                "ready and unclaimed"
+            },
         }));
     }
     let open = unfinished_parents(tx, id)?;
     if !open.is_empty() {
         if cas(
             tx,
-            "UPDATE tasks SET status = 'todo' WHERE id = ?1 AND status = 'ready'",
-            [id],
+            "UPDATE tasks SET status = 'todo' WHERE id = ?1 AND status = ?2 AND claim_lock IS NULL",
+            params![id, source.as_str()],
         )? {
-            append_event(
-                tx,
-                id,
-                None,
-                &Event::ClaimRejected {
+            let event = if source == Status::Review {
+                Event::DependencyWait {
+                    reason: "parent_reopened".to_owned(),
+                    kind: None,
+                    source_status: Some(Status::Review),
+                    parent: open.first().cloned(),
+                }
+            } else {
+                Event::ClaimRejected {
                     reason: "parents_not_done".to_owned(),
                     parents: open.clone(),
-                },
-                now,
-            )?;
+                }
+            };
+            append_event(tx, id, None, &event, now)?;
         }
         return Ok(ClaimOutcome::Lost(Refusal::ParentsNotDone {
             task_id: id.to_owned(),
@@ -481,8 +565,8 @@ pub fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<Cla
         "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, \
          started_at = COALESCE(started_at, ?4), last_heartbeat_at = ?4, worker_pid = NULL, \
          worker_started_at = NULL, current_run_id = ?5 \
-         WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
-        params![id, spec.lock, expires, now, run_id],
+         WHERE id = ?1 AND status = ?6 AND claim_lock IS NULL",
+        params![id, spec.lock, expires, now, run_id, source.as_str()],
     )?;
     if !won {
         // Unreachable under the write lock after the checks above; undo the run all the same.
@@ -499,7 +583,7 @@ pub fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<Cla
             lock: spec.lock.clone(),
             expires,
             run_id,
-            source_status: None,
+            source_status: (source == Status::Review).then_some(Status::Review),
         },
         now,
     )?;
@@ -746,7 +830,12 @@ pub fn block_in(
             current: task.current_run_id,
         }));
     }
-    let source_status = Status::Ready;
+    // A reviewer's block resumes in review, an implementer's in ready.
+    let source_status = if task.status == Status::Running {
+        retry_status_for_run(tx, id, task.current_run_id)?
+    } else {
+        Status::Ready
+    };
     let mut kind = kind;
     let mut requested_kind = None;
     if kind == Some(BlockKind::Dependency) && unfinished_parents(tx, id)?.is_empty() {
@@ -860,7 +949,11 @@ pub fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Moved>> {
             expected: "blocked or scheduled",
         }));
     }
-    let to = landing_status(tx, id)?;
+    let mut to = landing_status(tx, id)?;
+    let resume = resume_status(tx, id)?;
+    if to == Status::Ready && resume == Status::Review {
+        to = Status::Review;
+    }
     let applied = cas(
         tx,
         "UPDATE tasks SET status = ?2, consecutive_failures = 0, last_failure_error = NULL, \
@@ -881,7 +974,7 @@ pub fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Moved>> {
     } else {
         Event::Unblocked {
             status: Some(to),
-            resume_status: Some(Status::Ready),
+            resume_status: Some(resume),
         }
     };
     append_event(tx, id, None, &event, now)?;
@@ -1003,6 +1096,249 @@ pub fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTas
         run_id: closed,
         promoted,
     }))
+}
+
+/// Hands a running or ready task to review: `review`, claim cleared, assignee ← `reviewer` when
+/// one is named (the review lane then dispatches that profile). Closes the implementer's run with
+/// outcome `review_requested` (or records a zero-length one when nobody had claimed the task).
+/// Fenced like `complete`: a caller that passes no run id is refused while a live claim holds
+/// the task. Event `review_requested` {summary, implementer, reviewer}.
+pub fn request_review_in(
+    tx: &Tx<'_>,
+    id: &str,
+    expected_run_id: Option<i64>,
+    reviewer: Option<&str>,
+    summary: Option<&str>,
+    now: i64,
+) -> Result<Outcome<ReviewRequested>> {
+    if reviewer.is_some_and(|r| r.trim().is_empty()) {
+        return Err(BoardError::BlankAssignee);
+    }
+    let task = load_task(tx, id)?;
+    if !matches!(task.status, Status::Running | Status::Ready) {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running or ready",
+        }));
+    }
+    if let Some(refusal) = run_fence_refusal(&task, expected_run_id, now) {
+        return Ok(Outcome::Refused(refusal));
+    }
+    let reviewer = normalize_assignee(reviewer).or_else(|| task.assignee.clone());
+    let summary = summary.map(str::trim).filter(|s| !s.is_empty());
+    if !cas(
+        tx,
+        "UPDATE tasks SET status = 'review', assignee = ?2, claim_lock = NULL, \
+         claim_expires = NULL, worker_pid = NULL, worker_started_at = NULL, current_run_id = NULL \
+         WHERE id = ?1 AND status = ?3 AND current_run_id IS ?4 AND claim_lock IS ?5",
+        params![
+            id,
+            reviewer,
+            task.status.as_str(),
+            task.current_run_id,
+            task.claim_lock
+        ],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let mut closed = None;
+    if let Some(run_id) = task.current_run_id
+        && close_run_in(tx, run_id, "review", "review_requested", summary, None, now)?
+    {
+        closed = Some(run_id);
+    }
+    close_leaked_runs(tx, id, "invariant recovery on review request", now)?;
+    if closed.is_none() {
+        closed = Some(instant_run_in(
+            tx,
+            &task,
+            "review",
+            "review_requested",
+            summary,
+            now,
+        )?);
+    }
+    append_event(
+        tx,
+        id,
+        closed,
+        &Event::ReviewRequested {
+            summary: summary.map(summary_line),
+            implementer: task.assignee.clone(),
+            reviewer: reviewer.clone(),
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(ReviewRequested {
+        task_id: id.to_owned(),
+        run_id: closed,
+        implementer: task.assignee,
+        reviewer,
+    }))
+}
+
+/// The implementer named by the task's newest `review_requested` event.
+fn implementer_of(tx: &Tx<'_>, id: &str) -> Result<Option<Option<String>>> {
+    let payload: Option<Option<String>> = tx
+        .prepare_cached(
+            "SELECT payload FROM task_events WHERE task_id = ?1 AND kind = 'review_requested' \
+             ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    Ok(payload.map(|p| {
+        p.and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+            .and_then(|v| v.get("implementer")?.as_str().map(str::to_owned))
+    }))
+}
+
+/// A reviewer asks for changes: its run (claimed from `review`) closes with outcome
+/// `changes_requested`, the task goes back to `ready` (`todo` while a parent is unfinished) with
+/// the implementer as assignee again; the failure counter is kept. Event `changes_requested`
+/// {reason, implementer, reviewer, status}.
+pub fn request_changes_in(
+    tx: &Tx<'_>,
+    id: &str,
+    expected_run_id: Option<i64>,
+    reason: &str,
+    now: i64,
+) -> Result<Outcome<BackFromReview>> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(BoardError::BlankReason);
+    }
+    let task = load_task(tx, id)?;
+    let reviewer_run = task.status == Status::Running
+        && retry_status_for_run(tx, id, task.current_run_id)? == Status::Review;
+    if !reviewer_run {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running a reviewer's run (claimed from review)",
+        }));
+    }
+    if let Some(refusal) = run_fence_refusal(&task, expected_run_id, now) {
+        return Ok(Outcome::Refused(refusal));
+    }
+    let to = landing_status(tx, id)?;
+    let implementer = implementer_of(tx, id)?.unwrap_or_else(|| task.assignee.clone());
+    if !cas(
+        tx,
+        "UPDATE tasks SET status = ?2, assignee = ?3, claim_lock = NULL, claim_expires = NULL, \
+         worker_pid = NULL, worker_started_at = NULL, current_run_id = NULL \
+         WHERE id = ?1 AND status = 'running' AND current_run_id IS ?4 AND claim_lock IS ?5",
+        params![
+            id,
+            to.as_str(),
+            implementer,
+            task.current_run_id,
+            task.claim_lock
+        ],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let mut closed = None;
+    if let Some(run_id) = task.current_run_id
+        && close_run_in(
+            tx,
+            run_id,
+            to.as_str(),
+            "changes_requested",
+            Some(reason),
+            None,
+            now,
+        )?
+    {
+        closed = Some(run_id);
+    }
+    close_leaked_runs(tx, id, "invariant recovery on changes requested", now)?;
+    append_event(
+        tx,
+        id,
+        closed,
+        &Event::ChangesRequested {
+            reason: reason.to_owned(),
+            implementer: implementer.clone(),
+            reviewer: task.assignee.clone(),
+            status: to,
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(BackFromReview {
+        task_id: id.to_owned(),
+        status: to,
+        assignee: implementer,
+        run_id: closed,
+    }))
+}
+
+/// An operator takes an unclaimed `review` task back to its implementer: `ready` (`todo` while a
+/// parent is unfinished), assignee ← the implementer, failures kept. Event `review_reopened`.
+pub fn review_reopen_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<BackFromReview>> {
+    let task = load_task(tx, id)?;
+    if task.status != Status::Review || task.claim_lock.is_some() {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "review and unclaimed",
+        }));
+    }
+    let to = landing_status(tx, id)?;
+    let implementer = implementer_of(tx, id)?.unwrap_or_else(|| task.assignee.clone());
+    if !cas(
+        tx,
+        "UPDATE tasks SET status = ?2, assignee = ?3, current_run_id = NULL \
+         WHERE id = ?1 AND status = 'review' AND claim_lock IS NULL",
+        params![id, to.as_str(), implementer],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    close_leaked_runs(tx, id, "invariant recovery on review reopen", now)?;
+    append_event(
+        tx,
+        id,
+        None,
+        &Event::ReviewReopened {
+            status: Some(to),
+            implementer: implementer.clone(),
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(BackFromReview {
+        task_id: id.to_owned(),
+        status: to,
+        assignee: implementer,
+        run_id: None,
+    }))
+}
+
+/// The run fence of a worker's lifecycle call: its run must be the current one; without a run id
+/// (an operator), a running task under an unexpired claim is refused (its worker is alive).
+fn run_fence_refusal(task: &Task, expected_run_id: Option<i64>, now: i64) -> Option<Refusal> {
+    if let Some(run_id) = expected_run_id {
+        return (task.current_run_id != Some(run_id)).then(|| Refusal::StaleRun {
+            task_id: task.id.clone(),
+            expected: run_id,
+            current: task.current_run_id,
+        });
+    }
+    match (&task.claim_lock, task.claim_expires) {
+        (Some(lock), Some(expires)) if task.status == Status::Running && expires > now => {
+            Some(Refusal::LiveClaim {
+                task_id: task.id.clone(),
+                claim_lock: lock.clone(),
+                claim_expires: expires,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Reopens a `done` task: it goes back to `ready` (`todo` while a parent is unfinished) and every
@@ -1169,7 +1505,7 @@ pub fn reclaim_in(
     let retry_status = if task.status == Status::Blocked {
         Status::Blocked
     } else {
-        Status::Ready
+        retry_status_for_run(tx, id, task.current_run_id)?
     };
     let applied = cas(
         tx,
@@ -1470,12 +1806,7 @@ pub fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
     };
     let mut promoted = Vec::with_capacity(candidates.len());
     for id in candidates {
-        if cas(
-            tx,
-            "UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'",
-            [&id],
-        )? {
-            append_event(tx, &id, None, &Event::Promoted { status: None }, now)?;
+        if promote_todo_in(tx, &id, now)? {
             promoted.push(id);
         }
     }
@@ -1551,6 +1882,40 @@ impl Board {
     /// See [`archive_in`].
     pub fn archive(&self, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
         self.write(|tx| archive_in(tx, id, now))
+    }
+
+    /// Claims a `review` task for its reviewer (the review lane): like [`Board::claim`], from
+    /// `review`; the `claimed` event says `source_status: review`.
+    pub fn claim_review(&self, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
+        self.write(|tx| claim_review_in(tx, id, spec, now))
+    }
+
+    /// See [`request_review_in`].
+    pub fn request_review(
+        &self,
+        id: &str,
+        expected_run_id: Option<i64>,
+        reviewer: Option<&str>,
+        summary: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<ReviewRequested>> {
+        self.write(|tx| request_review_in(tx, id, expected_run_id, reviewer, summary, now))
+    }
+
+    /// See [`request_changes_in`].
+    pub fn request_changes(
+        &self,
+        id: &str,
+        expected_run_id: Option<i64>,
+        reason: &str,
+        now: i64,
+    ) -> Result<Outcome<BackFromReview>> {
+        self.write(|tx| request_changes_in(tx, id, expected_run_id, reason, now))
+    }
+
+    /// See [`review_reopen_in`].
+    pub fn review_reopen(&self, id: &str, now: i64) -> Result<Outcome<BackFromReview>> {
+        self.write(|tx| review_reopen_in(tx, id, now))
     }
 
     /// See [`reopen_in`].

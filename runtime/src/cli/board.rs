@@ -48,7 +48,7 @@ pub enum BoardCommand {
         #[arg(long)]
         limit: Option<usize>,
     },
-    /// Claim a ready task: prints {"task_id","run_id","claim_lock","claim_expires"}; exit 3 if lost.
+    /// Claim a ready task (a review task: for its reviewer): prints {"task_id","run_id","claim_lock","claim_expires"}; exit 3 if lost.
     Claim {
         id: String,
         /// Lease length in seconds (default: $HERMES_KANBAN_CLAIM_TTL_SECONDS, else the config's
@@ -102,6 +102,11 @@ pub enum BoardCommand {
         id: String,
         #[arg(long)]
         reason: Option<String>,
+    },
+    /// The review lane: hand a task to review, request changes, take it back.
+    Review {
+        #[command(subcommand)]
+        command: super::review::ReviewCommand,
     },
     /// Take a running task back from its worker (operator); it returns to ready.
     Reclaim {
@@ -194,9 +199,9 @@ pub enum BoardsCommand {
 }
 
 /// The root, the resolved board and the open store.
-struct Opened {
+pub(super) struct Opened {
     loc: BoardLocation,
-    board: Board,
+    pub(super) board: Board,
 }
 
 fn root(globals: &Globals) -> anyhow::Result<PathBuf> {
@@ -204,7 +209,7 @@ fn root(globals: &Globals) -> anyhow::Result<PathBuf> {
 }
 
 /// Opens the resolved board; the default board is created on first use, any other must exist.
-fn open(globals: &Globals) -> anyhow::Result<Opened> {
+pub(super) fn open(globals: &Globals) -> anyhow::Result<Opened> {
     let root = root(globals)?;
     let loc = paths::resolve(&root, globals.board.as_deref())?;
     // A fenced process only reads: it never creates a board as a side effect.
@@ -219,7 +224,7 @@ fn open(globals: &Globals) -> anyhow::Result<Opened> {
     Ok(Opened { loc, board })
 }
 
-fn now() -> i64 {
+pub(super) fn now() -> i64 {
     SystemClock.now()
 }
 
@@ -230,7 +235,7 @@ fn fence() -> anyhow::Result<()> {
 }
 
 /// The fence plus worker ownership of `task_id` (exit 3 when refused).
-fn authorize(task_id: &str) -> anyhow::Result<()> {
+pub(super) fn authorize(task_id: &str) -> anyhow::Result<()> {
     fence()?;
     gates::check_mutation(task_id).map_err(|e| Refused(e.to_string()))?;
     Ok(())
@@ -252,7 +257,9 @@ fn task_arg(explicit: Option<String>, command: &str) -> Result<String, Exit> {
 /// The authorized target of a lifecycle command (complete, block, heartbeat, comment): the fence,
 /// the task (explicit, else the worker's own), ownership, and the owned run id and claim lock.
 /// `Err(Exit(2))` when there is no task id at all; a refusal is exit 3.
-fn lifecycle(explicit: Option<&str>) -> anyhow::Result<Result<gates::LifecycleTarget, Exit>> {
+pub(super) fn lifecycle(
+    explicit: Option<&str>,
+) -> anyhow::Result<Result<gates::LifecycleTarget, Exit>> {
     match gates::lifecycle_target(explicit) {
         Ok(target) => Ok(Ok(target)),
         Err(gates::LifecycleRefused::NoTask) => {
@@ -267,7 +274,7 @@ fn refused(r: Refusal) -> anyhow::Error {
     Refused(r.to_string()).into()
 }
 
-fn done<T>(outcome: Outcome<T>) -> anyhow::Result<T> {
+pub(super) fn done<T>(outcome: Outcome<T>) -> anyhow::Result<T> {
     outcome.into_result().map_err(refused)
 }
 
@@ -306,10 +313,14 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
                 .map(|c| c.trim().to_owned())
                 .filter(|c| !c.is_empty())
                 .unwrap_or_else(board::default_claim_lock);
-            match o
-                .board
-                .claim(&id, &ClaimSpec { lock, ttl_seconds }, now())?
-            {
+            let spec = ClaimSpec { lock, ttl_seconds };
+            // A task in review is claimed for its reviewer (the review lane).
+            let outcome = if o.board.get_task(&id)?.status == Status::Review {
+                o.board.claim_review(&id, &spec, now())?
+            } else {
+                o.board.claim(&id, &spec, now())?
+            };
+            match outcome {
                 ClaimOutcome::Claimed(c) => {
                     if json {
                         print_json(&c)?;
@@ -407,6 +418,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
                 line
             })
         }
+        BoardCommand::Review { command } => super::review::run(command, globals),
         BoardCommand::Reopen { id, reason } => {
             authorize(&id)?;
             let o = open(globals)?;
@@ -543,7 +555,11 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
 }
 
 /// Prints `value` as JSON, or the human line.
-fn print_out<T: Serialize>(json: bool, value: &T, human: impl FnOnce() -> String) -> CmdResult {
+pub(super) fn print_out<T: Serialize>(
+    json: bool,
+    value: &T,
+    human: impl FnOnce() -> String,
+) -> CmdResult {
     if json {
         print_json(value)?;
     } else {

@@ -274,13 +274,18 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
         out.push(format!("spawn failed {id}: {err}"));
     }
     for s in &report.spawned {
+        let role = if s.lane == crate::board::Status::Review {
+            ", review"
+        } else {
+            ""
+        };
         match s.pid {
             Some(pid) => out.push(format!(
-                "spawned    {} ({}) pid {pid} run {}: {}",
+                "spawned    {} ({}{role}) pid {pid} run {}: {}",
                 s.task_id, s.profile, s.run_id, s.title
             )),
             None => out.push(format!(
-                "would spawn {} ({}): {}",
+                "would spawn {} ({}{role}): {}",
                 s.task_id, s.profile, s.title
             )),
         }

@@ -13,6 +13,7 @@ mod board;
 mod cron;
 mod dispatch;
 mod identity;
+mod review;
 
 /// Global options every subcommand sees.
 #[derive(Debug, Clone, clap::Args)]

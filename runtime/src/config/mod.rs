@@ -67,6 +67,9 @@ pub struct DispatchConfig {
     pub default_profile: String,
     /// "direct" (spawn workers) or "owner" (admission through the owner daemon).
     pub mode: String,
+    /// Dispatch the review lane: a `review` task whose profile is defined is claimed for its
+    /// reviewer after the ready lane (default on).
+    pub review_dispatch: bool,
 }
 
 impl Default for DispatchConfig {
@@ -84,6 +87,7 @@ impl Default for DispatchConfig {
             interval_seconds: 5.0,
             default_profile: "default".to_owned(),
             mode: "direct".to_owned(),
+            review_dispatch: true,
         }
     }
 }

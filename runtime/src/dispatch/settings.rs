@@ -63,6 +63,8 @@ pub struct Settings {
     pub host_prefix: String,
     /// Report what would be spawned without claiming or spawning anything.
     pub dry_run: bool,
+    /// Dispatch `review` tasks to their reviewer after the ready lane.
+    pub review_dispatch: bool,
 }
 
 fn env_seconds(setting: Setting, min: i64) -> Result<Option<i64>, SettingsError> {
@@ -162,6 +164,7 @@ impl Settings {
             claim_lock: process::claimer_id(),
             host_prefix: process::host_prefix(),
             dry_run: false,
+            review_dispatch: d.review_dispatch,
         })
     }
 

@@ -19,7 +19,9 @@
 //! 6. runtime cap → terminate → `timed_out` (counted);
 //! 7. promote `todo` tasks whose parents are done;
 //! 8. spawn budget: `max_spawn` per board minus running, `max_in_progress` per host;
-//! 9. claim and spawn, priority DESC then created_at ASC; pid + fingerprint recorded (`spawned`).
+//! 9. claim and spawn, priority DESC then created_at ASC: the ready lane, then the review lane
+//!    (`review` tasks claimed for their reviewer; one slot kept for it when it has work); pid +
+//!    fingerprint recorded (`spawned`).
 //!    A task whose previous run's worker (or its process group) is still alive on this host is
 //!    not claimed until that worker is gone (`held_back`): a successor never runs beside it.
 //!
@@ -34,7 +36,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::board::{self, Board, BoardError, Event, Outcome, Status};
-use crate::board::{Failure, Release, RunningTask, Workload};
+use crate::board::{Candidate, Failure, Release, RunningTask, Workload};
 use crate::clock::Clock;
 
 use super::exit::{self, ExitClass, WorkerExit};
@@ -56,6 +58,8 @@ pub struct SpawnedWorker {
     pub title: String,
     pub run_id: i64,
     pub profile: String,
+    /// The lane it was claimed from: `ready` (implementer) or `review` (reviewer).
+    pub lane: Status,
     /// `None` in a dry run.
     pub pid: Option<i64>,
 }
@@ -864,19 +868,21 @@ impl Tick<'_> {
         Ok(budget)
     }
 
-    fn claim_and_spawn(&mut self, budget: u32) -> Result<(), BoardError> {
-        if budget == 0 {
-            return Ok(());
-        }
+    /// Up to `want` spawnable candidates of one lane, in dispatch order. A task whose profile is
+    /// not defined is skipped (and noted once) without using the budget.
+    fn pick(&mut self, lane: Status, want: usize) -> Result<Vec<(Candidate, String)>, BoardError> {
         let s = self.settings;
-        // Nonspawnable tasks are skipped without using the budget, so look a little further.
-        let limit = budget as usize + 64;
         let mut chosen = Vec::new();
+        if want == 0 {
+            return Ok(chosen);
+        }
+        // Skipped tasks do not use the budget, so look a little further.
+        let limit = want + 64;
         for c in self
             .board
-            .ready_candidates(self.now, s.rate_limit_cooldown_seconds, limit)?
+            .lane_candidates(lane, self.now, s.rate_limit_cooldown_seconds, limit)?
         {
-            if chosen.len() >= budget as usize {
+            if chosen.len() >= want {
                 break;
             }
             let profile = s.profile_for(c.assignee.as_deref());
@@ -893,6 +899,31 @@ impl Tick<'_> {
                     .push((c.id.clone(), profile));
             }
         }
+        Ok(chosen)
+    }
+
+    /// Claims and spawns within `budget`: the ready lane first, then the review lane (when
+    /// `review_dispatch` is on), sharing the budget. When a review task can be spawned, one slot
+    /// is kept for the review lane so a busy ready lane cannot starve reviews.
+    fn claim_and_spawn(&mut self, budget: u32) -> Result<(), BoardError> {
+        if budget == 0 {
+            return Ok(());
+        }
+        let s = self.settings;
+        let budget = budget as usize;
+        let review = if s.review_dispatch {
+            self.pick(Status::Review, budget)?
+        } else {
+            Vec::new()
+        };
+        let ready_budget = if review.is_empty() {
+            budget
+        } else {
+            budget - 1
+        };
+        let mut chosen = self.pick(Status::Ready, ready_budget)?;
+        let room = budget - chosen.len();
+        chosen.extend(review.into_iter().take(room));
         if s.dry_run {
             for (c, profile) in chosen {
                 self.report.spawned.push(SpawnedWorker {
@@ -900,6 +931,7 @@ impl Tick<'_> {
                     title: c.title,
                     run_id: 0,
                     profile,
+                    lane: c.lane,
                     pid: None,
                 });
             }
@@ -922,8 +954,9 @@ impl Tick<'_> {
             lock: s.claim_lock.clone(),
             ttl_seconds: s.claim_ttl_seconds,
         };
-        let ids: Vec<String> = chosen.iter().map(|(c, _)| c.id.clone()).collect();
-        let outcomes = self.board.claim_many(&ids, &spec, self.now)?;
+        let picks: Vec<(String, Status)> =
+            chosen.iter().map(|(c, _)| (c.id.clone(), c.lane)).collect();
+        let outcomes = self.board.claim_lanes(&picks, &spec, self.now)?;
         let mut records = Vec::new();
         for ((c, profile), outcome) in chosen.into_iter().zip(outcomes) {
             let claimed = match outcome {
@@ -976,6 +1009,7 @@ impl Tick<'_> {
                         title: c.title.clone(),
                         run_id: claimed.run_id,
                         profile,
+                        lane: c.lane,
                         pid: Some(pid),
                     });
                 }
