@@ -29,3 +29,17 @@ pub mod gates;
 pub mod identity;
 pub mod sync;
 pub mod worker;
+
+/// `err` followed by each of its causes, joined by `": "`. Error messages never spell out their
+/// cause (it is their `source`), so every place that turns an error into text uses this, and the
+/// cause appears exactly once.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}

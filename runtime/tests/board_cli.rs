@@ -396,7 +396,7 @@ fn blank_title_cycle_and_negative_ttl_are_refused() {
     assert_eq!(neg.code, 1);
     assert!(
         neg.stderr
-            .contains("--ttl must be a whole number of seconds >= 1"),
+            .contains("--ttl must be a whole number of seconds from 1 to 31536000"),
         "{}",
         neg.stderr
     );

@@ -27,15 +27,15 @@ fn complete_owned_task(summary: &str) -> Result<Option<String>, AgentError> {
     let db: PathBuf = match &worker.db {
         Some(db) => db.clone(),
         None => {
-            let root =
-                board::paths::root_dir(None).map_err(|e| AgentError::Other(e.to_string()))?;
+            let root = board::paths::root_dir(None)
+                .map_err(|e| AgentError::Other(crate::error_chain(&e)))?;
             board::paths::resolve(&root, worker.board.as_deref())
-                .map_err(|e| AgentError::Other(e.to_string()))?
+                .map_err(|e| AgentError::Other(crate::error_chain(&e)))?
                 .db_path
         }
     };
     let board = Board::open_path(&db, &OpenOptions::default())
-        .map_err(|e| AgentError::Other(e.to_string()))?;
+        .map_err(|e| AgentError::Other(crate::error_chain(&e)))?;
     let completion = Completion {
         expected_run_id: worker.run_id,
         summary: Some(summary.to_owned()),
@@ -44,7 +44,7 @@ fn complete_owned_task(summary: &str) -> Result<Option<String>, AgentError> {
     };
     match board
         .complete(&worker.task, &completion, SystemClock.now())
-        .map_err(|e| AgentError::Other(e.to_string()))?
+        .map_err(|e| AgentError::Other(crate::error_chain(&e)))?
     {
         Outcome::Done(_) => Ok(Some(worker.task)),
         Outcome::Refused(refusal) => Err(AgentError::Other(format!(

@@ -81,9 +81,9 @@ pub enum AgentError {
     UnknownKind(String),
     #[error("profile uses agent = \"command\" but its `command` is empty")]
     EmptyCommand,
-    #[error("agent failed to start: {0}")]
+    #[error("agent failed to start")]
     Start(#[source] std::io::Error),
-    #[error("agent I/O failed: {0}")]
+    #[error("agent I/O failed")]
     Io(#[source] std::io::Error),
     #[error("{0}")]
     Other(String),

@@ -19,8 +19,13 @@ pub enum BoardError {
     )]
     BoardNotFound { slug: String, path: PathBuf },
 
-    #[error("board `{slug}` already exists at {path}")]
+    #[error(
+        "board `{slug}` already exists at {path}; nothing was changed (`kanban --board {slug} list` shows it)"
+    )]
     BoardExists { slug: String, path: PathBuf },
+
+    #[error("something already exists at {path}; nothing was changed")]
+    FileExists { path: PathBuf },
 
     #[error(
         "cannot find the kanban root: pass --home DIR or set HERMES_KANBAN_HOME, HERMES_HOME or HOME"
@@ -32,8 +37,34 @@ pub enum BoardError {
     )]
     NotSqlite { path: PathBuf },
 
-    #[error("{path} is a directory, not a board database file")]
-    IsDirectory { path: PathBuf },
+    #[error(
+        "{path} is a {kind}, not a board database file; nothing was opened or written. Point --board/--home/HERMES_KANBAN_DB at a regular file (a new board is created where nothing exists)"
+    )]
+    NotRegularFile { path: PathBuf, kind: &'static str },
+
+    #[error(
+        "there is no board database at {path} and nothing was created; check --home / HERMES_KANBAN_DB, or create it (`kanban init` for the default board, `kanban boards create SLUG` for another)"
+    )]
+    MissingFile { path: PathBuf },
+
+    #[error(
+        "cannot open the board {path}: the file or its folder is missing or not accessible to this user; SQLite needs to read the file and to create {path}-wal and {path}-shm next to it. Fix the permissions, or point --home/HERMES_KANBAN_DB elsewhere"
+    )]
+    CannotOpen { path: PathBuf },
+
+    #[error(
+        "cannot write the board {path}: the file or its folder is read-only for this user (SQLite writes the file and creates {path}-wal and {path}-shm next to it); nothing was changed. Make both writable, or run the command as their owner"
+    )]
+    ReadOnly { path: PathBuf },
+
+    #[error(
+        "board {path} has schema version {found} and this kanban uses {supported}; it can be upgraded only by a command that may write it (e.g. `kanban init`), and this one could open it only read-only"
+    )]
+    OutdatedReadOnly {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
 
     #[error(
         "the linked SQLite {version} has the WAL-reset corruption bug (3.7.0 to 3.51.2, fixed in 3.51.3 and backported to 3.50.7); refusing to open {path} in WAL mode. Build kanban with the bundled SQLite (rusqlite feature `bundled`)"
@@ -58,17 +89,17 @@ pub enum BoardError {
         column: &'static str,
     },
 
-    #[error("SQLite error on {path}: {source}")]
+    #[error("SQLite failed on the board {path}")]
     Sqlite {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
     },
 
-    #[error("SQLite error: {0}")]
+    #[error("a board query failed")]
     Sql(#[from] rusqlite::Error),
 
-    #[error("cannot {action} {path}: {source}")]
+    #[error("cannot {action} {path}")]
     Io {
         action: &'static str,
         path: PathBuf,
@@ -82,9 +113,23 @@ pub enum BoardError {
     NestedWrite,
 
     #[error(
-        "the board stayed locked after {tries} attempts to {what}; another process holds a long write transaction, try again"
+        "the board {path} stayed locked by another writer for the whole busy timeout ({timeout_ms} ms, {tries} attempts to {what}); nothing was changed. Try again later, or raise HERMES_KANBAN_BUSY_TIMEOUT_MS (milliseconds)"
     )]
-    Busy { what: &'static str, tries: u32 },
+    Busy {
+        path: PathBuf,
+        what: &'static str,
+        timeout_ms: u64,
+        tries: u32,
+    },
+
+    #[error(
+        "invalid {key}={value:?}: expected a whole number of milliseconds from 1 to {max} (default 120000)"
+    )]
+    InvalidBusyTimeout {
+        key: &'static str,
+        value: String,
+        max: u64,
+    },
 
     #[error("no task `{id}` on this board; `kanban list` shows the task ids")]
     TaskNotFound { id: String },
@@ -107,7 +152,7 @@ pub enum BoardError {
     #[error("a task cannot be created both --triage and --blocked; pick one")]
     ConflictingInitialStatus,
 
-    #[error("{what} must be a whole number of seconds >= 1, got {value}")]
+    #[error("{what} must be a whole number of seconds from 1 to {max}, got {value}", max = crate::config::MAX_SECONDS)]
     InvalidSeconds { what: String, value: String },
 
     #[error(
@@ -134,7 +179,7 @@ pub enum BoardError {
         message: String,
     },
 
-    #[error("cannot encode an event payload: {0}")]
+    #[error("cannot encode an event payload")]
     Payload(#[from] serde_json::Error),
 }
 

@@ -1,7 +1,7 @@
 //! Where boards live: the kanban root, slug validation, board resolution and the per-board paths
 //! of workspaces and logs. Pure path arithmetic plus the `current` file; it never opens SQLite.
 //!
-//! Layout (DESIGN §2):
+//! Layout (the README's "Where boards live"):
 //! * root = `--home` > `HERMES_KANBAN_HOME` > `$HERMES_HOME` > `~/.hermes`;
 //! * board `default` at `<root>/kanban.db`, board `<slug>` at `<root>/kanban/boards/<slug>/kanban.db`;
 //! * the current board in `<root>/kanban/current` (one slug and a newline);
@@ -15,6 +15,10 @@
 //! <id>.log`), for any other board the original's place (`<root>/kanban/boards/<slug>/workspaces/
 //! <id>`, `…/logs/<id>.log`). A slug shaped like a task id (`t_` and hex digits) is refused for a
 //! new board: its workspaces directory would sit where the default board keeps that task's one.
+//!
+//! The root and a pinned database file are made absolute once, against the working directory of
+//! the command that resolves them: a worker runs in its workspace, so a relative `--home rel` or
+//! `HERMES_KANBAN_HOME=home2` handed on as given would point somewhere else there.
 //!
 //! Resolution: `--board` > `HERMES_KANBAN_DB` (pins the file) > `HERMES_KANBAN_BOARD` >
 //! `<root>/kanban/current` > `default`. An invalid slug in the flag or in `HERMES_KANBAN_BOARD` is
@@ -41,20 +45,32 @@ pub struct BoardLocation {
     pub pinned: bool,
 }
 
-/// The kanban root: `home_flag` > `HERMES_KANBAN_HOME` > `$HERMES_HOME` > `~/.hermes`.
+/// The kanban root, absolute: `home_flag` > `HERMES_KANBAN_HOME` > `$HERMES_HOME` > `~/.hermes`.
 pub fn root_dir(home_flag: Option<&Path>) -> Result<PathBuf> {
-    if let Some(dir) = home_flag {
-        return Ok(dir.to_path_buf());
+    let dir = if let Some(dir) = home_flag {
+        dir.to_path_buf()
+    } else if let Some(dir) = settings::get(Setting::Home) {
+        PathBuf::from(dir)
+    } else if let Some(dir) = settings::hermes_home() {
+        dir
+    } else {
+        settings::user_home()
+            .map(|h| h.join(".hermes"))
+            .ok_or(BoardError::NoRoot)?
+    };
+    if dir.as_os_str().is_empty() {
+        return Err(BoardError::NoRoot);
     }
-    if let Some(dir) = settings::get(Setting::Home) {
-        return Ok(PathBuf::from(dir));
-    }
-    if let Some(dir) = settings::hermes_home() {
-        return Ok(dir);
-    }
-    settings::user_home()
-        .map(|h| h.join(".hermes"))
-        .ok_or(BoardError::NoRoot)
+    absolute(&dir)
+}
+
+/// `path` made absolute against the current directory (lexically: symlinks are kept).
+pub fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).map_err(|source| BoardError::Io {
+        action: "resolve the current directory for",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Checks `slug` against `^[a-z0-9][a-z0-9_-]{0,63}$`.
@@ -232,7 +248,7 @@ pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
         None => None,
     };
     if let Some(db) = settings::pinned_db() {
-        let db_path = PathBuf::from(db);
+        let db_path = absolute(Path::new(&db))?;
         let slug = env_board
             .or_else(|| slug_of_db_path(root, &db_path))
             .unwrap_or_else(|| DEFAULT_BOARD.to_owned());
@@ -459,6 +475,15 @@ mod tests {
         }
         // An existing board of that shape still resolves.
         assert!(validate_slug("t_10aa94eb").is_ok());
+    }
+
+    #[test]
+    fn a_relative_home_becomes_absolute_once() {
+        let root = root_dir(Some(Path::new("rel/home"))).unwrap();
+        assert!(root.is_absolute(), "{}", root.display());
+        assert!(root.ends_with("rel/home"));
+        assert_eq!(root, std::env::current_dir().unwrap().join("rel/home"));
+        assert!(root_dir(Some(Path::new(""))).is_err());
     }
 
     #[test]

@@ -6,15 +6,25 @@
 //! migrates the schema, and puts a board kanban created in WAL mode (any other board keeps its
 //! journal mode; see `schema` for how kanban knows which boards it created).
 //!
+//! Anything at the board path that is not a regular file (a directory, a device such as
+//! `/dev/null`, a FIFO, a socket, or a symlink to one of them) is refused before SQLite sees it, so
+//! nothing is read from or written next to it (no `/dev/null-journal`).
+//!
 //! [`Board::write`] is the only way to write: `BEGIN IMMEDIATE`, the body, `COMMIT`. Only `BEGIN`
-//! and `COMMIT` are retried when SQLite still reports busy after its own busy timeout (at most
-//! [`BUSY_RETRIES`] more tries, each after a random 20–150 ms pause so retrying processes do not
-//! convoy); the body is never replayed. A body error rolls back. Nesting is refused, never
-//! silently turned into a savepoint: a transition that needs another one calls its `*_in(tx, …)`
-//! form inside the same transaction.
+//! and `COMMIT` are retried on busy (at most [`BUSY_RETRIES`] more tries, each after a random
+//! 20–150 ms pause so retrying processes do not convoy), and every try shares one budget: the busy
+//! timeout. SQLite's own busy handler waits only for what is left of it, so a write against a
+//! locked board gives up after the busy timeout in total, never several times it. The body is
+//! never replayed. A body error rolls back. Nesting is refused, never silently turned into a
+//! savepoint: a transition that needs another one calls its `*_in(tx, …)` form inside the same
+//! transaction.
+//!
+//! [`OpenOptions::read_only`] opens a board for reading only (read commands fall back to it when
+//! the file or its folder is not writable): no pragma that writes, no migration, and writes fail
+//! with [`BoardError::ReadOnly`].
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -25,6 +35,8 @@ use crate::identity::settings::{self, Setting};
 
 /// Default `busy_timeout`: 120 s.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 120_000;
+/// Largest accepted `busy_timeout`: one day.
+pub const MAX_BUSY_TIMEOUT_MS: u64 = 86_400_000;
 /// Page size of a freshly created board (SQLite's default is 4096). A transition dirties 5–8
 /// b-tree pages (task row, its index entries, run, event, their indexes, `sqlite_sequence`), and a
 /// commit appends each as one WAL frame and fsyncs them all, so smaller pages mean fewer bytes
@@ -59,6 +71,9 @@ pub struct OpenOptions {
     /// `None`: `HERMES_KANBAN_BUSY_TIMEOUT_MS`, else [`DEFAULT_BUSY_TIMEOUT_MS`].
     pub busy_timeout_ms: Option<u64>,
     pub durability: Durability,
+    /// Open for reading only: no pragma that writes, no migration (an outdated schema is an
+    /// error), every write fails with [`BoardError::ReadOnly`]. Wins over `create`.
+    pub read_only: bool,
 }
 
 impl OpenOptions {
@@ -69,6 +84,14 @@ impl OpenOptions {
             ..Self::default()
         }
     }
+
+    /// Options that only read an existing board.
+    pub fn read_only() -> Self {
+        Self {
+            read_only: true,
+            ..Self::default()
+        }
+    }
 }
 
 /// An open board database.
@@ -76,6 +99,9 @@ impl OpenOptions {
 pub struct Board {
     conn: Connection,
     path: PathBuf,
+    /// The busy timeout: the whole budget of one `BEGIN` or `COMMIT`, retries included.
+    busy_timeout: Duration,
+    read_only: bool,
 }
 
 /// An open write transaction; SQL that writes takes one. Derefs to the connection.
@@ -152,7 +178,8 @@ pub(crate) fn random_hex(n: usize) -> String {
 impl Board {
     /// Opens the board at `location`; see [`Board::open_path`].
     pub fn open(location: &BoardLocation, options: &OpenOptions) -> Result<Board> {
-        if !options.create && !location.db_path.exists() {
+        let creates = options.create && !options.read_only;
+        if !creates && !location.pinned && !location.db_path.exists() {
             return Err(BoardError::BoardNotFound {
                 slug: location.slug.clone(),
                 path: location.db_path.clone(),
@@ -161,7 +188,9 @@ impl Board {
         Self::open_path(&location.db_path, options)
     }
 
-    /// Opens (and with `options.create`, creates) the board database at `path`.
+    /// Opens (and with `options.create`, creates) the board database at `path`. Before SQLite
+    /// sees the path: the busy timeout is checked, anything that is not a regular file is
+    /// refused, and a file that is not SQLite is refused untouched.
     pub fn open_path(path: &Path, options: &OpenOptions) -> Result<Board> {
         let version = rusqlite::version_number();
         if !wal_safe(version) {
@@ -170,12 +199,15 @@ impl Board {
                 path: path.to_path_buf(),
             });
         }
-        check_header(path)?;
-        let exists = path.exists();
+        let busy_ms = match options.busy_timeout_ms {
+            Some(ms) => ms,
+            None => busy_timeout_from_env()?,
+        };
+        let exists = check_file(path)?;
+        let create = options.create && !options.read_only;
         if !exists {
-            if !options.create {
-                return Err(BoardError::BoardNotFound {
-                    slug: path.display().to_string(),
+            if !create {
+                return Err(BoardError::MissingFile {
                     path: path.to_path_buf(),
                 });
             }
@@ -187,26 +219,141 @@ impl Board {
                 })?;
             }
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | if options.create {
-                OpenFlags::SQLITE_OPEN_CREATE
-            } else {
-                OpenFlags::empty()
-            };
-        let conn = Connection::open_with_flags(path, flags).map_err(sqlite_err(path))?;
+        let conn = if options.read_only {
+            open_read_only(path)?
+        } else {
+            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | if create {
+                    OpenFlags::SQLITE_OPEN_CREATE
+                } else {
+                    OpenFlags::empty()
+                };
+            Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?
+        };
         // Every hot statement is `prepare_cached`; the default cache (16) is smaller than the set
         // one dispatch tick plus the transitions use, and an evicted statement is re-prepared.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         let board = Board {
             conn,
             path: path.to_path_buf(),
+            busy_timeout: Duration::from_millis(busy_ms),
+            read_only: options.read_only,
         };
-        board.configure(options)?;
-        board.migrate()?;
-        board.set_journal_mode()?;
+        board.configure(options).map_err(|e| board.classify(e))?;
+        board.migrate().map_err(|e| board.classify(e))?;
+        if !board.read_only {
+            board.set_journal_mode().map_err(|e| board.classify(e))?;
+        }
         Ok(board)
+    }
+
+    /// True when this board was opened with [`OpenOptions::read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Turns a SQLite "read-only" or "cannot open" failure on this board into the error that
+    /// names the file and says what to do.
+    fn classify(&self, err: BoardError) -> BoardError {
+        let code = match &err {
+            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => {
+                source.sqlite_error_code()
+            }
+            _ => None,
+        };
+        match code {
+            Some(rusqlite::ErrorCode::ReadOnly) => BoardError::ReadOnly {
+                path: self.path.clone(),
+            },
+            Some(rusqlite::ErrorCode::CannotOpen) => BoardError::CannotOpen {
+                path: self.path.clone(),
+            },
+            _ => err,
+        }
+    }
+
+    /// Creates a new board database at `path`, all or nothing: the schema is written to a
+    /// temporary file in the same folder, which is linked into place only while nothing exists at
+    /// `path` (a board made meanwhile is never replaced). On any failure, a full disk included,
+    /// the temporary files are removed and nothing is left at `path`, so a retry starts afresh.
+    pub fn create_new(path: &Path, options: &OpenOptions) -> Result<()> {
+        Self::create_new_with(path, options, |_| Ok(()))
+    }
+
+    /// [`Board::create_new`] with a step run on the finished temporary file just before it is
+    /// linked into place (tests inject failures there).
+    fn create_new_with(
+        path: &Path,
+        options: &OpenOptions,
+        before_link: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()> {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(BoardError::FileExists {
+                path: path.to_path_buf(),
+            });
+        }
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|source| BoardError::Io {
+            action: "create the directory",
+            path: parent.to_path_buf(),
+            source,
+        })?;
+        let mut name = std::ffi::OsString::from(".");
+        name.push(path.file_name().unwrap_or_default());
+        name.push(format!(".creating-{}", random_hex(8)));
+        let temp = parent.join(name);
+        let result = (|| {
+            let board = Board::open_path(
+                &temp,
+                &OpenOptions {
+                    create: true,
+                    read_only: false,
+                    ..options.clone()
+                },
+            )?;
+            // Fold the WAL into the file and close, so the one file is the whole board.
+            board
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .map_err(sqlite_err(&temp))?;
+            board
+                .conn
+                .close()
+                .map_err(|(_, source)| BoardError::Sqlite {
+                    path: temp.clone(),
+                    source,
+                })?;
+            before_link(&temp)?;
+            std::fs::hard_link(&temp, path).map_err(|source| {
+                if source.kind() == std::io::ErrorKind::AlreadyExists {
+                    BoardError::FileExists {
+                        path: path.to_path_buf(),
+                    }
+                } else {
+                    BoardError::Io {
+                        action: "create",
+                        path: path.to_path_buf(),
+                        source,
+                    }
+                }
+            })?;
+            // Make the new name durable; a failure here leaves a complete board behind.
+            if let Ok(dir) = std::fs::File::open(parent) {
+                let _ = dir.sync_all();
+            }
+            Ok(())
+        })();
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = temp.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+        result
     }
 
     /// The database file.
@@ -220,14 +367,16 @@ impl Board {
     }
 
     fn configure(&self, options: &OpenOptions) -> Result<()> {
-        let busy_ms = match options.busy_timeout_ms {
-            Some(ms) => ms,
-            None => busy_timeout_from_env()?,
-        };
-        let err = sqlite_err(&self.path);
         self.conn
-            .busy_timeout(Duration::from_millis(busy_ms))
-            .map_err(err)?;
+            .busy_timeout(self.busy_timeout)
+            .map_err(sqlite_err(&self.path))?;
+        if options.read_only {
+            // Nothing that writes: the journal mode and page size stay as the file has them.
+            return self
+                .conn
+                .execute_batch("PRAGMA foreign_keys=ON;")
+                .map_err(sqlite_err(&self.path));
+        }
         // Takes effect only on a board with no content yet (before WAL writes the header);
         // an existing board keeps its page size.
         self.conn
@@ -284,6 +433,13 @@ impl Board {
         if current == schema::LATEST {
             return Ok(());
         }
+        if self.read_only {
+            return Err(BoardError::OutdatedReadOnly {
+                path: self.path.clone(),
+                found: current,
+                supported: schema::LATEST,
+            });
+        }
         let path = self.path.clone();
         self.write(|tx| {
             // Re-read under the write lock: another process may have migrated meanwhile.
@@ -313,6 +469,12 @@ impl Board {
     where
         E: From<BoardError>,
     {
+        if self.read_only {
+            return Err(BoardError::ReadOnly {
+                path: self.path.clone(),
+            }
+            .into());
+        }
         if !self.conn.is_autocommit() {
             return Err(BoardError::NestedWrite.into());
         }
@@ -344,56 +506,172 @@ impl Board {
         }
     }
 
+    /// Runs `step` (`BEGIN IMMEDIATE` or `COMMIT`), retrying it on busy within one budget: the
+    /// busy timeout. Before each retry SQLite's busy handler is given only what is left of the
+    /// budget, and the full timeout is restored afterwards.
     fn retry_busy(
         &self,
         what: &'static str,
         step: impl Fn(&Connection) -> rusqlite::Result<()>,
     ) -> Result<()> {
+        let started = Instant::now();
         let mut tries = 0;
-        loop {
+        let mut shortened = false;
+        let outcome = loop {
             match step(&self.conn) {
-                Ok(()) => return Ok(()),
-                Err(e) if is_busy(&e) && tries < BUSY_RETRIES => {
-                    tries += 1;
-                    std::thread::sleep(jitter());
-                }
+                Ok(()) => break Ok(()),
                 Err(e) if is_busy(&e) => {
-                    return Err(BoardError::Busy {
-                        what,
-                        tries: tries + 1,
-                    });
+                    match next_busy_try(started.elapsed(), self.busy_timeout, tries, jitter()) {
+                        Some((pause, left)) => {
+                            std::thread::sleep(pause);
+                            tries += 1;
+                            shortened = true;
+                            if let Err(source) = self.conn.busy_timeout(left) {
+                                break Err(self.classify(BoardError::Sqlite {
+                                    path: self.path.clone(),
+                                    source,
+                                }));
+                            }
+                        }
+                        None => {
+                            break Err(BoardError::Busy {
+                                path: self.path.clone(),
+                                what,
+                                timeout_ms: u64::try_from(self.busy_timeout.as_millis())
+                                    .unwrap_or(u64::MAX),
+                                tries: tries + 1,
+                            });
+                        }
+                    }
                 }
                 Err(source) => {
-                    return Err(BoardError::Sqlite {
+                    break Err(self.classify(BoardError::Sqlite {
                         path: self.path.clone(),
                         source,
-                    });
+                    }));
                 }
             }
+        };
+        if shortened {
+            // Restoring the handler cannot fail on an open connection; if it did, the next write
+            // would merely wait less.
+            let _ = self.conn.busy_timeout(self.busy_timeout);
         }
+        outcome
     }
 }
 
-/// `HERMES_KANBAN_BUSY_TIMEOUT_MS` (an integer >= 1), else the default.
+/// The pause before the next busy retry and the busy-handler wait to give that retry, or `None`
+/// when the retries or the budget are spent. The pauses and waits of all tries never add up to
+/// more than `budget`.
+fn next_busy_try(
+    elapsed: Duration,
+    budget: Duration,
+    tries: u32,
+    pause: Duration,
+) -> Option<(Duration, Duration)> {
+    if tries >= BUSY_RETRIES {
+        return None;
+    }
+    let left = budget.checked_sub(elapsed)?;
+    let after_pause = left.checked_sub(pause).filter(|d| !d.is_zero())?;
+    Some((pause, after_pause))
+}
+
+/// Opens `path` for reading only. In a folder this user cannot write, SQLite cannot create the
+/// WAL index (`-shm`) a WAL board needs; when no `-wal` file holds committed pages either, the
+/// file alone is the whole board and it is opened `immutable` (nothing can be written next to
+/// it, and no writer can be active without having created those files).
+fn open_read_only(path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let plain = Connection::open_with_flags(path, flags).and_then(|c| {
+        c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+            .map(|_| c)
+    });
+    match plain {
+        Ok(conn) => Ok(conn),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) => {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            if Path::new(&wal).exists() {
+                return Err(BoardError::CannotOpen {
+                    path: path.to_path_buf(),
+                });
+            }
+            let uri = format!("file:{}?mode=ro&immutable=1", uri_path(path));
+            Connection::open_with_flags(uri, flags).map_err(|e| open_error(path, e))
+        }
+        Err(e) => Err(open_error(path, e)),
+    }
+}
+
+/// `path` percent-encoded for a `file:` URI.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The error of a failed `open` of `path`, naming the file and what to do.
+fn open_error(path: &Path, source: rusqlite::Error) -> BoardError {
+    match source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied) => {
+            BoardError::CannotOpen {
+                path: path.to_path_buf(),
+            }
+        }
+        Some(rusqlite::ErrorCode::ReadOnly) => BoardError::ReadOnly {
+            path: path.to_path_buf(),
+        },
+        _ => BoardError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        },
+    }
+}
+
+/// `HERMES_KANBAN_BUSY_TIMEOUT_MS` (whole milliseconds, 1 to [`MAX_BUSY_TIMEOUT_MS`]), else the
+/// default.
 fn busy_timeout_from_env() -> Result<u64> {
     match settings::get(Setting::BusyTimeoutMs) {
         None => Ok(DEFAULT_BUSY_TIMEOUT_MS),
         Some(text) => match text.trim().parse::<u64>() {
-            Ok(ms) if ms >= 1 => Ok(ms),
-            _ => Err(BoardError::InvalidSeconds {
-                what: format!("{} (milliseconds)", Setting::BusyTimeoutMs.key()),
+            Ok(ms) if (1..=MAX_BUSY_TIMEOUT_MS).contains(&ms) => Ok(ms),
+            _ => Err(BoardError::InvalidBusyTimeout {
+                key: Setting::BusyTimeoutMs.key(),
                 value: text,
+                max: MAX_BUSY_TIMEOUT_MS,
             }),
         },
     }
 }
 
-/// Refuses a non-empty file that does not start with the SQLite header; never writes to it.
-fn check_header(path: &Path) -> Result<()> {
+/// Whether a board file exists at `path`. Refuses, without writing anything, whatever is there and
+/// is not a regular file (following symlinks) and a non-empty file that does not start with the
+/// SQLite header.
+fn check_file(path: &Path) -> Result<bool> {
     use std::io::Read;
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::fs::symlink_metadata(path).is_ok() {
+                // A dangling symlink: SQLite would create a file wherever it points.
+                return Err(BoardError::NotRegularFile {
+                    path: path.to_path_buf(),
+                    kind: "symlink to nothing",
+                });
+            }
+            return Ok(false);
+        }
         Err(source) => {
             return Err(BoardError::Io {
                 action: "inspect",
@@ -402,13 +680,14 @@ fn check_header(path: &Path) -> Result<()> {
             });
         }
     };
-    if meta.is_dir() {
-        return Err(BoardError::IsDirectory {
+    if !meta.is_file() {
+        return Err(BoardError::NotRegularFile {
             path: path.to_path_buf(),
+            kind: file_kind(&meta.file_type()),
         });
     }
     if meta.len() == 0 {
-        return Ok(());
+        return Ok(true);
     }
     let mut head = [0u8; 16];
     let read = std::fs::File::open(path)
@@ -433,7 +712,25 @@ fn check_header(path: &Path) -> Result<()> {
             path: path.to_path_buf(),
         });
     }
-    Ok(())
+    Ok(true)
+}
+
+/// What a non-regular file is, in words.
+fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "directory"
+    } else if kind.is_char_device() {
+        "character device"
+    } else if kind.is_block_device() {
+        "block device"
+    } else if kind.is_fifo() {
+        "FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    }
 }
 
 #[cfg(test)]
@@ -653,6 +950,168 @@ mod tests {
         assert!(err.to_string().contains("not a SQLite database"));
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
         assert!(!dir.path().join("kanban.db-wal").exists());
+    }
+
+    #[test]
+    fn create_new_is_all_or_nothing_and_a_retry_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("boards/x/kanban.db");
+        let err = Board::create_new_with(&path, &OpenOptions::create(), |_| {
+            Err(BoardError::Io {
+                action: "write",
+                path: PathBuf::from("disk"),
+                source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+            })
+        })
+        .unwrap_err();
+        assert!(matches!(err, BoardError::Io { .. }), "{err}");
+        assert!(!path.exists());
+        let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "temporary files left behind: {left:?}");
+        Board::create_new(&path, &OpenOptions::create()).unwrap();
+        let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
+        assert_eq!(board.user_version().unwrap(), schema::LATEST);
+        assert!(board.fsck().unwrap().is_empty());
+        drop(board);
+        let err = Board::create_new(&path, &OpenOptions::create()).unwrap_err();
+        assert!(matches!(err, BoardError::FileExists { .. }), "{err}");
+    }
+
+    #[test]
+    fn create_new_never_replaces_a_board_made_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kanban.db");
+        let err = Board::create_new_with(&path, &OpenOptions::create(), |_| {
+            std::fs::write(&path, b"theirs").unwrap();
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(err, BoardError::FileExists { .. }), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"theirs");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn busy_retries_share_one_budget() {
+        let budget = Duration::from_millis(1000);
+        let pause = Duration::from_millis(100);
+        // Whatever SQLite's handler waited before, a retry gets only what is left.
+        let mut elapsed = Duration::ZERO;
+        let mut tries = 0;
+        while let Some((p, wait)) = next_busy_try(elapsed, budget, tries, pause) {
+            assert_eq!(p, pause);
+            assert!(elapsed + p + wait <= budget, "{elapsed:?} {wait:?}");
+            // The worst case: the handler waits all it was given and SQLite is still busy.
+            elapsed += p + wait;
+            tries += 1;
+        }
+        assert!(elapsed <= budget);
+        assert_eq!(tries, 1, "the first retry already spends the budget");
+        // Fast busy answers (no handler wait) retry at most BUSY_RETRIES times.
+        let mut tries = 0;
+        while next_busy_try(Duration::ZERO, budget, tries, pause).is_some() {
+            tries += 1;
+        }
+        assert_eq!(tries, BUSY_RETRIES);
+        assert_eq!(next_busy_try(budget, budget, 0, pause), None);
+        assert_eq!(next_busy_try(budget * 2, budget, 0, pause), None);
+    }
+
+    #[test]
+    fn a_write_against_a_locked_board_gives_up_naming_the_timeout_in_milliseconds() {
+        let (dir, _board) = open_temp();
+        let path = dir.path().join("kanban.db");
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let options = OpenOptions {
+            busy_timeout_ms: Some(30),
+            ..OpenOptions::default()
+        };
+        let board = Board::open_path(&path, &options).unwrap();
+        let err = board.write(|_tx| Ok::<_, BoardError>(())).unwrap_err();
+        assert!(
+            matches!(err, BoardError::Busy { timeout_ms: 30, .. }),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("30 ms") && text.contains("milliseconds"),
+            "{text}"
+        );
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        holder.execute_batch("ROLLBACK").unwrap();
+        board.write(|_tx| Ok::<_, BoardError>(())).unwrap();
+    }
+
+    #[test]
+    fn special_files_at_the_board_path_are_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("null.db");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let dangling = dir.path().join("dangling.db");
+        std::os::unix::fs::symlink(dir.path().join("nowhere/x.db"), &dangling).unwrap();
+        let fifo = dir.path().join("fifo.db");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::RWXU).unwrap();
+        let socket = dir.path().join("sock.db");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        for (path, kind) in [
+            (Path::new("/dev/null"), "character device"),
+            (Path::new("/dev/zero"), "character device"),
+            (link.as_path(), "character device"),
+            (dangling.as_path(), "symlink to nothing"),
+            (fifo.as_path(), "FIFO"),
+            (socket.as_path(), "socket"),
+            (dir.path(), "directory"),
+        ] {
+            for options in [OpenOptions::create(), OpenOptions::read_only()] {
+                let err = Board::open_path(path, &options).unwrap_err();
+                assert!(
+                    matches!(err, BoardError::NotRegularFile { .. }),
+                    "{}: {err}",
+                    path.display()
+                );
+                assert!(err.to_string().contains(kind), "{err}");
+            }
+        }
+        assert!(!Path::new("/dev/null-journal").exists());
+        assert!(!dir.path().join("null.db-wal").exists());
+        assert!(!dir.path().join("nowhere").exists());
+    }
+
+    #[test]
+    fn a_read_only_open_reads_and_refuses_writes_by_name() {
+        let (dir, board) = open_temp();
+        board
+            .create_task(
+                &crate::board::NewTask {
+                    title: "t".to_owned(),
+                    ..Default::default()
+                },
+                1,
+            )
+            .unwrap();
+        drop(board);
+        let path = dir.path().join("kanban.db");
+        let ro = Board::open_path(&path, &OpenOptions::read_only()).unwrap();
+        assert!(ro.is_read_only());
+        assert_eq!(
+            ro.list_tasks(&crate::board::TaskFilter::default())
+                .unwrap()
+                .len(),
+            1
+        );
+        let err = ro.write(|_tx| Ok::<_, BoardError>(())).unwrap_err();
+        assert!(matches!(err, BoardError::ReadOnly { .. }), "{err}");
+        assert!(err.to_string().contains(&path.display().to_string()));
+        // A missing file is never created by a read-only open.
+        let missing = dir.path().join("missing.db");
+        let err = Board::open_path(&missing, &OpenOptions::read_only()).unwrap_err();
+        assert!(matches!(err, BoardError::MissingFile { .. }), "{err}");
+        assert!(!missing.exists());
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn default_claim_lock() -> String {
 
 /// Checks a TTL or runtime given in seconds (`what` names it in the error).
 pub fn check_seconds(what: &str, value: i64) -> Result<i64> {
-    if value >= 1 {
+    if (1..=crate::config::MAX_SECONDS).contains(&value) {
         Ok(value)
     } else {
         Err(BoardError::InvalidSeconds {

@@ -1,9 +1,11 @@
 //! `kanban` subcommands of the board concern: parse, call [`crate::board`], print.
 //!
 //! Every command that changes the board first passes the delegated-child fence
-//! ([`identity::fence::check_board_mutation`]); commands that change one task also pass the
-//! worker-ownership gate ([`gates::check_mutation`]): inside a dispatcher-owned worker only its own
-//! task may be changed. The agent-facing lifecycle commands (`complete`, `block`, `heartbeat`,
+//! ([`identity::fence::check_board_mutation`]); commands that change an existing task also pass
+//! the worker-ownership gate ([`gates::check_mutation`]): inside a dispatcher-owned worker only its
+//! own task may be changed. `link` and `unlink` change the child (its parents, and its status when
+//! it is demoted to `todo` or promoted), so the child is the task checked. Read commands fall back
+//! to a read-only open when this user may not write the board file or its folder. The agent-facing lifecycle commands (`complete`, `block`, `heartbeat`,
 //! `comment`, and `show`) default their task through [`gates::default_task_id`] and pass the
 //! owned run id, so a superseded worker cannot close its successor's run.
 //!
@@ -12,9 +14,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::Serialize;
 
+use super::escape::{block, line};
 use super::{CmdResult, Exit, Globals, Refused, print_json};
 use crate::board::{
     self, BlockKind, Board, BoardError, BoardLocation, ClaimOutcome, ClaimSpec, Completion, Fence,
@@ -224,6 +226,30 @@ pub(super) fn open(globals: &Globals) -> anyhow::Result<Opened> {
     Ok(Opened { loc, board })
 }
 
+/// [`open`] for a command that only reads: when this user may not write the board file or its
+/// folder (a read-only home), the existing board is opened read-only instead, so reads work
+/// wherever SQLite can read the file.
+fn open_read(globals: &Globals) -> anyhow::Result<Opened> {
+    match open(globals) {
+        Ok(opened) => Ok(opened),
+        Err(err) => {
+            let unwritable = matches!(
+                err.downcast_ref::<BoardError>(),
+                Some(BoardError::ReadOnly { .. } | BoardError::CannotOpen { .. })
+            ) || err
+                .downcast_ref::<BoardError>()
+                .is_some_and(|e| matches!(e, BoardError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied));
+            let root = root(globals)?;
+            let loc = paths::resolve(&root, globals.board.as_deref())?;
+            if !unwritable || !loc.db_path.is_file() {
+                return Err(err);
+            }
+            let board = Board::open(&loc, &OpenOptions::read_only())?;
+            Ok(Opened { loc, board })
+        }
+    }
+}
+
 pub(super) fn now() -> i64 {
     SystemClock.now()
 }
@@ -292,7 +318,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             show(&id, events, globals)
         }
         BoardCommand::Events { id, limit } => {
-            let o = open(globals)?;
+            let o = open_read(globals)?;
             o.board.get_task(&id)?;
             let events = o.board.events(&id, limit)?;
             if json {
@@ -306,9 +332,10 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
         }
         BoardCommand::Claim { id, ttl, claimer } => {
             authorize(&id)?;
-            let o = open(globals)?;
+            // The configuration and the TTL are checked before the board is opened.
             let config = Config::load(&root(globals)?)?;
             let ttl_seconds = board::claim_ttl_seconds(ttl, &config)?;
+            let o = open(globals)?;
             let lock = claimer
                 .map(|c| c.trim().to_owned())
                 .filter(|c| !c.is_empty())
@@ -327,7 +354,10 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
                     } else {
                         println!(
                             "claimed {} run {} as {} until {}",
-                            c.task_id, c.run_id, c.claim_lock, c.claim_expires
+                            line(&c.task_id),
+                            c.run_id,
+                            line(&c.claim_lock),
+                            c.claim_expires
                         );
                     }
                     Ok(Exit::OK)
@@ -340,9 +370,9 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
                 Ok(target) => target,
                 Err(exit) => return Ok(exit),
             };
-            let o = open(globals)?;
             let config = Config::load(&root(globals)?)?;
             let ttl_seconds = board::claim_ttl_seconds(ttl, &config)?;
+            let o = open(globals)?;
             let fence = Fence {
                 claim_lock: target.claim_lock,
                 run_id: target.expected_run_id,
@@ -461,7 +491,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
                 format!(
                     "{} assigned to {}",
                     a.task_id,
-                    a.to.as_deref().unwrap_or("nobody")
+                    line(a.to.as_deref().unwrap_or("nobody"))
                 )
             })
         }
@@ -496,7 +526,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             print_out(json, &c, || format!("comment {comment_id} on {id}"))
         }
         BoardCommand::Link { parent, child } => {
-            fence()?;
+            authorize(&child)?;
             let o = open(globals)?;
             let l = done(o.board.link(&parent, &child, now())?)?;
             print_out(json, &l, || {
@@ -504,7 +534,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
             })
         }
         BoardCommand::Unlink { parent, child } => {
-            fence()?;
+            authorize(&child)?;
             let o = open(globals)?;
             let l = done(o.board.unlink(&parent, &child, now())?)?;
             print_out(json, &l, || {
@@ -525,7 +555,7 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
         }
         BoardCommand::Boards { command } => boards(command, globals),
         BoardCommand::Fsck => {
-            let o = open(globals)?;
+            let o = open_read(globals)?;
             let violations = o.board.fsck_at(now())?;
             if json {
                 #[derive(Serialize)]
@@ -629,7 +659,7 @@ fn list(args: ListArgs, globals: &Globals) -> CmdResult {
         .iter()
         .map(|s| s.parse::<Status>())
         .collect::<Result<Vec<_>, BoardError>>()?;
-    let o = open(globals)?;
+    let o = open_read(globals)?;
     let tasks = o.board.list_tasks(&TaskFilter {
         statuses,
         assignee: args.assignee,
@@ -652,8 +682,8 @@ fn task_line(t: &Task) -> String {
         t.id,
         t.status.as_str(),
         t.priority,
-        t.assignee.as_deref().unwrap_or("-"),
-        t.title
+        line(t.assignee.as_deref().unwrap_or("-")),
+        line(&t.title)
     )
 }
 
@@ -664,11 +694,12 @@ fn event_line(e: &board::StoredEvent) -> String {
         .map(|p| format!(" {p}"))
         .unwrap_or_default();
     let run = e.run_id.map(|r| format!(" run={r}")).unwrap_or_default();
-    format!("{} {}{run}{payload}", e.created_at, e.kind)
+    // JSON escapes C0 controls but not DEL or the C1 range; escape the whole line.
+    line(&format!("{} {}{run}{payload}", e.created_at, e.kind)).into_owned()
 }
 
 fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
-    let o = open(globals)?;
+    let o = open_read(globals)?;
     let task = o.board.get_task(id)?;
     let parents = o.board.parents(id)?;
     let children = o.board.children(id)?;
@@ -686,46 +717,62 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
         }))?;
         return Ok(Exit::OK);
     }
-    println!("{}: {}", task.id, task.title);
+    println!("{}: {}", task.id, line(&task.title));
     println!(
         "status {}  priority {}  assignee {}",
         task.status,
         task.priority,
-        task.assignee.as_deref().unwrap_or("-")
+        line(task.assignee.as_deref().unwrap_or("-"))
     );
     if let (Some(lock), Some(exp)) = (&task.claim_lock, task.claim_expires) {
         println!(
-            "claimed by {lock} until {exp} (run {})",
+            "claimed by {} until {exp} (run {})",
+            line(lock),
             task.current_run_id
                 .map_or("-".to_owned(), |r| r.to_string())
         );
     }
     if let Some(body) = &task.body {
-        println!("\n{body}\n");
+        println!("\n  {}\n", block(body));
     }
     if let Some(result) = &task.result {
-        println!("result: {result}");
+        println!("result: {}", line(result));
     }
     for p in &parents {
-        println!("parent  {} {:<9} {}", p.id, p.status.as_str(), p.title);
+        println!(
+            "parent  {} {:<9} {}",
+            p.id,
+            p.status.as_str(),
+            line(&p.title)
+        );
     }
     for c in &children {
-        println!("child   {} {:<9} {}", c.id, c.status.as_str(), c.title);
+        println!(
+            "child   {} {:<9} {}",
+            c.id,
+            c.status.as_str(),
+            line(&c.title)
+        );
     }
     for r in &runs {
         println!(
             "run {} {} {}{}",
             r.id,
             r.status,
-            r.outcome.as_deref().unwrap_or("open"),
+            line(r.outcome.as_deref().unwrap_or("open")),
             r.summary
                 .as_deref()
-                .map(|s| format!(": {s}"))
+                .map(|s| format!(": {}", line(s)))
                 .unwrap_or_default()
         );
     }
     for c in &comments {
-        println!("comment by {} at {}: {}", c.author, c.created_at, c.body);
+        println!(
+            "comment by {} at {}: {}",
+            line(&c.author),
+            c.created_at,
+            line(&c.body)
+        );
     }
     for e in &recent {
         println!("event {}", event_line(e));
@@ -774,11 +821,17 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             fence()?;
             paths::validate_new_slug(&slug)?;
             let path = paths::db_path(&root, &slug);
-            if path.exists() {
-                return Err(BoardError::BoardExists { slug, path }.into());
+            match Board::create_new(&path, &OpenOptions::create()) {
+                Ok(()) => {}
+                Err(BoardError::FileExists { .. }) => {
+                    return Err(BoardError::BoardExists { slug, path }.into());
+                }
+                Err(err) => {
+                    return Err(anyhow::Error::new(err).context(format!(
+                        "cannot create board `{slug}`; nothing was left behind, so the same command can be retried"
+                    )));
+                }
             }
-            Board::open_path(&path, &OpenOptions::create())
-                .with_context(|| format!("creating board `{slug}`"))?;
             #[derive(Serialize)]
             struct Made<'a> {
                 slug: &'a str,
@@ -794,6 +847,7 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             )
         }
         BoardsCommand::Switch { slug } => {
+            fence()?;
             paths::switch_board(&root, &slug)?;
             #[derive(Serialize)]
             struct Switched<'a> {

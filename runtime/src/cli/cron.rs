@@ -63,8 +63,8 @@ pub enum CronCommand {
     },
     /// Run the scheduler until SIGTERM / SIGINT (running jobs finish first; a second signal exits).
     Daemon {
-        /// Seconds between ticks (default: `[cron] interval_seconds`).
-        #[arg(long)]
+        /// Seconds between ticks, 0.1 to 86400 (default: `[cron] interval_seconds`).
+        #[arg(long, allow_negative_numbers = true)]
         interval: Option<f64>,
     },
 }
@@ -161,8 +161,18 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
             })
         }
         CronCommand::Daemon { interval } => {
+            let interval = interval
+                .map(|s| {
+                    crate::config::check_float(
+                        "--interval",
+                        s,
+                        crate::config::CRON_INTERVAL_SECONDS,
+                    )
+                })
+                .transpose()?;
             let config = Config::load(&root)?;
-            let every = interval.unwrap_or(config.cron.interval_seconds).max(0.1);
+            // In range (the flag above, the file when it was loaded): cannot panic below.
+            let every = interval.unwrap_or(config.cron.interval_seconds);
             let scheduler = scheduler(&root, Arc::new(SystemClock))?;
             println!(
                 "cron scheduler {} on {} every {every}s",

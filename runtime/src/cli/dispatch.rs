@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use super::escape::line;
 use super::{CmdResult, Exit, Globals};
 use crate::board::{self, Board, OpenOptions, Status};
 use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
+use crate::config::{self, Config};
 use crate::dispatch::{self, LoopOptions, Mode, Processes, Settings, TickReport};
 
 #[derive(Debug, clap::Subcommand)]
@@ -35,12 +36,13 @@ pub struct DispatchArgs {
     /// Show what one tick would spawn; change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Seconds between ticks when the board does not change (default: [dispatch] interval_seconds).
-    #[arg(long, value_name = "SECS")]
+    /// Seconds between ticks when the board does not change, 0.01 to 86400 (default:
+    /// [dispatch] interval_seconds).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub interval: Option<f64>,
-    /// Override [dispatch] max_spawn.
-    #[arg(long, value_name = "N")]
-    pub max_spawn: Option<u32>,
+    /// Override [dispatch] max_spawn (1 to 1024).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_spawn: Option<i64>,
     /// Fault injection for `cargo xtask chaos` and the fault tests: SIGKILL this dispatcher just
     /// before its N-th spawn (after the claim commit).
     #[arg(long, value_name = "N", hide = true, value_parser = clap::value_parser!(u32).range(1..))]
@@ -78,15 +80,25 @@ pub(crate) fn settings_for(globals: &Globals) -> anyhow::Result<(Settings, Confi
 }
 
 fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
+    // Flags are checked before anything is read or opened.
+    let max_spawn = args
+        .max_spawn
+        .map(|n| {
+            let (min, max) = config::MAX_SPAWN;
+            config::check_int("--max-spawn", n, (i64::from(min), i64::from(max)), "")
+        })
+        .transpose()?;
+    let flag_interval = args
+        .interval
+        .map(|s| config::check_float("--interval", s, config::DISPATCH_INTERVAL_SECONDS))
+        .transpose()?;
     let (mut settings, config) = settings_for(globals)?;
     settings.dry_run = args.dry_run;
-    if let Some(n) = args.max_spawn {
+    if let Some(n) = max_spawn.and_then(|n| u32::try_from(n).ok()) {
         settings.max_spawn = n;
     }
-    let interval = args.interval.unwrap_or(config.dispatch.interval_seconds);
-    if !(interval.is_finite() && interval > 0.0) {
-        anyhow::bail!("--interval must be a positive number of seconds, got {interval}");
-    }
+    // Both in range (the flag above, the file when it was loaded): the conversion cannot panic.
+    let interval = flag_interval.unwrap_or(config.dispatch.interval_seconds);
     let mut board = Board::open(&settings.location, &OpenOptions::create())
         .with_context(|| format!("opening board `{}`", settings.location.slug))?;
     let clock = SystemClock;
@@ -271,7 +283,7 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
         out.push(format!("gave up    {id}: blocked by the failure breaker"));
     }
     for (id, err) in &report.spawn_failed {
-        out.push(format!("spawn failed {id}: {err}"));
+        out.push(format!("spawn failed {id}: {}", line(err)));
     }
     for s in &report.spawned {
         let role = if s.lane == crate::board::Status::Review {
@@ -282,23 +294,30 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
         match s.pid {
             Some(pid) => out.push(format!(
                 "spawned    {} ({}{role}) pid {pid} run {}: {}",
-                s.task_id, s.profile, s.run_id, s.title
+                s.task_id,
+                line(&s.profile),
+                s.run_id,
+                line(&s.title)
             )),
             None => out.push(format!(
                 "would spawn {} ({}{role}): {}",
-                s.task_id, s.profile, s.title
+                s.task_id,
+                line(&s.profile),
+                line(&s.title)
             )),
         }
     }
     for (id, profile) in &report.noted_nonspawnable {
         out.push(format!(
-            "skipped    {id}: profile `{profile}` is not defined in kanban.toml"
+            "skipped    {id}: profile `{}` is not defined in kanban.toml",
+            line(profile)
         ));
     }
     if report.dry_run {
         for (id, profile) in &report.skipped_nonspawnable {
             out.push(format!(
-                "skipped    {id}: profile `{profile}` is not defined in kanban.toml"
+                "skipped    {id}: profile `{}` is not defined in kanban.toml",
+                line(profile)
             ));
         }
     }
@@ -321,7 +340,8 @@ fn worker_cmd(globals: &Globals) -> CmdResult {
 fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
     let clock = SystemClock;
     let (home, temporary) = match &globals.home {
-        Some(dir) => (dir.clone(), false),
+        // Absolute, as every root: the workers run in their workspaces.
+        Some(dir) => (board::paths::absolute(dir)?, false),
         None => (dispatch::demo::temp_home(clock.now()), true),
     };
     let tasks = dispatch::demo::setup(&home, clock.now())?;

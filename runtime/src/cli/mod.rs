@@ -2,7 +2,9 @@
 //!
 //! Exit codes: 0 ok, 1 error, 2 usage (clap), 3 refused (a lost compare-and-swap, a stale claim,
 //! not the owner). The worker subcommand exits with its own codes (0 / 1 / 75 / 78 / 130).
-//! Human-readable output by default, `--json` for machines; errors go to stderr.
+//! Human-readable output by default, `--json` for machines; errors go to stderr. Stored text in
+//! human output goes through [`escape`] (control characters become visible escapes); `--json`
+//! stays exact.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +14,7 @@ use clap::{Parser, Subcommand};
 mod board;
 mod cron;
 mod dispatch;
+mod escape;
 mod identity;
 mod review;
 

@@ -1,9 +1,13 @@
 //! `kanban.toml`: the dispatcher's settings and the agent profiles, read from `<root>/kanban.toml`.
 //!
-//! A missing file means every default; a file that exists but does not parse, or names an unknown
-//! key, is an error that names the file and the key (a typo must not silently become a default).
+//! A missing file means every default; a file that exists but does not parse, names an unknown
+//! key, or holds a value outside its range is an error that names the file, the key and the
+//! accepted values (a typo must not silently become a default, and a profile the dispatcher could
+//! not run must not be discovered only after a task was claimed for it). Every command that reads
+//! the file validates all of it ([`Config::parse`] calls [`Config::validate`]).
 //! Environment overrides (`HERMES_KANBAN_CLAIM_TTL_SECONDS` and friends) are read through
-//! [`crate::identity::settings`] by the code that applies them, never here.
+//! [`crate::identity::settings`] by the code that applies them, never here; they share the ranges
+//! below.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,13 +17,22 @@ use serde::{Deserialize, Serialize};
 /// File name of the configuration inside the kanban root.
 pub const CONFIG_FILE: &str = "kanban.toml";
 
+mod validate;
+
+pub use validate::{
+    AGENTS, CRON_INTERVAL_SECONDS, DISPATCH_INTERVAL_SECONDS, FAILURE_LIMIT, KILL_WAIT_SECONDS,
+    MAX_IN_PROGRESS, MAX_PARALLEL, MAX_SECONDS, MAX_SPAWN, Problem, check_float, check_int,
+};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("invalid {path}: {problem}")]
+    Invalid { path: PathBuf, problem: Problem },
     #[error("invalid {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("unknown profile `{name}`: define [profiles.{name}] in {path} (known: {known})")]
@@ -142,11 +155,22 @@ impl Config {
         }
     }
 
-    /// Parses the text of a `kanban.toml`; `path` only names it in errors.
+    /// Parses and validates the text of a `kanban.toml`; `path` only names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
-            message: e.to_string(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Checks every value against its documented range and every profile (see the README's
+    /// Configuration section); the error names `path`, the key and what is accepted.
+    pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        validate::check(self).map_err(|problem| ConfigError::Invalid {
+            path: path.to_owned(),
+            problem,
         })
     }
 

@@ -35,12 +35,12 @@ pub use store::{Job, JobState, NewJob, Repeat, Store};
 /// Everything cron can fail with; each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum CronError {
-    #[error("{path}: {source}")]
+    #[error("cannot use {path}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cron store {path}: {source}")]
+    #[error("the cron store {path} failed")]
     Db {
         path: PathBuf,
         source: rusqlite::Error,
@@ -71,7 +71,7 @@ pub enum CronError {
     Corrupt { id: String, message: String },
     #[error("{0}")]
     Agent(String),
-    #[error("cannot start a cron thread: {0}")]
+    #[error("cannot start a cron thread")]
     Thread(#[source] std::io::Error),
 }
 
@@ -113,7 +113,7 @@ impl AgentSource for ConfigAgents {
         let profile = self
             .config
             .profile(profile, &self.root)
-            .map_err(|e| AgentError::Other(e.to_string()))?;
+            .map_err(|e| AgentError::Other(crate::error_chain(&e)))?;
         agent::build(profile)
     }
 }
@@ -143,7 +143,12 @@ pub fn run_job(job: &Job, agents: &dyn AgentSource, clock: &dyn Clock) -> RunOut
             };
             (error.is_none(), reply.final_response, reply.output, error)
         }
-        Ok(Err(e)) => (false, String::new(), String::new(), Some(e.to_string())),
+        Ok(Err(e)) => (
+            false,
+            String::new(),
+            String::new(),
+            Some(crate::error_chain(&e)),
+        ),
         Err(payload) => {
             let message = payload
                 .downcast_ref::<&str>()
@@ -182,7 +187,7 @@ fn one_turn(job: &Job, agents: &dyn AgentSource) -> Result<agent::Reply, CronErr
     }
     let mut agent = agents
         .build(&job.profile)
-        .map_err(|e| CronError::Agent(e.to_string()))?;
+        .map_err(|e| CronError::Agent(crate::error_chain(&e)))?;
     let request = Request {
         prompt: &job.prompt,
         script: &job.prompt,
@@ -190,7 +195,7 @@ fn one_turn(job: &Job, agents: &dyn AgentSource) -> Result<agent::Reply, CronErr
     };
     agent
         .run(&request)
-        .map_err(|e| CronError::Agent(e.to_string()))
+        .map_err(|e| CronError::Agent(crate::error_chain(&e)))
 }
 
 fn output_document(

@@ -276,7 +276,9 @@ impl Scheduler {
             let finished = done.clone();
             let spawned = identity::spawn("cron-job", move || {
                 let _slot = slot;
-                let result = runner.fire(&job_id, kind).map_err(|e| e.to_string());
+                let result = runner
+                    .fire(&job_id, kind)
+                    .map_err(|e| crate::error_chain(&e));
                 finished.store(true, Ordering::SeqCst);
                 result
             });

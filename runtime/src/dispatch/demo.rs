@@ -31,7 +31,7 @@ agent = "builtin:shell"
 /// Errors setting the demo up.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    #[error("cannot prepare the demo home {path}: {source}")]
+    #[error("cannot prepare the demo home {path}")]
     Io {
         path: PathBuf,
         source: std::io::Error,

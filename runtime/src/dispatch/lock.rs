@@ -11,13 +11,13 @@ use rustix::fs::{FlockOperation, flock};
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
-        "cannot open the dispatch lock file {path}: {source}; check that the board directory is writable"
+        "cannot open the dispatch lock file {path}; check that the board directory is writable"
     )]
     Open {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot lock {path}: {source}")]
+    #[error("cannot lock {path}")]
     Lock {
         path: PathBuf,
         source: std::io::Error,

@@ -2,14 +2,16 @@
 //! environment knobs (`HERMES_KANBAN_CLAIM_TTL_SECONDS`, `HERMES_KANBAN_CRASH_GRACE_SECONDS`,
 //! `HERMES_KANBAN_RATE_LIMIT_COOLDOWN_SECONDS`, read through `identity::settings`), else the
 //! defaults. Precedence: environment > kanban.toml > default. An invalid value is an error that
-//! names the key, never a silent default.
+//! names the key and its range (the ranges of [`crate::config`]), never a silent default; the
+//! whole configuration is validated here too, so a `Config` built in code is held to the same
+//! ranges as one read from the file.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::board::BoardLocation;
-use crate::config::Config;
+use crate::config::{self, Config, ConfigError};
 use crate::identity::settings::{self as env, Setting};
 
 use super::process::{self, KillWait};
@@ -27,8 +29,10 @@ pub enum SettingsError {
     Invalid {
         key: &'static str,
         value: String,
-        expected: &'static str,
+        expected: String,
     },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// Everything one board's tick needs besides the board, the clock and the workers.
@@ -72,28 +76,15 @@ fn env_seconds(setting: Setting, min: i64) -> Result<Option<i64>, SettingsError>
         return Ok(None);
     };
     match value.trim().parse::<i64>() {
-        Ok(n) if n >= min => Ok(Some(n)),
+        Ok(n) if (min..=config::MAX_SECONDS).contains(&n) => Ok(Some(n)),
         _ => Err(SettingsError::Invalid {
             key: setting.key(),
             value,
-            expected: if min >= 1 {
-                "expected a whole number of seconds, at least 1"
-            } else {
-                "expected a whole number of seconds, 0 or more"
-            },
+            expected: format!(
+                "expected a whole number of seconds from {min} to {}",
+                config::MAX_SECONDS
+            ),
         }),
-    }
-}
-
-fn at_least(key: &'static str, value: i64, min: i64) -> Result<i64, SettingsError> {
-    if value >= min {
-        Ok(value)
-    } else {
-        Err(SettingsError::Invalid {
-            key,
-            value: value.to_string(),
-            expected: "a number of seconds that is too small for this setting",
-        })
     }
 }
 
@@ -104,34 +95,18 @@ impl Settings {
         location: BoardLocation,
         config: &Config,
     ) -> Result<Settings, SettingsError> {
+        config.validate(&root.join(config::CONFIG_FILE))?;
         let d = &config.dispatch;
-        let claim_ttl_seconds = match env_seconds(Setting::ClaimTtlSeconds, 1)? {
-            Some(n) => n,
-            None => at_least("[dispatch] claim_ttl_seconds", d.claim_ttl_seconds, 1)?,
-        };
-        let crash_grace_seconds = match env_seconds(Setting::CrashGraceSeconds, 0)? {
-            Some(n) => n,
-            None => at_least("[dispatch] crash_grace_seconds", d.crash_grace_seconds, 0)?,
-        };
-        let rate_limit_cooldown_seconds = match env_seconds(Setting::RateLimitCooldownSeconds, 0)? {
-            Some(n) => n,
-            None => at_least(
-                "[dispatch] rate_limit_cooldown_seconds",
-                d.rate_limit_cooldown_seconds,
-                0,
-            )?,
-        };
-        let kill_wait = if d.kill_wait_seconds.is_finite() && d.kill_wait_seconds >= 0.0 {
-            KillWait {
-                after_term: Duration::from_secs_f64(d.kill_wait_seconds),
-                ..KillWait::default()
-            }
-        } else {
-            return Err(SettingsError::Invalid {
-                key: "[dispatch] kill_wait_seconds",
-                value: d.kill_wait_seconds.to_string(),
-                expected: "expected seconds, 0 or more",
-            });
+        let claim_ttl_seconds =
+            env_seconds(Setting::ClaimTtlSeconds, 1)?.unwrap_or(d.claim_ttl_seconds);
+        let crash_grace_seconds =
+            env_seconds(Setting::CrashGraceSeconds, 0)?.unwrap_or(d.crash_grace_seconds);
+        let rate_limit_cooldown_seconds = env_seconds(Setting::RateLimitCooldownSeconds, 0)?
+            .unwrap_or(d.rate_limit_cooldown_seconds);
+        // In range (validated above): 0 to an hour, so the conversion cannot panic.
+        let kill_wait = KillWait {
+            after_term: Duration::from_secs_f64(d.kill_wait_seconds),
+            ..KillWait::default()
         };
         Ok(Settings {
             root,
@@ -139,24 +114,12 @@ impl Settings {
             max_spawn: d.max_spawn,
             max_in_progress: d.max_in_progress,
             other_boards: Vec::new(),
-            failure_limit: if d.failure_limit >= 1 {
-                i64::from(d.failure_limit)
-            } else {
-                crate::board::DEFAULT_FAILURE_LIMIT
-            },
+            failure_limit: i64::from(d.failure_limit),
             claim_ttl_seconds,
             crash_grace_seconds,
             rate_limit_cooldown_seconds,
-            stale_timeout_seconds: at_least(
-                "[dispatch] stale_timeout_seconds",
-                d.stale_timeout_seconds,
-                0,
-            )?,
-            heartbeat_max_stale_seconds: at_least(
-                "[dispatch] heartbeat_max_stale_seconds",
-                d.heartbeat_max_stale_seconds,
-                1,
-            )?,
+            stale_timeout_seconds: d.stale_timeout_seconds,
+            heartbeat_max_stale_seconds: d.heartbeat_max_stale_seconds,
             reclaim_defer_seconds: RECLAIM_DEFER_SECONDS,
             kill_wait,
             default_profile: d.default_profile.trim().to_lowercase(),
@@ -221,10 +184,14 @@ mod tests {
     }
 
     #[test]
-    fn a_zero_failure_limit_falls_back_to_two() {
+    fn a_config_built_in_code_is_held_to_the_ranges() {
         let mut c = Config::default();
         c.dispatch.failure_limit = 0;
-        let s = Settings::new(PathBuf::from("/tmp/x"), location(), &c).unwrap();
-        assert_eq!(s.failure_limit, 2);
+        let err = Settings::new(PathBuf::from("/tmp/x"), location(), &c).unwrap_err();
+        assert!(err.to_string().contains("failure_limit"), "{err}");
+        let mut c = Config::default();
+        c.dispatch.kill_wait_seconds = 1e20;
+        let err = Settings::new(PathBuf::from("/tmp/x"), location(), &c).unwrap_err();
+        assert!(err.to_string().contains("kill_wait_seconds"), "{err}");
     }
 }

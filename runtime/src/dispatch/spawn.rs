@@ -46,19 +46,19 @@ pub struct SpawnRequest {
 /// Why a worker could not be started (booked as `spawn_failed`, a counted failure).
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    #[error("cannot find the current executable to start `kanban worker`: {0}")]
+    #[error("cannot find the current executable to start `kanban worker`")]
     Executable(#[source] std::io::Error),
-    #[error("cannot create the workspace {path}: {source}")]
+    #[error("cannot create the workspace {path}")]
     Workspace {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot open the task log {path}: {source}")]
+    #[error("cannot open the task log {path}")]
     Log {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot start `kanban worker` for task {task}: {source}")]
+    #[error("cannot start `kanban worker` for task {task}")]
     Start {
         task: String,
         source: std::io::Error,

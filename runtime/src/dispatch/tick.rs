@@ -1014,7 +1014,7 @@ impl Tick<'_> {
                     });
                 }
                 Err(err) => {
-                    let error = err.to_string();
+                    let error = crate::error_chain(&err);
                     let failures = self.board.get_task(&c.id)?.consecutive_failures + 1;
                     let release = Release {
                         claim_lock: Some(&claimed.claim_lock),

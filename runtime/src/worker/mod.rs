@@ -65,7 +65,7 @@ pub enum WorkerError {
         "the worker identity of task {task} lacks {what}; it was not started by `kanban dispatch`"
     )]
     Incomplete { task: String, what: &'static str },
-    #[error("worker for task {task}: {source}")]
+    #[error("worker for task {task}")]
     Board {
         task: String,
         #[source]
@@ -75,7 +75,7 @@ pub enum WorkerError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Settings(#[from] crate::dispatch::SettingsError),
-    #[error("cannot start the heartbeat thread: {0}")]
+    #[error("cannot start the heartbeat thread")]
     Thread(#[source] std::io::Error),
 }
 
@@ -272,12 +272,13 @@ pub fn run(
     ) {
         Ok(done) => done,
         Err(err) => {
-            let _ = writeln!(log, "kanban worker: {err}");
+            let message = crate::error_chain(&err);
+            let _ = writeln!(log, "kanban worker: {message}");
             let rc = match err {
                 WorkerError::Config(_) | WorkerError::Settings(_) => code::TERMINAL,
                 _ => code::FAILED,
             };
-            (rc, err.to_string())
+            (rc, message)
         }
     };
     let rc = if interrupted.load(Ordering::SeqCst) && rc != code::OK {
@@ -303,7 +304,11 @@ pub fn run(
         last_output: (!output.is_empty()).then_some(output.as_str()),
     };
     if let Err(err) = bound.board.record_worker_result(&result, clock.now()) {
-        let _ = writeln!(log, "kanban worker: could not record worker_result: {err}");
+        let _ = writeln!(
+            log,
+            "kanban worker: could not record worker_result: {}",
+            crate::error_chain(&err)
+        );
     }
     Ok(WorkerEnd::Exit(rc))
 }
@@ -369,7 +374,7 @@ fn turns(
     let mut agent = match agent::build(profile) {
         Ok(agent) => agent,
         Err(err) => {
-            let message = format!("profile `{profile_name}`: {err}");
+            let message = format!("profile `{profile_name}`: {}", crate::error_chain(&err));
             let _ = writeln!(log, "kanban worker: {message}");
             return Ok((code::TERMINAL, message));
         }
@@ -390,7 +395,7 @@ fn turns(
         let reply = match agent.run(&request) {
             Ok(reply) => reply,
             Err(err) => {
-                let message = format!("agent failed: {err}");
+                let message = format!("agent failed: {}", crate::error_chain(&err));
                 let _ = writeln!(log, "kanban worker: {message}");
                 // e.g. the agent ran `kanban complete` itself and its own completion was refused.
                 if bound.run_closed()? {
