@@ -11,13 +11,17 @@ tasks:
   lint    syn-based rules over runtime/src
   loom    the loom models (kanban-loom-tests) with --cfg loom, in <target>/loom
   bench   release build + the benchmark suite (kanban-bench); table in <target>/bench/latest.md
+  chaos   the fault run on real processes (kills, two dispatchers, locked board, full disk)
 
 options:
   --root DIR     the workspace root to check (default: this workspace)
   -v, --verbose  drift: also list every key found and where
   --tests        check: also run `cargo test --workspace`
   --preemptions N    loom: LOOM_MAX_PREEMPTIONS (default 3)
-  --target-dir DIR   loom: where the --cfg loom build goes (default <target>/loom)";
+  --target-dir DIR   loom: where the --cfg loom build goes (default <target>/loom)
+  --tasks N          chaos: tasks to run (default 24)
+  --kills N          chaos: processes to SIGKILL (default 12)
+  --seed S           chaos: the seed every random choice follows (default 1)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
@@ -26,6 +30,7 @@ pub enum Task {
     Lint,
     Loom,
     Bench,
+    Chaos,
     Help,
 }
 
@@ -39,6 +44,23 @@ pub struct Flags {
     pub preemptions: Option<usize>,
     /// `loom`: the target dir of the `--cfg loom` build, when given.
     pub target_dir: Option<PathBuf>,
+    /// `chaos`: `--tasks`, `--kills`, `--seed`, when given.
+    pub chaos: ChaosFlags,
+}
+
+/// The flags of `cargo xtask chaos`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ChaosFlags {
+    pub tasks: Option<u32>,
+    pub kills: Option<u32>,
+    pub seed: Option<u64>,
+}
+
+fn number<T: std::str::FromStr>(flag: &str, value: Option<String>) -> Result<T, String> {
+    value
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{flag} needs a whole number, got {value:?}"))
 }
 
 impl Flags {
@@ -49,6 +71,7 @@ impl Flags {
         let mut tests = false;
         let mut preemptions = None;
         let mut target_dir = None;
+        let mut chaos = ChaosFlags::default();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -67,6 +90,10 @@ impl Flags {
                     Some(dir) => target_dir = Some(PathBuf::from(dir)),
                     None => return Err("--target-dir needs a directory".into()),
                 },
+                "--tasks" => chaos.tasks = Some(number("--tasks", args.next())?),
+                "--kills" => chaos.kills = Some(number("--kills", args.next())?),
+                "--seed" => chaos.seed = Some(number("--seed", args.next())?),
+                "chaos" if task.is_none() => task = Some(Task::Chaos),
                 "loom" if task.is_none() => task = Some(Task::Loom),
                 "bench" if task.is_none() => task = Some(Task::Bench),
                 "check" | "drift" | "lint" if task.is_none() => {
@@ -93,6 +120,7 @@ impl Flags {
                 tests,
                 preemptions,
                 target_dir,
+                chaos,
             }),
             None => Err("missing task".into()),
         }

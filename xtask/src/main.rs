@@ -1,4 +1,4 @@
-//! `cargo xtask check|drift|lint|loom|bench`: the project's static checks (model: rust-analyzer's xtask).
+//! `cargo xtask check|drift|lint|loom|bench|chaos`: the project's static checks (model: rust-analyzer's xtask).
 //!
 //! Each task is one small function returning `anyhow::Result<()>`; a task that finds problems
 //! prints them as `path:line:col: rule: message — how to fix` and fails, so the process exits
@@ -7,6 +7,7 @@
 //! code. It never edits the sources.
 
 mod bench;
+mod chaos;
 mod check;
 mod flags;
 mod loom;
@@ -47,6 +48,14 @@ fn run() -> anyhow::Result<()> {
         flags::Task::Drift => drift(&root),
         flags::Task::Lint => lint(&root),
         flags::Task::Bench => bench::run(&root),
+        flags::Task::Chaos => chaos::run(
+            &root,
+            chaos::Options {
+                tasks: flags.chaos.tasks.unwrap_or(chaos::DEFAULT_TASKS),
+                kills: flags.chaos.kills.unwrap_or(chaos::DEFAULT_KILLS),
+                seed: flags.chaos.seed.unwrap_or(1),
+            },
+        ),
         flags::Task::Loom => loom::run(
             &root,
             flags.preemptions.unwrap_or(loom::DEFAULT_PREEMPTIONS),
