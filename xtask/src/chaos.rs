@@ -151,6 +151,8 @@ struct Run {
     next_log: u32,
     /// Acknowledged tasks (id by creation index).
     acked: BTreeMap<u32, String>,
+    /// Faults attempted so far.
+    attempts: usize,
     /// Tasks seen with two active workers at once.
     duplicates: BTreeSet<String>,
     tmpfs: bool,
@@ -201,6 +203,7 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
         faulty: Vec::new(),
         next_log: 0,
         acked: BTreeMap::new(),
+        attempts: 0,
         duplicates: BTreeSet::new(),
         tmpfs,
     };
@@ -404,10 +407,18 @@ impl Run {
         self.check(&conn, options, recovered, started)
     }
 
-    /// One fault, chosen at random (kills count towards `--kills`).
+    /// One fault (kills count towards `--kills`): the first ones go through every kind once, so
+    /// that even the short run covers each; then at random.
     fn fault(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
+        /// A roll in each kind's range below: lock, full disk, between claim and spawn, worker,
+        /// agent, operator reclaim, dispatcher.
+        const EACH_KIND_ONCE: [u64; 7] = [72, 82, 60, 0, 35, 90, 95];
         let workers = self.workers()?;
-        let roll = self.rng.range(0, 99);
+        let roll = match EACH_KIND_ONCE.get(self.attempts) {
+            Some(roll) => *roll,
+            None => self.rng.range(0, 99),
+        };
+        self.attempts += 1;
         match roll {
             0..=34 if !workers.is_empty() => {
                 let w = &workers[self.rng.range(0, workers.len() as u64 - 1) as usize];
