@@ -183,7 +183,7 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => root.join("target"),
     };
-    let bin = target.join("debug").join("kanban");
+    let built = target.join("debug").join("kanban");
     // The figures leave the build out.
     let started = Instant::now();
     let dir = target
@@ -191,6 +191,10 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
         .join(format!("seed-{}-{}", options.seed, std::process::id()));
     let home = dir.join("home");
     std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
+    // A copy, so that a rebuild during a long run does not pull the binary from under it.
+    let bin = dir.join("kanban");
+    std::fs::copy(&built, &bin)
+        .with_context(|| format!("cannot copy {} to {}", built.display(), bin.display()))?;
     let tmpfs = mount_tmpfs(&home);
     let mut run = Run {
         bin,

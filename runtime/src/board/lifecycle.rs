@@ -889,9 +889,31 @@ impl Board {
     }
 }
 
+/// Why a claim has no worker (see [`release_unstarted_claim_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbandonReason {
+    /// Another dispatcher on this host claimed and died before it spawned
+    /// (`claimer_gone_before_spawn`).
+    ClaimerGone,
+    /// This dispatcher started the worker but could not record its pid (a full disk), and the
+    /// worker exited without registering (`worker_never_registered`).
+    WorkerNeverRegistered,
+}
+
+impl AbandonReason {
+    /// The `reason` of the `claim_abandoned` event.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AbandonReason::ClaimerGone => "claimer_gone_before_spawn",
+            AbandonReason::WorkerNeverRegistered => "worker_never_registered",
+        }
+    }
+}
+
 /// Why a claim whose worker never started is released (see [`release_unstarted_claim_in`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Abandonment {
+    pub reason: AbandonReason,
     /// The claiming dispatcher's pid (from its claim lock), when it could be read.
     pub claimer_pid: Option<i64>,
     /// How long the claim went without a worker pid before it was released.
@@ -927,11 +949,17 @@ pub fn release_unstarted_claim_in(
     )? {
         return Ok(Outcome::Refused(refusal(tx, &task.id, lock, task.run_id)?));
     }
-    let error = format!(
-        "claimed by {} but no worker started within {}s and that dispatcher is gone",
-        lock.unwrap_or_default(),
-        why.grace_seconds
-    );
+    let error = match why.reason {
+        AbandonReason::ClaimerGone => format!(
+            "claimed by {} but no worker started within {}s and that dispatcher is gone",
+            lock.unwrap_or_default(),
+            why.grace_seconds
+        ),
+        AbandonReason::WorkerNeverRegistered => format!(
+            "claimed by {} whose worker exited without registering (its pid was never recorded)",
+            lock.unwrap_or_default()
+        ),
+    };
     if let Some(run_id) = task.run_id {
         close_run_in(
             tx,
@@ -944,7 +972,7 @@ pub fn release_unstarted_claim_in(
         )?;
     }
     let event = Event::ClaimAbandoned {
-        reason: "claimer_gone_before_spawn".to_owned(),
+        reason: why.reason.as_str().to_owned(),
         claim_lock: lock.unwrap_or_default().to_owned(),
         claimer_pid: why.claimer_pid,
         claimed_at: task.run_started_at,

@@ -627,6 +627,7 @@ fn a_worker_that_registered_keeps_a_claim_whose_dispatcher_died() {
         .unwrap();
     stale.worker_pid = None;
     let why = board::Abandonment {
+        reason: board::AbandonReason::ClaimerGone,
         claimer_pid: Some(4_000_004),
         grace_seconds: 30,
     };
@@ -741,3 +742,47 @@ fn a_completed_run_s_worker_is_left_to_exit_by_itself() {
 /// Behaviours of the original the dispatcher now matches (review lane, respawn guards, crash
 /// breaker, terminal-worker reaping), on the same fake.
 mod gaps;
+
+#[test]
+fn our_own_claim_whose_worker_died_unrecorded_is_released_but_not_while_it_lives() {
+    let mut e = env();
+    e.settings.crash_grace_seconds = 30;
+    let id = e.create("spawn record lost", 0, vec![]);
+    // Our claim, as if the spawn record had failed: no pid on the task.
+    let lock = e.settings.claim_lock.clone();
+    let spec = board::ClaimSpec {
+        lock,
+        ttl_seconds: e.settings.claim_ttl_seconds,
+    };
+    let board::ClaimOutcome::Claimed(claimed) = e.board.claim(&id, &spec, e.clock.now()).unwrap()
+    else {
+        panic!("claim lost")
+    };
+    // The worker we started for that run is alive: it will register itself.
+    e.fake.alive.insert(4_000_100);
+    e.fake.track(Tracked {
+        pid: 4_000_100,
+        fingerprint: None,
+        task_id: id.clone(),
+        run_id: claimed.run_id,
+    });
+    e.clock.advance(60);
+    let r = e.tick();
+    assert!(r.abandoned.is_empty(), "{r:?}");
+    assert_eq!(e.status(&id), Status::Running);
+    // It died without registering: the claim goes at once, uncounted, and the task runs again.
+    e.fake.alive.remove(&4_000_100);
+    let r = e.tick();
+    assert_eq!(r.abandoned, [id.as_str()]);
+    assert_eq!(e.fake.spawns_of(&id), 1);
+    assert_eq!(e.board.get_task(&id).unwrap().consecutive_failures, 0);
+    let payload = e
+        .board
+        .events(&id, None)
+        .unwrap()
+        .into_iter()
+        .find(|ev| ev.kind == "claim_abandoned")
+        .and_then(|ev| ev.payload)
+        .unwrap();
+    assert_eq!(payload["reason"], "worker_never_registered", "{payload}");
+}

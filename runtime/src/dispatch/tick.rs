@@ -465,8 +465,8 @@ impl Tick<'_> {
     }
 
     /// Claims whose worker never started: no pid after the crash grace, claimed on this host by
-    /// another dispatcher that is gone. Our own claims are never among them (the claim and the
-    /// spawn record are one tick). Not counted as a failure.
+    /// another dispatcher that is gone — or by us, when the spawn record failed (a full disk) and
+    /// the worker we started for the run is gone without registering. Not counted as a failure.
     fn unstarted_claims(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         let now = self.now;
         let grace = self.settings.crash_grace_seconds;
@@ -480,17 +480,32 @@ impl Tick<'_> {
             let Some(lock) = task.claim_lock.as_deref() else {
                 continue;
             };
-            if lock == self.settings.claim_lock {
-                continue;
-            }
             let Some(claimer) = process::claimer_pid(lock, &self.settings.host_prefix) else {
                 continue;
             };
-            if self.workers.liveness(claimer, None) != Liveness::Dead {
+            let reason = if lock == self.settings.claim_lock {
+                // Our own claim without a pid: the spawn record failed (a full disk). Wait while
+                // a worker we started for this run lives — it registers itself, or dies.
+                let ours_alive = self.workers.tracked().iter().any(|w| {
+                    w.task_id == task.id
+                        && Some(w.run_id) == task.run_id
+                        && self
+                            .workers
+                            .liveness(w.pid, w.fingerprint.as_deref())
+                            .may_be_running()
+                });
+                if ours_alive {
+                    continue;
+                }
+                board::AbandonReason::WorkerNeverRegistered
+            } else if self.workers.liveness(claimer, None) == Liveness::Dead {
+                board::AbandonReason::ClaimerGone
+            } else {
                 continue;
-            }
+            };
             self.handled.insert(task.id.clone());
             let why = board::Abandonment {
+                reason,
                 claimer_pid: Some(claimer),
                 grace_seconds: grace,
             };
