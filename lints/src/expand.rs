@@ -5,7 +5,10 @@
 //! expression or statement macro whose body parses as comma-separated expressions into a call of
 //! the same path (`vec![a, b]` becomes `vec(a, b)`; the spans stay the original ones), and turns
 //! `thread_local! { static … }` into the `static` items it declares. Macros whose bodies are not
-//! expressions (`matches!`, `macro_rules!`) are left alone. It never changes a file on disk.
+//! expressions (`matches!`, `macro_rules!`) are left alone. The arguments of
+//! `#[kanban_identity_gated(fallback = <expr>)]` become the first statement of the function's body
+//! (they run in it after expansion), so a rule sees an env read or a cache hidden there. It never
+//! changes a file on disk.
 
 use syn::punctuated::Punctuated;
 use syn::visit_mut::{self, VisitMut};
@@ -64,9 +67,50 @@ fn expand_items(items: &mut Vec<syn::Item>) {
     *items = out;
 }
 
+/// The expressions of `#[kanban_identity_gated(name = <expr>, …)]` attributes in `attrs`.
+fn gated_attr_exprs(attrs: &[syn::Attribute]) -> Vec<syn::Expr> {
+    let mut out = Vec::new();
+    for attr in attrs {
+        let gated = attr
+            .path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "kanban_identity_gated");
+        if let (true, syn::Meta::List(list)) = (gated, &attr.meta)
+            && let Ok(args) = list
+                .parse_args_with(Punctuated::<syn::MetaNameValue, syn::Token![,]>::parse_terminated)
+        {
+            out.extend(args.into_iter().map(|nv| nv.value));
+        }
+    }
+    out
+}
+
+/// Puts the gated attribute's expressions at the top of `block`.
+fn hoist_gated_args(attrs: &[syn::Attribute], block: &mut syn::Block) {
+    let exprs = gated_attr_exprs(attrs);
+    if exprs.is_empty() {
+        return;
+    }
+    let stmts = exprs
+        .into_iter()
+        .map(|e| syn::Stmt::Expr(e, Some(Default::default())));
+    block.stmts.splice(0..0, stmts);
+}
+
 struct Expander;
 
 impl VisitMut for Expander {
+    fn visit_item_fn_mut(&mut self, f: &mut syn::ItemFn) {
+        hoist_gated_args(&f.attrs, &mut f.block);
+        visit_mut::visit_item_fn_mut(self, f);
+    }
+
+    fn visit_impl_item_fn_mut(&mut self, f: &mut syn::ImplItemFn) {
+        hoist_gated_args(&f.attrs, &mut f.block);
+        visit_mut::visit_impl_item_fn_mut(self, f);
+    }
+
     fn visit_file_mut(&mut self, file: &mut syn::File) {
         expand_items(&mut file.items);
         visit_mut::visit_file_mut(self, file);

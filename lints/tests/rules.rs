@@ -154,6 +154,16 @@ fn raw_command_fixtures() {
 }
 
 #[test]
+fn uncarried_job_fixtures() {
+    check_rule("uncarried-job");
+}
+
+#[test]
+fn unheld_guard_fixtures() {
+    check_rule("unheld-guard");
+}
+
+#[test]
 fn diagnostics_read_path_line_col_rule_message_fix() {
     let tree = Tree::from_sources([(
         "runtime/src/dispatch/mod.rs",

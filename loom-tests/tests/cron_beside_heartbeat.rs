@@ -76,7 +76,7 @@ impl TaskClaim {
     }
 
     /// `Board::heartbeat`: extends the claim only when task, claim lock and run id all match.
-    fn heartbeat(&self, who: &'static str, id: &identity::WorkerIdentity, now: i64) -> bool {
+    fn heartbeat(&self, who: &'static str, id: &identity::WorkerBinding, now: i64) -> bool {
         let mut row = self.row.lock().unwrap();
         let current = id.task == row.task
             && id.claim_lock.as_deref() == Some(row.claim_lock)

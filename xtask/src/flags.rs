@@ -14,7 +14,7 @@ tasks:
   chaos   the fault run on real processes (kills, two dispatchers, locked board, full disk)
 
 options:
-  --root DIR     the workspace root to check (default: this workspace)
+  --root DIR     the workspace root to check (default: the workspace of the current directory)
   -v, --verbose  drift: also list every key found and where
   --tests        check: also run `cargo test --workspace`
   --preemptions N    loom: LOOM_MAX_PREEMPTIONS (default 3)

@@ -36,7 +36,7 @@ fn run() -> anyhow::Result<()> {
     };
     let root = match &flags.root {
         Some(root) => root.clone(),
-        None => project_root(),
+        None => project_root()?,
     };
     match flags.task {
         flags::Task::Help => {
@@ -64,10 +64,28 @@ fn run() -> anyhow::Result<()> {
     }
 }
 
-/// The workspace root: the parent of this package's folder.
-fn project_root() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    dir.parent().unwrap_or(dir).to_path_buf()
+/// The workspace being checked: the nearest folder, from the current directory up, whose
+/// `Cargo.toml` declares `[workspace]` — found at run time, never the folder this binary was
+/// built in (with a shared target dir that would be another checkout, and a false green).
+fn project_root() -> anyhow::Result<PathBuf> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    workspace_root_above(&cwd).with_context(|| {
+        format!(
+            "{} is not inside a cargo workspace (no Cargo.toml with [workspace] here or above) — \
+             run from the workspace or pass --root DIR",
+            cwd.display()
+        )
+    })
+}
+
+/// The nearest ancestor of `dir` (itself included) with a `Cargo.toml` declaring `[workspace]`.
+fn workspace_root_above(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| {
+            std::fs::read_to_string(d.join("Cargo.toml"))
+                .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"))
+        })
+        .map(Path::to_path_buf)
 }
 
 /// `cargo xtask drift`: the env-key drift guard over `dispatch::default_spawn`.

@@ -73,6 +73,48 @@ fn a_task_read_added_to_a_dispatch_file_fails_lint() {
     assert!(stdout.contains("HERMES_KANBAN_TASK"), "{stdout}");
 }
 
+fn xtask_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("xtask runs")
+}
+
+#[test]
+fn without_root_it_checks_the_workspace_of_the_current_directory() {
+    let dir = scratch_tree();
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[workspace]\nmembers = [\"runtime\"]\n",
+    )
+    .expect("write");
+    let file = dir.path().join("runtime/src/dispatch/mod.rs");
+    let mut text = std::fs::read_to_string(&file).expect("dispatch/mod.rs exists");
+    text.push_str("\npub fn sneaky() -> Option<String> {\n    std::env::var(\"HERMES_KANBAN_TASK\").ok()\n}\n");
+    std::fs::write(&file, text).expect("write");
+    // From a subfolder: the workspace is found by walking up, not baked in at build time.
+    let out = xtask_in(&dir.path().join("runtime/src"), &["lint"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "lint must fail:\n{stdout}");
+    assert!(
+        stdout.contains("runtime/src/dispatch/mod.rs:") && stdout.contains("identity-key-read"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn outside_any_workspace_without_root_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = xtask_in(dir.path(), &["lint"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is not inside a cargo workspace") && stderr.contains("--root"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn unknown_task_is_a_usage_error() {
     let out = xtask(&["frobnicate"]);

@@ -8,7 +8,9 @@ mod cached_gated_verdict;
 mod identity_key_read;
 mod raw_command;
 mod raw_thread_spawn;
+mod uncarried_job;
 mod ungated_identity;
+mod unheld_guard;
 
 use std::collections::{HashMap, HashSet};
 
@@ -40,6 +42,8 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(cached_gated_verdict::CachedGatedVerdict),
         Box::new(raw_thread_spawn::RawThreadSpawn),
         Box::new(raw_command::RawCommand),
+        Box::new(unheld_guard::UnheldGuard),
+        Box::new(uncarried_job::UncarriedJob),
     ]
 }
 

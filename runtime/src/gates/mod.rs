@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use kanban_macros::kanban_identity_gated;
 
-use crate::identity::{self, WorkerIdentity};
+use crate::identity::{self, WorkerBinding, WorkerIdentity};
 
 /// True when this context is a dispatcher-owned kanban worker with a task: the lifecycle tools
 /// (show, complete, block, heartbeat) are offered to its agent.
@@ -91,8 +91,8 @@ pub fn stop_nudge_enabled(_identity: &WorkerIdentity) -> bool {
 /// What the auto-heartbeat extends: the owned task, run and claim lock; `None` elsewhere (a cron
 /// job or delegated child must never keep the worker's claim alive).
 #[kanban_identity_gated]
-pub fn auto_heartbeat_target(identity: &WorkerIdentity) -> Option<WorkerIdentity> {
-    Some(identity.clone())
+pub fn auto_heartbeat_target(identity: &WorkerIdentity) -> Option<WorkerBinding> {
+    Some(identity.binding())
 }
 
 /// The task whose new operator comments are injected into the running agent; `None` outside an
@@ -137,8 +137,8 @@ pub fn owned_claim_lock(identity: &WorkerIdentity) -> Option<String> {
 
 /// The full owned identity, for code that binds a worker to its claim.
 #[kanban_identity_gated]
-pub fn owned_identity(identity: &WorkerIdentity) -> Option<WorkerIdentity> {
-    Some(identity.clone())
+pub fn owned_identity(identity: &WorkerIdentity) -> Option<WorkerBinding> {
+    Some(identity.binding())
 }
 
 /// A mutation refused because the owned worker may only mutate its own task.

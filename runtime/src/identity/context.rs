@@ -5,6 +5,11 @@
 //! restoring a flag) means a scope closed out of order can never raise authority while another
 //! lowered scope is still open, and there is no operation that raises it at all.
 //! Threads started through [`crate::identity::spawn`] inherit the lowered state of their parent.
+//!
+//! Fail closed: a thread is owned only if it is the process's main thread or was started by
+//! `identity::spawn` from an owned context ([`sanction_current_thread`], called by the spawner
+//! only). Any other thread — a library's pool, a raw spawn — is not owned, whatever its counters
+//! say, and what it captures for another thread is "not owned" too.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -18,6 +23,49 @@ thread_local! {
     static NON_OWNED: Cell<u32> = Cell::new(0);
     #[allow(clippy::missing_const_for_thread_local)]
     static DELEGATED: Cell<u32> = Cell::new(0);
+    /// Set on a thread started by `identity::spawn` (which then installs the carried state).
+    #[allow(clippy::missing_const_for_thread_local)]
+    static SANCTIONED: Cell<bool> = Cell::new(false);
+}
+
+/// Marks the current thread as started by `identity::spawn`: only the spawner calls it, first
+/// thing on the new thread, before it installs the state it carried.
+pub(crate) fn sanction_current_thread() {
+    SANCTIONED.with(|s| s.set(true));
+}
+
+/// True on the process's main thread (its thread id is the process id).
+#[cfg(not(loom))]
+fn is_main_thread() -> bool {
+    rustix::thread::gettid() == rustix::process::getpid() || test_thread_stands_in_for_main()
+}
+
+/// Under loom: the model's first thread (loom numbers the bootstrap thread 0).
+#[cfg(loom)]
+fn is_main_thread() -> bool {
+    format!("{:?}", crate::sync::thread::current().id()) == "ThreadId(0)"
+}
+
+/// In test builds (`cfg(test)` or the `test-support` feature, which only tests enable), a thread
+/// libtest started for a test stands in for a process's main thread: libtest never runs a test on
+/// its main thread, and names the thread after the test. So in a test build a *named* thread not
+/// started by `identity::spawn` counts as main; an unnamed raw thread (`std::thread::spawn`) is
+/// still not owned, which is how the tests check the rule.
+#[cfg(not(loom))]
+fn test_thread_stands_in_for_main() -> bool {
+    #[cfg(any(test, feature = "test-support"))]
+    {
+        crate::sync::thread::current().name().is_some()
+    }
+    #[cfg(not(any(test, feature = "test-support")))]
+    {
+        false
+    }
+}
+
+/// True when this thread may be owned at all: the main thread, or one `identity::spawn` started.
+fn thread_is_sanctioned() -> bool {
+    SANCTIONED.with(Cell::get) || is_main_thread()
 }
 
 #[derive(Clone, Copy)]
@@ -52,7 +100,7 @@ fn bump(counter: Counter, up: bool) {
 }
 
 pub(crate) fn scope_is_owned() -> bool {
-    get(Counter::NonOwned) == 0 && get(Counter::Delegated) == 0
+    get(Counter::NonOwned) == 0 && get(Counter::Delegated) == 0 && thread_is_sanctioned()
 }
 
 pub(crate) fn in_delegated_scope() -> bool {
@@ -131,10 +179,11 @@ pub struct Carried {
     delegated: bool,
 }
 
-/// Captures the caller's lowered state.
+/// Captures the caller's lowered state; a thread that may not be owned at all (see the module
+/// docs) captures "not owned".
 pub fn capture() -> Carried {
     Carried {
-        non_owned: get(Counter::NonOwned) > 0,
+        non_owned: get(Counter::NonOwned) > 0 || !thread_is_sanctioned(),
         delegated: get(Counter::Delegated) > 0,
     }
 }
@@ -159,5 +208,40 @@ impl Carried {
             _non_owned: self.non_owned.then(non_dispatcher_owned_context),
             _delegated: self.delegated.then(delegated_child_context),
         }
+    }
+}
+
+/// A closure submitted to another thread (a pool's queue), carrying the context of the code that
+/// submitted it: [`Job::run`] installs that context around the closure on whichever thread runs it.
+/// So a job submitted from a cron scope runs non-owned on an owned pool thread, and a job
+/// submitted from an owned context still cannot raise a lowered or unsanctioned pool thread.
+/// `Box<dyn FnOnce() + Send>` outside `identity/` is the `uncarried-job` lint's finding: use this.
+pub struct Job<T = ()> {
+    carried: Carried,
+    f: Box<dyn FnOnce() -> T + Send>,
+}
+
+impl<T> Job<T> {
+    /// Captures the caller's context now, with the closure to run later.
+    pub fn new(f: impl FnOnce() -> T + Send + 'static) -> Self {
+        Job {
+            carried: capture(),
+            f: Box::new(f),
+        }
+    }
+
+    /// Runs the closure in the context captured at submission (lowered further if the running
+    /// thread is).
+    pub fn run(self) -> T {
+        let _scope = self.carried.install();
+        (self.f)()
+    }
+}
+
+impl<T> std::fmt::Debug for Job<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("carried", &self.carried)
+            .finish_non_exhaustive()
     }
 }

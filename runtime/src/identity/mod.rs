@@ -42,8 +42,8 @@ pub use child::ChildCommand;
 pub use kanban_macros::kanban_identity_gated;
 
 pub use context::{
-    Carried as CapturedContext, DelegatedChildGuard, Installed as InstalledContext, NonOwnedGuard,
-    NonOwnedToken, capture as capture_context, delegated_child_context,
+    Carried as CapturedContext, DelegatedChildGuard, Installed as InstalledContext, Job,
+    NonOwnedGuard, NonOwnedToken, capture as capture_context, delegated_child_context,
     enter_non_dispatcher_owned_context, exit_non_dispatcher_owned_context,
     non_dispatcher_owned_context,
 };
@@ -125,12 +125,61 @@ fn process_identity_keys() -> Vec<OsString> {
 /// never a dispatcher-owned worker and may not mutate its board.
 pub const DELEGATED_CHILD_MARKER: &str = "HERMES_DELEGATED_CHILD_CONTEXT";
 
-/// What a dispatcher-owned worker knows about itself. Made only by [`gate`]: the private field
-/// makes a struct literal impossible outside this module.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// The worker identity the gate lends for one call. Made only by [`gate`] (the private field makes
+/// a struct literal impossible elsewhere); `!Send`, `!Sync` and not `Clone`, so it cannot leave the
+/// thread whose context the gate judged nor be duplicated into a cache: a gated function receives
+/// it as `&WorkerIdentity` for the duration of its body. Its facts read through
+/// [`std::ops::Deref`] as a [`WorkerBinding`]; code that needs them beyond the call (the worker's
+/// heartbeat, a completion) copies that plain data with [`WorkerIdentity::binding`], which no
+/// gated function accepts in place of an identity.
+///
+/// It cannot be sent to another thread:
+/// ```compile_fail
+/// fn needs_send<T: Send>() {}
+/// needs_send::<kanban_runtime::identity::WorkerIdentity>();
+/// ```
+/// nor shared with one:
+/// ```compile_fail
+/// fn needs_sync<T: Sync>() {}
+/// needs_sync::<kanban_runtime::identity::WorkerIdentity>();
+/// ```
+/// nor cloned:
+/// ```compile_fail
+/// fn needs_clone<T: Clone>() {}
+/// needs_clone::<kanban_runtime::identity::WorkerIdentity>();
+/// ```
+/// while its plain-data binding can (the control case):
+/// ```
+/// fn needs_all<T: Send + Sync + Clone>() {}
+/// needs_all::<kanban_runtime::identity::WorkerBinding>();
+/// ```
+#[derive(Debug, PartialEq, Eq)]
 pub struct WorkerIdentity {
-    #[serde(skip)]
     sealed: Sealed,
+    facts: WorkerBinding,
+}
+
+impl std::ops::Deref for WorkerIdentity {
+    type Target = WorkerBinding;
+
+    fn deref(&self) -> &WorkerBinding {
+        &self.facts
+    }
+}
+
+impl WorkerIdentity {
+    /// A copy of the facts (task, run, claim lock, locations, behaviour knobs) as plain data.
+    pub fn binding(&self) -> WorkerBinding {
+        self.facts.clone()
+    }
+}
+
+/// What a dispatcher-owned worker knows about itself, as plain data: a snapshot taken from a
+/// [`WorkerIdentity`] inside a gated call. It is not an identity (no gated function takes it) and
+/// is made only here.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct WorkerBinding {
     pub task: String,
     pub run_id: Option<i64>,
     pub claim_lock: Option<String>,
@@ -146,9 +195,9 @@ pub struct WorkerIdentity {
     pub goal_max_turns: Option<u32>,
 }
 
-/// Seals [`WorkerIdentity`] against construction outside this module.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Sealed;
+/// Seals [`WorkerIdentity`] against construction outside this module and pins it to its thread.
+#[derive(Debug, PartialEq, Eq)]
+struct Sealed(std::marker::PhantomData<*const ()>);
 
 #[allow(clippy::disallowed_methods)] // identity reads the environment (the gate's source)
 fn env_str(key: &str) -> Option<String> {
@@ -186,24 +235,26 @@ pub fn gate() -> Option<WorkerIdentity> {
         return None;
     }
     Some(WorkerIdentity {
-        sealed: Sealed,
-        task,
-        run_id: env_str("HERMES_KANBAN_RUN_ID").and_then(|v| v.parse().ok()),
-        claim_lock: env_str("HERMES_KANBAN_CLAIM_LOCK"),
-        workspace: env_str("HERMES_KANBAN_WORKSPACE").map(PathBuf::from),
-        workspaces_root: env_str("HERMES_KANBAN_WORKSPACES_ROOT").map(PathBuf::from),
-        board: env_str("HERMES_KANBAN_BOARD"),
-        db: env_str("HERMES_KANBAN_DB").map(PathBuf::from),
-        branch: env_str("HERMES_KANBAN_BRANCH"),
-        goal_mode: env_str("HERMES_KANBAN_GOAL_MODE")
-            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
-        goal_max_turns: env_str("HERMES_KANBAN_GOAL_MAX_TURNS").and_then(|v| v.parse().ok()),
+        sealed: Sealed(std::marker::PhantomData),
+        facts: WorkerBinding {
+            task,
+            run_id: env_str("HERMES_KANBAN_RUN_ID").and_then(|v| v.parse().ok()),
+            claim_lock: env_str("HERMES_KANBAN_CLAIM_LOCK"),
+            workspace: env_str("HERMES_KANBAN_WORKSPACE").map(PathBuf::from),
+            workspaces_root: env_str("HERMES_KANBAN_WORKSPACES_ROOT").map(PathBuf::from),
+            board: env_str("HERMES_KANBAN_BOARD"),
+            db: env_str("HERMES_KANBAN_DB").map(PathBuf::from),
+            branch: env_str("HERMES_KANBAN_BRANCH"),
+            goal_mode: env_str("HERMES_KANBAN_GOAL_MODE")
+                .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
+            goal_max_turns: env_str("HERMES_KANBAN_GOAL_MAX_TURNS").and_then(|v| v.parse().ok()),
+        },
     })
 }
 
 /// The task id of the owned worker, if this context is one.
 pub fn owned_kanban_task() -> Option<String> {
-    gate().map(|id| id.task)
+    gate().map(|id| id.facts.task)
 }
 
 /// The sanctioned builder of every child process the runtime starts (see [`child`]): when the
@@ -256,6 +307,7 @@ where
     crate::sync::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
+            context::sanction_current_thread();
             let _scope = carried.install();
             f()
         })

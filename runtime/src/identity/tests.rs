@@ -424,3 +424,53 @@ fn report_reflects_the_context() {
         assert_eq!(lowered.gates["kanban_mode_enabled"], false);
     });
 }
+
+#[test]
+fn a_thread_not_started_by_identity_spawn_is_not_owned() {
+    // An unnamed raw thread stands for a library's pool or a careless spawn: fail closed.
+    #[allow(clippy::disallowed_methods)] // the test starts the raw thread the rule is about
+    let raw = std::thread::spawn(|| {
+        let owned = is_dispatcher_owned_worker_context();
+        // What it hands on through the sanctioned spawner is not owned either.
+        let child = spawn("from-raw", is_dispatcher_owned_worker_context)
+            .unwrap()
+            .join()
+            .unwrap();
+        (owned, child, capture_context().is_owned())
+    });
+    assert_eq!(raw.join().unwrap(), (false, false, false));
+    // A sibling started through identity::spawn from an owned context is owned.
+    let sibling = spawn("sibling", is_dispatcher_owned_worker_context).unwrap();
+    assert!(sibling.join().unwrap());
+}
+
+#[test]
+fn a_pool_job_runs_in_the_context_captured_at_submission() {
+    let (tx, rx) = std::sync::mpsc::channel::<Job<bool>>();
+    let (back, results) = std::sync::mpsc::channel::<bool>();
+    // The pool thread is started while owned.
+    let pool = spawn("pool", move || {
+        for job in rx {
+            back.send(job.run()).unwrap();
+        }
+        is_dispatcher_owned_worker_context()
+    })
+    .unwrap();
+    {
+        let _cron = non_dispatcher_owned_context();
+        tx.send(Job::new(is_dispatcher_owned_worker_context))
+            .unwrap();
+    }
+    tx.send(Job::new(is_dispatcher_owned_worker_context))
+        .unwrap();
+    drop(tx);
+    assert!(
+        !results.recv().unwrap(),
+        "a job sent from a cron scope ran owned"
+    );
+    assert!(
+        results.recv().unwrap(),
+        "a job sent from an owned context ran lowered"
+    );
+    assert!(pool.join().unwrap(), "the pool thread itself stays owned");
+}
