@@ -208,6 +208,16 @@ fn numbers_at_and_past_every_range() {
             2,
             vec!["--events"],
         ),
+        (
+            vec!["cron", "tick", "--now", "9223372036854775807"],
+            2,
+            vec!["--now"],
+        ),
+        (
+            vec!["cron", "tick", "--now", "253402300800"],
+            2,
+            vec!["--now"],
+        ),
     ] {
         refused(&home, args(&k, &argv), code, &needles);
     }
@@ -802,4 +812,81 @@ fn a_worker_cannot_link_or_unlink_another_task() {
     }
     assert_eq!(k.status(&a), "ready");
     assert_eq!(k.status(&b), "todo");
+}
+
+/// `kanban --home HOME <argv>` as a user that cannot write what root made: this user when it is
+/// not root, else `nobody` through `setpriv`; `None` when root has no `setpriv`.
+fn unprivileged(k: &Kanban, home: &Path, argv: &[&str]) -> Option<Command> {
+    let mut cmd = if rustix::process::geteuid().is_root() {
+        let setpriv = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("setpriv"))
+                .find(|p| p.is_file())
+        })?;
+        let mut cmd = Command::new(setpriv);
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(k.bin());
+        cmd
+    } else {
+        Command::new(k.bin())
+    };
+    cmd.env_clear().arg("--home").arg(home).args(argv);
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    Some(cmd)
+}
+
+#[test]
+fn a_read_only_home_still_reads_and_every_write_names_the_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let k = kanban();
+    let id = k.create("readable", &["--body", "still here"]);
+    let home = k.home().to_path_buf();
+    let db = k.default_db();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let Some(probe) = unprivileged(&k, &home, &["list"]) else {
+        eprintln!("skipped: running as root without setpriv, no unprivileged user to test with");
+        return;
+    };
+    drop(probe);
+    let before = snapshot(&home);
+    for argv in [
+        vec!["list"],
+        vec!["show", id.as_str()],
+        vec!["events", id.as_str()],
+        vec!["fsck"],
+    ] {
+        let run = Run::from(unprivileged(&k, &home, &argv).unwrap().output().unwrap());
+        assert_eq!(run.code, 0, "{argv:?}: {}", run.stderr);
+        if argv[0] != "fsck" && argv[0] != "events" {
+            assert!(run.stdout.contains("readable"), "{argv:?}: {}", run.stdout);
+        }
+    }
+    for argv in [
+        vec!["create", "x"],
+        vec!["comment", id.as_str(), "--body", "x"],
+        vec!["archive", id.as_str()],
+    ] {
+        let cmd = unprivileged(&k, &home, &argv).unwrap();
+        refused(
+            &home,
+            cmd,
+            1,
+            &[db.to_str().unwrap(), "read-only", "writable"],
+        );
+    }
+    // A home whose board folder cannot be created says which folder and what to do.
+    let cmd = unprivileged(
+        &k,
+        &home,
+        &["--board", "default", "boards", "create", "ops"],
+    )
+    .unwrap();
+    refused(&home, cmd, 1, &["kanban/boards/ops", "writable"]);
+    assert_eq!(before, snapshot(&home));
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(k.json(&["show", &id])["task"]["status"], "ready");
 }

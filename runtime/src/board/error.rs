@@ -48,6 +48,14 @@ pub enum BoardError {
     MissingFile { path: PathBuf },
 
     #[error(
+        "cannot create the folder {path} for the board; make its parent writable by this user, or point --home/HERMES_KANBAN_HOME elsewhere"
+    )]
+    CannotCreateFolder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error(
         "cannot open the board {path}: the file or its folder is missing or not accessible to this user; SQLite needs to read the file and to create {path}-wal and {path}-shm next to it. Fix the permissions, or point --home/HERMES_KANBAN_DB elsewhere"
     )]
     CannotOpen { path: PathBuf },

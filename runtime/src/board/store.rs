@@ -212,11 +212,7 @@ impl Board {
                 });
             }
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|source| BoardError::Io {
-                    action: "create the directory",
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
+                std::fs::create_dir_all(parent).map_err(|source| folder_error(parent, source))?;
             }
         }
         let conn = if options.read_only {
@@ -298,11 +294,7 @@ impl Board {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|source| BoardError::Io {
-            action: "create the directory",
-            path: parent.to_path_buf(),
-            source,
-        })?;
+        std::fs::create_dir_all(parent).map_err(|source| folder_error(parent, source))?;
         let mut name = std::ffi::OsString::from(".");
         name.push(path.file_name().unwrap_or_default());
         name.push(format!(".creating-{}", random_hex(8)));
@@ -592,7 +584,13 @@ fn open_read_only(path: &Path) -> Result<Connection> {
     });
     match plain {
         Ok(conn) => Ok(conn),
-        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) => {
+        // SQLITE_CANTOPEN, or SQLITE_READONLY_CANTINIT when the -shm cannot be created.
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+            ) =>
+        {
             let mut wal = path.as_os_str().to_owned();
             wal.push("-wal");
             if Path::new(&wal).exists() {
@@ -619,6 +617,23 @@ fn uri_path(path: &Path) -> String {
         }
     }
     out
+}
+
+/// The error of a failed `create_dir_all(dir)`: a permission problem says what to do.
+fn folder_error(dir: &Path, source: std::io::Error) -> BoardError {
+    match source.kind() {
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+            BoardError::CannotCreateFolder {
+                path: dir.to_path_buf(),
+                source,
+            }
+        }
+        _ => BoardError::Io {
+            action: "create the directory",
+            path: dir.to_path_buf(),
+            source,
+        },
+    }
 }
 
 /// The error of a failed `open` of `path`, naming the file and what to do.

@@ -57,8 +57,9 @@ pub enum CronCommand {
     Remove { job: String },
     /// Run one scheduler pass: every due job, then exit.
     Tick {
-        /// Pretend the time is this epoch second (for tests and dry runs).
-        #[arg(long, hide = true)]
+        /// Pretend the time is this epoch second (for tests and dry runs): 0 (1970) to
+        /// 253402300799 (the end of 9999), so schedule arithmetic stays in range.
+        #[arg(long, hide = true, value_parser = clap::value_parser!(i64).range(0..=253_402_300_799))]
         now: Option<i64>,
     },
     /// Run the scheduler until SIGTERM / SIGINT (running jobs finish first; a second signal exits).
