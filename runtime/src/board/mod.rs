@@ -8,7 +8,7 @@
 //!
 //! Layout: [`paths`] (root, slugs, resolution), [`store`] (open, pragmas, [`Board::write`]),
 //! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), [`tasks`] (transitions),
-//! [`outcome`] (their typed results), [`query`] (reads), [`fsck`] (invariant checks).
+//! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks).
 
 mod error;
 pub mod events;
@@ -21,6 +21,7 @@ pub mod query;
 mod schema;
 pub mod store;
 pub mod tasks;
+pub mod views;
 
 pub use error::{BoardError, Result};
 pub use events::{Event, StoredEvent, Termination, append_event};
@@ -35,6 +36,7 @@ pub use tasks::{
     BLOCK_RECURRENCE_LIMIT, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
     DEFAULT_FAILURE_LIMIT, Fence, NewTask, check_seconds, claim_ttl_seconds, default_claim_lock,
 };
+pub use views::BoardCard;
 
 #[cfg(test)]
 mod tests;

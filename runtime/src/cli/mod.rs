@@ -17,6 +17,7 @@ mod dispatch;
 mod escape;
 mod identity;
 mod review;
+mod serve;
 
 /// Global options every subcommand sees.
 #[derive(Debug, Clone, clap::Args)]
@@ -58,6 +59,8 @@ enum Command {
         #[command(subcommand)]
         command: cron::CronCommand,
     },
+    /// Serve a read-only, live web view of the boards (README "Web view").
+    Serve(serve::ServeArgs),
 }
 
 /// An error that means "refused" (exit 3): a lost compare-and-swap, a stale claim, not the owner.
@@ -85,6 +88,7 @@ pub fn main() -> ExitCode {
         Command::Identity(c) => identity::run(c, &cli.globals),
         Command::Dispatch(c) => dispatch::run(c, &cli.globals),
         Command::Cron { command } => cron::run(command, &cli.globals),
+        Command::Serve(args) => serve::run(args, &cli.globals),
     };
     match result {
         Ok(Exit(code)) => ExitCode::from(code),

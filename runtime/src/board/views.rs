@@ -1,0 +1,156 @@
+//! Reads shaped for whole-board views (`kanban serve`): every task with its attempt count and,
+//! for a blocked task, why; the tasks the failure breaker gave up on. One statement each, so a
+//! 10 000-task board page costs one query rather than one per card.
+
+use super::error::Result;
+use super::model::{TASK_COLUMNS, Task, TaskRef};
+use super::store::Board;
+
+/// A task as a board card shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoardCard {
+    pub task: Task,
+    /// Runs the task has had (open or closed).
+    pub attempts: i64,
+    /// For a blocked task: the reason of its latest `blocked` event, else the error of its latest
+    /// `gave_up` event, else its last failure error.
+    pub block_reason: Option<String>,
+}
+
+impl Board {
+    /// Every task (archived ones only with `include_archived`) in [`Board::list_tasks`] order,
+    /// with its attempt count and block reason.
+    pub fn board_cards(&self, include_archived: bool) -> Result<Vec<BoardCard>> {
+        let columns = TASK_COLUMNS
+            .split(", ")
+            .map(|c| format!("t.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let filter = if include_archived {
+            ""
+        } else {
+            "WHERE t.status != 'archived'"
+        };
+        let sql = format!(
+            "SELECT {columns}, \
+               (SELECT COUNT(*) FROM task_runs r WHERE r.task_id = t.id), \
+               CASE WHEN t.status = 'blocked' THEN \
+                 (SELECT e.kind || ' ' || COALESCE(e.payload, '') FROM task_events e \
+                  WHERE e.task_id = t.id AND e.kind IN ('blocked', 'gave_up') \
+                  ORDER BY e.id DESC LIMIT 1) END \
+             FROM tasks t {filter} ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC"
+        );
+        let width = TASK_COLUMNS.split(", ").count();
+        let mut stmt = self.conn().prepare(&sql)?;
+        let rows = stmt.query_map([], |r| {
+            let task = Task::from_row(r)?;
+            let attempts: i64 = r.get(width)?;
+            let latest: Option<String> = r.get(width + 1)?;
+            Ok((task, attempts, latest))
+        })?;
+        let mut cards = Vec::new();
+        for row in rows {
+            let (task, attempts, latest) = row?;
+            let block_reason = latest
+                .as_deref()
+                .and_then(reason_of)
+                .or_else(|| {
+                    (task.status == super::model::Status::Blocked)
+                        .then(|| task.last_failure_error.clone())
+                        .flatten()
+                })
+                .filter(|r| !r.trim().is_empty());
+            cards.push(BoardCard {
+                task,
+                attempts,
+                block_reason,
+            });
+        }
+        Ok(cards)
+    }
+
+    /// Blocked tasks whose latest `blocked` / `gave_up` event is `gave_up`: the failure breaker
+    /// stopped retrying them and they wait for an operator.
+    pub fn given_up_tasks(&self) -> Result<Vec<TaskRef>> {
+        let mut stmt = self.conn().prepare(
+            "SELECT t.id, t.title, t.status FROM tasks t WHERE t.status = 'blocked' AND \
+               (SELECT e.kind FROM task_events e WHERE e.task_id = t.id \
+                AND e.kind IN ('blocked', 'gave_up') ORDER BY e.id DESC LIMIT 1) = 'gave_up' \
+             ORDER BY t.created_at, t.rowid",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, title, status) = row?;
+            out.push(TaskRef {
+                id,
+                title,
+                status: status.parse()?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `"<kind> <payload JSON>"` → the human reason it carries.
+fn reason_of(latest: &str) -> Option<String> {
+    let (kind, payload) = latest.split_once(' ')?;
+    let value: serde_json::Value = serde_json::from_str(payload).ok()?;
+    let field = if kind == "gave_up" { "error" } else { "reason" };
+    value.get(field)?.as_str().map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Board, NewTask, OpenOptions};
+
+    fn board() -> (tempfile::TempDir, Board) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let board =
+            Board::open_path(&dir.path().join("kanban.db"), &OpenOptions::create()).expect("open");
+        (dir, board)
+    }
+
+    fn task(board: &Board, title: &str) -> String {
+        let new = NewTask {
+            title: title.to_owned(),
+            ..NewTask::default()
+        };
+        board.create_task(&new, 100).expect("create").id
+    }
+
+    #[test]
+    fn board_cards_count_attempts_and_carry_the_block_reason() {
+        let (_dir, board) = board();
+        let blocked = task(&board, "blocked one");
+        let plain = task(&board, "plain");
+        let archived = task(&board, "archived");
+        board
+            .block(&blocked, None, "waiting for the API key", None, 101)
+            .expect("block")
+            .into_result()
+            .expect("blocked");
+        board.archive(&archived, 102).expect("archive");
+        let cards = board.board_cards(false).expect("cards");
+        let ids: Vec<&str> = cards.iter().map(|c| c.task.id.as_str()).collect();
+        assert_eq!(ids, [blocked.as_str(), plain.as_str()]);
+        assert_eq!(
+            cards[0].block_reason.as_deref(),
+            Some("waiting for the API key")
+        );
+        assert_eq!(cards[1].block_reason, None);
+        assert_eq!(
+            cards[0].attempts,
+            board.runs(&blocked).expect("runs").len() as i64
+        );
+        assert_eq!(cards[1].attempts, 0);
+        assert_eq!(board.board_cards(true).expect("all").len(), 3);
+        assert!(board.given_up_tasks().expect("given up").is_empty());
+    }
+}

@@ -1,0 +1,64 @@
+//! `kanban-web`: the read-only, live web view of kanban boards that `kanban serve` runs.
+//!
+//! The crate depends on std only. It knows nothing of SQLite or of the runtime: the runtime
+//! implements [`Source`] (page data as the plain types of [`view`], a change watcher per board,
+//! and the thread spawner the runtime sanctions), and this crate serves it:
+//!
+//! * [`http`]: a small HTTP/1.1 server (GET and HEAD only, one thread per connection, bounded
+//!   request size, read timeouts), the token check and the security headers;
+//! * [`page`]: the HTML pages — board, task, cron, health, 401 and 404 — with every value from a
+//!   board escaped by [`page::escape`];
+//! * [`live`]: one watcher per board polls the board's change signal (SQLite's `data_version`, the
+//!   one the dispatcher wakes on) and the log sizes of open runs every 100 ms, and fans each
+//!   change out to the browsers over server-sent events; browsers never poll;
+//! * `assets/`: the page's script and stylesheet, compiled into the binary (`include_str!`).
+//!
+//! It never changes a board: there is no route that writes, and [`Source`] has no write method.
+
+pub mod http;
+pub mod live;
+pub mod page;
+pub mod view;
+
+use std::io;
+
+pub use http::{ServeConfig, ServeError, Server};
+pub use view::*;
+
+/// A failure of the data source (an unreadable board, …), shown as a 500 page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceError(pub String);
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+/// What the server reads. Implemented by the runtime over its board read API.
+pub trait Source: Send + Sync + 'static {
+    /// The served boards' slugs; the first is the one `/` shows without `?board=`.
+    fn boards(&self) -> Vec<String>;
+    /// The board page's data; `None` when `slug` is not served.
+    fn board(&self, slug: &str, include_archived: bool) -> Result<Option<BoardView>, SourceError>;
+    /// One task's page data; `None` when the board or the task is unknown.
+    fn task(&self, slug: &str, id: &str) -> Result<Option<TaskView>, SourceError>;
+    /// The cron jobs of the home.
+    fn cron(&self) -> Result<CronView, SourceError>;
+    /// Live workers, budgets and given-up tasks of every served board.
+    fn health(&self) -> Result<HealthView, SourceError>;
+    /// A change watcher of one served board (`None` when `slug` is not served).
+    fn watcher(&self, slug: &str) -> Result<Option<Box<dyn Watcher>>, SourceError>;
+    /// Starts `job` on a new thread named `name` (the runtime's sanctioned spawner).
+    fn spawn(&self, name: &str, job: Box<dyn FnOnce() + Send>) -> io::Result<()>;
+}
+
+/// Watches one board for changes; owned by that board's single watcher thread.
+pub trait Watcher: Send {
+    /// The board's change counter: any other connection's commit changes it.
+    fn version(&mut self) -> Result<i64, SourceError>;
+    /// The tasks with an open run and the current size of their logs (bytes).
+    fn open_logs(&mut self) -> Vec<(String, u64)>;
+}

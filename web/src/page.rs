@@ -1,0 +1,547 @@
+//! The HTML pages. Every value that comes from a board goes through [`escape`] (text and quoted
+//! attributes alike) or [`url_component`] (inside an `href`); the pages carry no inline script or
+//! style, so the Content-Security-Policy can forbid both.
+
+use std::fmt::Write as _;
+
+use crate::view::{BoardView, CardView, CronView, HealthView, TaskLink, TaskView};
+
+/// Escapes `text` for HTML text and double- or single-quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Percent-encodes `text` for a URL path segment or query value (unreserved characters stay).
+pub fn url_component(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// `90` → `1m`, `7200` → `2h`: a short age for cards.
+pub fn age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// The board filter the page was asked for (`?assignee=&q=&archived=1`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BoardFilter {
+    pub assignee: Option<String>,
+    pub text: Option<String>,
+    pub archived: bool,
+}
+
+impl BoardFilter {
+    /// True when `card` passes: same assignee (ignoring case), and `text` found (ignoring case)
+    /// in its id, title, body or assignee.
+    pub fn matches(&self, card: &CardView) -> bool {
+        if let Some(want) = &self.assignee {
+            let have = card.assignee.as_deref().unwrap_or("");
+            if !have.eq_ignore_ascii_case(want.trim()) {
+                return false;
+            }
+        }
+        if let Some(text) = &self.text {
+            let needle = text.to_lowercase();
+            let hay = [
+                Some(card.id.as_str()),
+                Some(card.title.as_str()),
+                card.body.as_deref(),
+                card.assignee.as_deref(),
+            ];
+            if !hay
+                .iter()
+                .flatten()
+                .any(|h| h.to_lowercase().contains(&needle))
+            {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn task_href(slug: &str, id: &str) -> String {
+    format!("/task/{}?board={}", url_component(id), url_component(slug))
+}
+
+/// The page frame: head with the external script and stylesheet, the navigation, `main`.
+fn frame(title: &str, board: Option<&str>, task: Option<&str>, header: &str, main: &str) -> String {
+    let mut out = String::with_capacity(main.len() + 2048);
+    out.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
+    let _ = write!(out, "<title>{} · kanban</title>", escape(title));
+    out.push_str("<link rel=\"stylesheet\" href=\"/assets/app.css\">");
+    out.push_str("<script src=\"/assets/app.js\" defer></script></head>\n<body");
+    if let Some(b) = board {
+        let _ = write!(out, " data-board=\"{}\"", escape(b));
+    }
+    if let Some(t) = task {
+        let _ = write!(out, " data-task=\"{}\"", escape(t));
+    }
+    out.push_str("><header><nav>");
+    let board_q = board
+        .map(|b| format!("?board={}", url_component(b)))
+        .unwrap_or_default();
+    let _ = write!(
+        out,
+        "<a href=\"/{board_q}\">board</a> <a href=\"/cron\">cron</a> <a href=\"/health\">health</a>"
+    );
+    out.push_str(" <span id=\"live\" class=\"live\" title=\"live updates\"></span></nav>");
+    out.push_str(header);
+    out.push_str("</header>\n<main id=\"content\">");
+    out.push_str(main);
+    out.push_str("</main></body></html>\n");
+    out
+}
+
+fn opt(value: Option<&str>) -> String {
+    value.map(escape).unwrap_or_else(|| "—".to_owned())
+}
+
+fn when(now: i64, at: Option<i64>) -> String {
+    match at {
+        Some(t) => format!("{} ago", age(now - t)),
+        None => "—".to_owned(),
+    }
+}
+
+fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView) {
+    let _ = write!(
+        out,
+        "<article class=\"card\" data-task=\"{id}\" data-status=\"{status}\">\
+         <a class=\"title\" href=\"{href}\">{title}</a><div class=\"meta\">\
+         <span class=\"id\">{id}</span> <span class=\"assignee\">{assignee}</span> \
+         <span class=\"priority\">p{priority}</span> <span class=\"age\">{age}</span> \
+         <span class=\"attempts\">{attempts} run{s}</span>",
+        id = escape(&card.id),
+        status = escape(&card.status),
+        href = escape(&task_href(slug, &card.id)),
+        title = escape(&card.title),
+        assignee = card
+            .assignee
+            .as_deref()
+            .map(|a| format!("@{}", escape(a)))
+            .unwrap_or_else(|| "unassigned".to_owned()),
+        priority = card.priority,
+        age = age(now - card.created_at),
+        attempts = card.attempts,
+        s = if card.attempts == 1 { "" } else { "s" },
+    );
+    if card.status == "running" {
+        let _ = write!(
+            out,
+            " <span class=\"heartbeat\">♥ {}</span>",
+            when(now, card.last_heartbeat_at.or(card.started_at))
+        );
+        if card.stale {
+            out.push_str(" <span class=\"stale\">stale</span>");
+        }
+    }
+    out.push_str("</div>");
+    if let Some(reason) = &card.block_reason {
+        let _ = write!(out, "<p class=\"blocked-reason\">{}</p>", escape(reason));
+    }
+    out.push_str("</article>");
+}
+
+/// The board page: the filter form, then one column per status.
+pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> String {
+    let mut header = String::new();
+    if boards.len() > 1 {
+        header.push_str("<nav class=\"boards\">");
+        for b in boards {
+            let class = if *b == view.slug {
+                " class=\"current\""
+            } else {
+                ""
+            };
+            let _ = write!(
+                header,
+                "<a{class} href=\"/?board={}\">{}</a> ",
+                url_component(b),
+                escape(b)
+            );
+        }
+        header.push_str("</nav>");
+    }
+    let _ = write!(
+        header,
+        "<form class=\"filter\" method=\"get\" action=\"/\">\
+         <input type=\"hidden\" name=\"board\" value=\"{board}\">\
+         <input name=\"assignee\" placeholder=\"assignee\" value=\"{assignee}\">\
+         <input name=\"q\" placeholder=\"text\" value=\"{q}\">\
+         <label><input type=\"checkbox\" name=\"archived\" value=\"1\"{checked}> archived</label>\
+         <button type=\"submit\">filter</button></form>",
+        board = escape(&view.slug),
+        assignee = escape(filter.assignee.as_deref().unwrap_or("")),
+        q = escape(filter.text.as_deref().unwrap_or("")),
+        checked = if filter.archived { " checked" } else { "" },
+    );
+    let mut main = String::with_capacity(view.cards.len() * 400 + 1024);
+    let _ = write!(
+        main,
+        "<h1>board {}</h1><div class=\"board\">",
+        escape(&view.slug)
+    );
+    for status in &view.statuses {
+        if status == "archived" && !filter.archived {
+            continue;
+        }
+        let cards: Vec<&CardView> = view
+            .cards
+            .iter()
+            .filter(|c| &c.status == status && filter.matches(c))
+            .collect();
+        let _ = write!(
+            main,
+            "<section class=\"column\" data-status=\"{s}\"><h2>{s} <span class=\"count\">{n}</span></h2>",
+            s = escape(status),
+            n = cards.len()
+        );
+        for card in cards {
+            card_html(&mut main, &view.slug, view.now, card);
+        }
+        main.push_str("</section>");
+    }
+    main.push_str("</div>");
+    frame(&view.slug, Some(&view.slug), None, &header, &main)
+}
+
+fn links(out: &mut String, slug: &str, title: &str, items: &[TaskLink]) {
+    let _ = write!(out, "<h2>{title}</h2>");
+    if items.is_empty() {
+        out.push_str("<p class=\"none\">none</p>");
+        return;
+    }
+    out.push_str("<ul class=\"links\">");
+    for l in items {
+        let _ = write!(
+            out,
+            "<li><a href=\"{}\">{}</a> <span class=\"status\">{}</span> <span class=\"id\">{}</span></li>",
+            escape(&task_href(slug, &l.id)),
+            escape(&l.title),
+            escape(&l.status),
+            escape(&l.id)
+        );
+    }
+    out.push_str("</ul>");
+}
+
+/// The task page: head, body, result, links, runs, comments, log tail, events.
+pub fn task_page(view: &TaskView) -> String {
+    let card = &view.card;
+    let now = view.now;
+    let mut main = String::with_capacity(8192);
+    let _ = write!(
+        main,
+        "<h1 class=\"task-title\">{title}</h1><p class=\"task-meta\"><span class=\"id\">{id}</span> \
+         <span class=\"status\" id=\"status\">{status}</span> <span class=\"assignee\">{assignee}</span> \
+         <span class=\"priority\">p{priority}</span> created {created} · {attempts} run(s)",
+        title = escape(&card.title),
+        id = escape(&card.id),
+        status = escape(&card.status),
+        assignee = card
+            .assignee
+            .as_deref()
+            .map(|a| format!("@{}", escape(a)))
+            .unwrap_or_else(|| "unassigned".to_owned()),
+        priority = card.priority,
+        created = when(now, Some(card.created_at)),
+        attempts = card.attempts,
+    );
+    if card.status == "running" {
+        let _ = write!(
+            main,
+            " · heartbeat {}",
+            when(now, card.last_heartbeat_at.or(card.started_at))
+        );
+        if card.stale {
+            main.push_str(" <span class=\"stale\">stale</span>");
+        }
+    }
+    main.push_str("</p>");
+    if let Some(reason) = &card.block_reason {
+        let _ = write!(main, "<p class=\"blocked-reason\">{}</p>", escape(reason));
+    }
+    main.push_str("<h2>body</h2>");
+    let _ = write!(
+        main,
+        "<pre class=\"body\">{}</pre>",
+        opt(card.body.as_deref())
+    );
+    if let Some(result) = &view.result {
+        let _ = write!(
+            main,
+            "<h2>result</h2><pre class=\"result\">{}</pre>",
+            escape(result)
+        );
+    }
+    links(&mut main, &view.slug, "parents", &view.parents);
+    links(&mut main, &view.slug, "children", &view.children);
+
+    main.push_str("<h2>runs</h2>");
+    if view.runs.is_empty() {
+        main.push_str("<p class=\"none\">none</p>");
+    } else {
+        main.push_str(
+            "<table class=\"runs\"><thead><tr><th>run</th><th>profile</th><th>status</th>\
+             <th>outcome</th><th>exit</th><th>duration</th><th>summary / error</th></tr></thead><tbody>",
+        );
+        for r in &view.runs {
+            let duration = age(r.ended_at.unwrap_or(now) - r.started_at);
+            let open = if r.ended_at.is_none() { " (open)" } else { "" };
+            let note = r.error.as_deref().or(r.summary.as_deref());
+            let _ = write!(
+                main,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{duration}{open}</td><td>{}</td></tr>",
+                r.id,
+                opt(r.profile.as_deref()),
+                escape(&r.status),
+                opt(r.outcome.as_deref()),
+                opt(r.exit_class.as_deref()),
+                opt(note),
+            );
+        }
+        main.push_str("</tbody></table>");
+    }
+
+    main.push_str("<h2>comments</h2>");
+    if view.comments.is_empty() {
+        main.push_str("<p class=\"none\">none</p>");
+    }
+    for c in &view.comments {
+        let _ = write!(
+            main,
+            "<div class=\"comment\"><p class=\"comment-head\"><span class=\"author\">{}</span> {}</p><pre>{}</pre></div>",
+            escape(&c.author),
+            when(now, Some(c.created_at)),
+            escape(&c.body)
+        );
+    }
+
+    let live = if view.run_open {
+        " <span class=\"following\">following the open run</span>"
+    } else {
+        ""
+    };
+    let _ = write!(main, "<h2>log{live}</h2>");
+    match &view.log_tail {
+        Some(tail) => {
+            let _ = write!(main, "<pre id=\"log\" class=\"log\">{}</pre>", escape(tail));
+        }
+        None => main.push_str("<p class=\"none\">no log</p>"),
+    }
+
+    main.push_str("<h2>events</h2><table class=\"events\"><tbody>");
+    for e in &view.events {
+        let _ = write!(
+            main,
+            "<tr><td>{}</td><td>{}</td><td class=\"kind\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            e.id,
+            when(now, Some(e.created_at)),
+            escape(&e.kind),
+            e.run_id.map(|r| format!("run {r}")).unwrap_or_default(),
+            opt(e.payload.as_deref()),
+        );
+    }
+    main.push_str("</tbody></table>");
+    frame(&card.title, Some(&view.slug), Some(&card.id), "", &main)
+}
+
+/// The cron page.
+pub fn cron_page(view: &CronView, board: Option<&str>) -> String {
+    let now = view.now;
+    let mut main = String::from("<h1>cron</h1>");
+    if view.jobs.is_empty() {
+        main.push_str("<p class=\"none\">no jobs</p>");
+    } else {
+        main.push_str(
+            "<table class=\"jobs\"><thead><tr><th>job</th><th>name</th><th>schedule</th><th>profile</th>\
+             <th>state</th><th>next run</th><th>last run</th><th>last status</th><th>last error</th></tr></thead><tbody>",
+        );
+        for j in &view.jobs {
+            let next = match j.next_run_at {
+                Some(t) if t >= now => format!("in {}", age(t - now)),
+                Some(t) => format!("due {} ago", age(now - t)),
+                None => "—".to_owned(),
+            };
+            let _ = write!(
+                main,
+                "<tr><td class=\"id\">{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>\
+                 <td>{next}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&j.id),
+                escape(&j.name),
+                escape(&j.schedule),
+                escape(&j.profile),
+                escape(&j.state),
+                when(now, j.last_run_at),
+                opt(j.last_status.as_deref()),
+                opt(j.last_error.as_deref()),
+            );
+        }
+        main.push_str("</tbody></table>");
+    }
+    frame("cron", board, None, "", &main)
+}
+
+/// The health page.
+pub fn health_page(view: &HealthView, board: Option<&str>) -> String {
+    let now = view.now;
+    let mut main = String::from("<h1>health</h1>");
+    for b in &view.boards {
+        let _ = write!(
+            main,
+            "<section class=\"health\" data-board=\"{slug}\"><h2>board {slug}</h2>\
+             <p>spawn budget: <span class=\"budget\">{running} / {max}</span> workers · dispatcher's last tick: {tick}</p>",
+            slug = escape(&b.slug),
+            running = b.running,
+            max = b.max_spawn,
+            tick = match b.last_tick_at {
+                Some(t) => format!("{} ago", age(now - t)),
+                None => "not recorded".to_owned(),
+            },
+        );
+        if b.workers.is_empty() {
+            main.push_str("<p class=\"none\">no live workers</p>");
+        } else {
+            main.push_str(
+                "<table class=\"workers\"><thead><tr><th>task</th><th>pid</th><th>host</th><th>heartbeat</th></tr></thead><tbody>",
+            );
+            for w in &b.workers {
+                let _ = write!(
+                    main,
+                    "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}{}</td></tr>",
+                    escape(&task_href(&b.slug, &w.task_id)),
+                    escape(&w.task_id),
+                    w.pid
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| "—".to_owned()),
+                    opt(w.host.as_deref()),
+                    when(now, w.last_heartbeat_at),
+                    if w.stale {
+                        " <span class=\"stale\">stale</span>"
+                    } else {
+                        ""
+                    },
+                );
+            }
+            main.push_str("</tbody></table>");
+        }
+        links(&mut main, &b.slug, "given up", &b.given_up);
+        main.push_str("</section>");
+    }
+    frame("health", board, None, "", &main)
+}
+
+/// A plain error page (401, 404, 405, 500, 503).
+pub fn error_page(status: u16, reason: &str, detail: &str) -> String {
+    let main = format!(
+        "<h1>{status} {}</h1><p class=\"error\">{}</p>",
+        escape(reason),
+        escape(detail)
+    );
+    frame(&format!("{status} {reason}"), None, None, "", &main)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(id: &str, status: &str, title: &str) -> CardView {
+        CardView {
+            id: id.to_owned(),
+            title: title.to_owned(),
+            status: status.to_owned(),
+            ..CardView::default()
+        }
+    }
+
+    #[test]
+    fn escape_neutralises_markup_and_quotes() {
+        assert_eq!(
+            escape("<script>\"onload='x'&</textarea>"),
+            "&lt;script&gt;&quot;onload=&#39;x&#39;&amp;&lt;/textarea&gt;"
+        );
+    }
+
+    #[test]
+    fn url_component_encodes_everything_but_unreserved() {
+        assert_eq!(url_component("t_ab12"), "t_ab12");
+        assert_eq!(url_component("a b/\"<"), "a%20b%2F%22%3C");
+    }
+
+    #[test]
+    fn board_page_puts_cards_in_their_status_column_and_hides_archived() {
+        let view = BoardView {
+            slug: "default".to_owned(),
+            now: 100,
+            statuses: vec!["ready".into(), "done".into(), "archived".into()],
+            cards: vec![
+                card("t_1", "ready", "first"),
+                card("t_2", "done", "<b>second</b>"),
+                card("t_3", "archived", "old"),
+            ],
+        };
+        let html = board_page(&view, &BoardFilter::default(), &["default".to_owned()]);
+        assert!(html.contains("data-status=\"ready\"><h2>ready <span class=\"count\">1</span>"));
+        assert!(html.contains("&lt;b&gt;second&lt;/b&gt;"));
+        assert!(!html.contains("<b>second"));
+        assert!(!html.contains("t_3"));
+        assert!(html.contains("href=\"/task/t_1?board=default\""));
+        let all = BoardFilter {
+            archived: true,
+            ..BoardFilter::default()
+        };
+        assert!(board_page(&view, &all, &[]).contains("t_3"));
+    }
+
+    #[test]
+    fn filter_matches_assignee_ignoring_case_and_text_anywhere() {
+        let mut c = card("t_9", "ready", "Fix the parser");
+        c.assignee = Some("coder".into());
+        c.body = Some("see issue 42".into());
+        let by = |assignee: Option<&str>, text: Option<&str>| BoardFilter {
+            assignee: assignee.map(str::to_owned),
+            text: text.map(str::to_owned),
+            archived: false,
+        };
+        assert!(by(Some("Coder"), None).matches(&c));
+        assert!(!by(Some("bot"), None).matches(&c));
+        assert!(by(None, Some("PARSER")).matches(&c));
+        assert!(by(None, Some("issue 42")).matches(&c));
+        assert!(!by(Some("coder"), Some("nothing")).matches(&c));
+    }
+
+    #[test]
+    fn ages_are_short() {
+        assert_eq!(age(5), "5s");
+        assert_eq!(age(90), "1m");
+        assert_eq!(age(7200), "2h");
+        assert_eq!(age(3 * 86_400), "3d");
+        assert_eq!(age(-4), "0s");
+    }
+}

@@ -1,0 +1,144 @@
+//! The data the pages show: plain values the [`crate::Source`] fills from a board. Times are
+//! epoch seconds; `now` is the source's clock at the time of the read.
+
+/// A task as a board card (and the head of its page) shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CardView {
+    pub id: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub assignee: Option<String>,
+    pub status: String,
+    pub priority: i64,
+    pub created_at: i64,
+    /// Runs the task has had.
+    pub attempts: i64,
+    /// Last heartbeat of a running task.
+    pub last_heartbeat_at: Option<i64>,
+    /// Start of the current run of a running task.
+    pub started_at: Option<i64>,
+    /// A running task whose heartbeat is older than the board's stale limit.
+    pub stale: bool,
+    pub block_reason: Option<String>,
+}
+
+/// The board page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BoardView {
+    pub slug: String,
+    pub now: i64,
+    /// The columns, in order (one per status).
+    pub statuses: Vec<String>,
+    pub cards: Vec<CardView>,
+}
+
+/// A link to another task.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskLink {
+    pub id: String,
+    pub title: String,
+    pub status: String,
+}
+
+/// One run of a task.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunView {
+    pub id: i64,
+    pub profile: Option<String>,
+    pub status: String,
+    pub outcome: Option<String>,
+    /// How the worker exited (`exit 0`, `exit 75 (rate limited)`, …) when known.
+    pub exit_class: Option<String>,
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    pub summary: Option<String>,
+    pub error: Option<String>,
+}
+
+/// One comment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommentView {
+    pub author: String,
+    pub body: String,
+    pub created_at: i64,
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventView {
+    pub id: i64,
+    pub run_id: Option<i64>,
+    pub kind: String,
+    /// The payload as JSON text.
+    pub payload: Option<String>,
+    pub created_at: i64,
+}
+
+/// The task page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskView {
+    pub slug: String,
+    pub now: i64,
+    pub card: CardView,
+    pub result: Option<String>,
+    pub parents: Vec<TaskLink>,
+    pub children: Vec<TaskLink>,
+    pub runs: Vec<RunView>,
+    pub comments: Vec<CommentView>,
+    pub events: Vec<EventView>,
+    /// The end of the task's log (the newest bytes), when there is a log.
+    pub log_tail: Option<String>,
+    /// A run of the task is open: the log tail follows live.
+    pub run_open: bool,
+}
+
+/// One cron job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobView {
+    pub id: String,
+    pub name: String,
+    pub schedule: String,
+    pub profile: String,
+    pub state: String,
+    pub next_run_at: Option<i64>,
+    pub last_run_at: Option<i64>,
+    pub last_status: Option<String>,
+    pub last_error: Option<String>,
+}
+
+/// The cron page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CronView {
+    pub now: i64,
+    pub jobs: Vec<JobView>,
+}
+
+/// A live worker.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkerView {
+    pub task_id: String,
+    pub pid: Option<i64>,
+    pub host: Option<String>,
+    pub last_heartbeat_at: Option<i64>,
+    pub stale: bool,
+}
+
+/// One board on the health page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BoardHealth {
+    pub slug: String,
+    pub workers: Vec<WorkerView>,
+    /// The dispatcher's last tick, when the board records it.
+    pub last_tick_at: Option<i64>,
+    /// Workers running / `max_spawn`.
+    pub running: i64,
+    pub max_spawn: i64,
+    pub given_up: Vec<TaskLink>,
+}
+
+/// The health page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HealthView {
+    pub now: i64,
+    pub boards: Vec<BoardHealth>,
+}
