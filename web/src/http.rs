@@ -92,8 +92,8 @@ pub fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
-struct State {
-    source: Arc<dyn Source>,
+struct State<S> {
+    source: Arc<S>,
     token: Option<String>,
     hub: Arc<Hub>,
     open: AtomicUsize,
@@ -101,14 +101,14 @@ struct State {
 }
 
 /// A bound server; [`Server::run`] accepts until the listener fails.
-pub struct Server {
+pub struct Server<S> {
     listener: TcpListener,
-    state: Arc<State>,
+    state: Arc<State<S>>,
 }
 
-impl Server {
+impl<S: Source> Server<S> {
     /// Checks the token rule and binds the address.
-    pub fn bind(config: &ServeConfig, source: Arc<dyn Source>) -> Result<Server, ServeError> {
+    pub fn bind(config: &ServeConfig, source: Arc<S>) -> Result<Server<S>, ServeError> {
         if let Some(token) = &config.token
             && token.trim().is_empty()
         {
@@ -163,13 +163,10 @@ impl Server {
                 continue;
             }
             let job_state = Arc::clone(&state);
-            let started = state.source.spawn(
-                "kanban-web-conn",
-                Box::new(move || {
-                    let _ = handle(&job_state, stream);
-                    job_state.open.fetch_sub(1, Ordering::SeqCst);
-                }),
-            );
+            let started = state.source.spawn("kanban-web-conn", move || {
+                let _ = handle(&job_state, stream);
+                job_state.open.fetch_sub(1, Ordering::SeqCst);
+            });
             if started.is_err() {
                 state.open.fetch_sub(1, Ordering::SeqCst);
             }
@@ -409,7 +406,7 @@ fn respond_error(
     write_response(stream, head_only, &Response::error(status, reason, detail))
 }
 
-fn handle(state: &State, mut stream: TcpStream) -> io::Result<()> {
+fn handle<S: Source>(state: &State<S>, mut stream: TcpStream) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.set_write_timeout(Some(Duration::from_secs(10)))?;
     let Some(head) = read_head(&mut stream)? else {
@@ -470,14 +467,14 @@ fn source_failure(err: &SourceError) -> Response {
     Response::error(500, "Internal Server Error", &err.0)
 }
 
-fn board_slug(state: &State, request: &Request) -> Option<String> {
+fn board_slug<S: Source>(state: &State<S>, request: &Request) -> Option<String> {
     match request.param("board") {
         Some(b) if !b.is_empty() => Some(b.to_owned()),
         _ => state.source.boards().into_iter().next(),
     }
 }
 
-fn route(state: &State, request: &Request) -> Response {
+fn route<S: Source>(state: &State<S>, request: &Request) -> Response {
     let path = request.path.as_str();
     match path {
         "/" => {
@@ -548,8 +545,8 @@ fn route(state: &State, request: &Request) -> Response {
     }
 }
 
-fn event_stream(
-    state: &State,
+fn event_stream<S: Source>(
+    state: &State<S>,
     mut stream: TcpStream,
     request: &Request,
     auth: Auth,

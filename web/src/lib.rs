@@ -51,8 +51,11 @@ pub trait Source: Send + Sync + 'static {
     fn health(&self) -> Result<HealthView, SourceError>;
     /// A change watcher of one served board (`None` when `slug` is not served).
     fn watcher(&self, slug: &str) -> Result<Option<Box<dyn Watcher>>, SourceError>;
-    /// Starts `job` on a new thread named `name` (the runtime's sanctioned spawner).
-    fn spawn(&self, name: &str, job: Box<dyn FnOnce() + Send>) -> io::Result<()>;
+    /// Starts `job` on a new thread named `name` (the runtime's sanctioned spawner, which carries
+    /// the caller's context to the new thread).
+    fn spawn<F>(&self, name: &str, job: F) -> io::Result<()>
+    where
+        F: FnOnce() + Send + 'static;
 }
 
 /// Watches one board for changes; owned by that board's single watcher thread.

@@ -44,9 +44,9 @@ pub struct Subscription {
 impl Hub {
     /// Subscribes to `slug`'s changes, starting its watcher when it has none. `Ok(None)` when the
     /// source does not serve `slug`.
-    pub fn subscribe(
+    pub fn subscribe<S: Source>(
         self: &Arc<Self>,
-        source: &Arc<dyn Source>,
+        source: &Arc<S>,
         slug: &str,
     ) -> Result<Option<Subscription>, SourceError> {
         let (tx, rx) = channel();
@@ -73,10 +73,9 @@ impl Hub {
         drop(boards);
         let hub = Arc::clone(self);
         let owned_slug = slug.to_owned();
-        let started = source.spawn(
-            &format!("kanban-web-watch-{slug}"),
-            Box::new(move || hub.watch(&owned_slug, watcher, &subs)),
-        );
+        let started = source.spawn(&format!("kanban-web-watch-{slug}"), move || {
+            hub.watch(&owned_slug, watcher, &subs)
+        });
         if let Err(err) = started {
             self.boards
                 .lock()

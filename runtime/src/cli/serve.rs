@@ -421,7 +421,10 @@ impl kanban_web::Source for HomeSource {
         })))
     }
 
-    fn spawn(&self, name: &str, job: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+    fn spawn<F>(&self, name: &str, job: F) -> std::io::Result<()>
+    where
+        F: FnOnce() + Send + 'static,
+    {
         identity::spawn(name, job).map(drop)
     }
 }
