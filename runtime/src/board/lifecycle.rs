@@ -53,6 +53,30 @@ pub struct Candidate {
     pub tenant: Option<String>,
     pub goal_mode: bool,
     pub goal_max_turns: Option<i64>,
+    /// The error of the last counted or noted failure (a respawn guard reads it).
+    pub last_failure_error: Option<String>,
+}
+
+/// The facts the dispatcher's respawn guard decides on (see [`Board::guard_facts`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GuardFacts {
+    /// Outcome and end of the newest closed run (by `ended_at`), and whether it was a spawn
+    /// failure of the host rather than of the task (`spawn_failed` {infrastructure: true}).
+    pub latest_run: Option<LatestRun>,
+    /// End of the newest `completed` run with no requeue event (`status`, `promoted`,
+    /// `unblocked`, `reclaimed`) at or after it.
+    pub unrequeued_success_at: Option<i64>,
+    /// Time of the newest comment since `pr_since` that names a GitHub pull request, and the
+    /// comment itself (the caller checks the URL), when no hand-off event followed it.
+    pub pr_comments: Vec<(i64, String)>,
+}
+
+/// The newest closed run of a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LatestRun {
+    pub outcome: Option<String>,
+    pub ended_at: i64,
+    pub infrastructure: bool,
 }
 
 /// What the dispatcher's `--until-idle` and the spawn budget look at.
@@ -595,36 +619,19 @@ impl Board {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Up to `limit` claimable ready tasks, priority DESC then created_at ASC (then creation
-    /// order), leaving out those whose last run was rate limited less than `cooldown` ago.
-    pub fn ready_candidates(
-        &self,
-        now: i64,
-        cooldown: i64,
-        limit: usize,
-    ) -> Result<Vec<Candidate>> {
-        self.lane_candidates(Status::Ready, now, cooldown, limit)
-    }
-
-    /// [`Board::ready_candidates`] for a lane: `ready` or `review` (unclaimed `review` tasks,
-    /// for their reviewer).
-    pub fn lane_candidates(
-        &self,
-        lane: Status,
-        now: i64,
-        cooldown: i64,
-        limit: usize,
-    ) -> Result<Vec<Candidate>> {
+    /// Up to `limit` claimable tasks of a lane — `ready`, or `review` (unclaimed `review` tasks,
+    /// for their reviewer) — by priority DESC, then created_at ASC, then creation order. Whether
+    /// one may be spawned now (cooldowns, recent success, an open pull request) is the
+    /// dispatcher's respawn guard, fed by [`Board::guard_facts`].
+    pub fn lane_candidates(&self, lane: Status, limit: usize) -> Result<Vec<Candidate>> {
         let mut stmt = self.conn().prepare_cached(
-            "SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, t.goal_max_turns \
-             FROM tasks t WHERE t.status = ?4 AND t.claim_lock IS NULL \
-               AND NOT EXISTS (SELECT 1 FROM task_runs r WHERE r.id = ( \
-                   SELECT MAX(r2.id) FROM task_runs r2 WHERE r2.task_id = t.id AND r2.ended_at IS NOT NULL) \
-                 AND r.outcome = 'rate_limited' AND r.ended_at + ?2 > ?1) \
-             ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC LIMIT ?3",
+            "SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, \
+               t.goal_max_turns, t.last_failure_error \
+             FROM tasks t WHERE t.status = ?2 AND t.claim_lock IS NULL \
+             ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC LIMIT ?1",
         )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![now, cooldown, limit, lane.as_str()], |r| {
+        let rows = stmt.query_map(params![limit, lane.as_str()], |r| {
             Ok(Candidate {
                 id: r.get(0)?,
                 lane,
@@ -634,9 +641,65 @@ impl Board {
                 tenant: r.get::<_, Option<String>>(4)?.filter(|s| !s.is_empty()),
                 goal_mode: r.get::<_, Option<i64>>(5)?.unwrap_or(0) != 0,
                 goal_max_turns: r.get(6)?,
+                last_failure_error: r.get::<_, Option<String>>(7)?.filter(|s| !s.is_empty()),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// What the respawn guard of task `id` needs: its newest closed run, an unrequeued
+    /// completion, and comments since `pr_since` that mention a GitHub pull request and were not
+    /// followed by a hand-off (`assigned` to another profile by an operator, `changes_requested`,
+    /// `review_reopened`).
+    pub fn guard_facts(&self, id: &str, pr_since: i64) -> Result<GuardFacts> {
+        let conn = self.conn();
+        let latest_run = conn
+            .prepare_cached(
+                "SELECT r.outcome, r.ended_at, EXISTS (SELECT 1 FROM task_events e \
+                   WHERE e.task_id = r.task_id AND e.run_id = r.id AND e.kind = 'spawn_failed' \
+                   AND json_extract(e.payload, '$.infrastructure') = 1) \
+                 FROM task_runs r WHERE r.task_id = ?1 AND r.ended_at IS NOT NULL \
+                 ORDER BY r.ended_at DESC, r.id DESC LIMIT 1",
+            )?
+            .query_row([id], |r| {
+                Ok(LatestRun {
+                    outcome: r.get(0)?,
+                    ended_at: r.get(1)?,
+                    infrastructure: r.get(2)?,
+                })
+            })
+            .optional()?;
+        let unrequeued_success_at = conn
+            .prepare_cached(
+                "SELECT r.ended_at FROM task_runs r WHERE r.task_id = ?1 \
+                   AND r.outcome = 'completed' AND r.ended_at IS NOT NULL \
+                   AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = r.task_id \
+                     AND e.kind IN ('status', 'promoted', 'unblocked', 'reclaimed') \
+                     AND e.created_at >= r.ended_at) \
+                 ORDER BY r.ended_at DESC LIMIT 1",
+            )?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        let pr_comments = {
+            let mut stmt = conn.prepare_cached(
+                "SELECT c.created_at, c.body FROM task_comments c WHERE c.task_id = ?1 \
+                   AND c.created_at >= ?2 AND c.body LIKE '%github.com/%/pull/%' \
+                   AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = c.task_id \
+                     AND e.created_at > c.created_at AND (e.kind IN ('changes_requested', \
+                       'review_reopened') OR (e.kind = 'assigned' \
+                       AND json_extract(e.payload, '$.from') IS NOT NULL \
+                       AND json_extract(e.payload, '$.from') IS NOT json_extract(e.payload, '$.assignee') \
+                       AND json_extract(e.payload, '$.source') IS NULL))) \
+                 ORDER BY c.created_at DESC, c.id DESC",
+            )?;
+            let rows = stmt.query_map(params![id, pr_since], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        Ok(GuardFacts {
+            latest_run,
+            unrequeued_success_at,
+            pr_comments,
+        })
     }
 
     /// Running and ready counts (ready split by rate-limit cooldown).
@@ -677,6 +740,21 @@ impl Board {
         let event = Event::SkippedNonspawnable {
             assignee: Some(profile.to_owned()),
         };
+        self.note_once(id, &event, now)
+    }
+
+    /// Records once that the respawn guard held a task back (event `respawn_guarded` {reason},
+    /// appended only when the task's newest event is not already the same note, so a guard that
+    /// holds for an hour writes one event, not one per tick). Returns whether it was appended.
+    pub fn note_respawn_guarded(&self, id: &str, reason: &str, now: i64) -> Result<bool> {
+        let event = Event::RespawnGuarded {
+            reason: reason.to_owned(),
+        };
+        self.note_once(id, &event, now)
+    }
+
+    /// Appends `event` unless it is already the task's newest event.
+    fn note_once(&self, id: &str, event: &Event, now: i64) -> Result<bool> {
         let (kind, payload) = event.encode()?;
         let noted = |conn: &rusqlite::Connection| -> Result<bool> {
             let newest: Option<(String, Option<String>)> = conn
@@ -695,7 +773,7 @@ impl Board {
             if noted(tx)? {
                 return Ok(false);
             }
-            append_event(tx, id, None, &event, now)?;
+            append_event(tx, id, None, event, now)?;
             Ok(true)
         })
     }

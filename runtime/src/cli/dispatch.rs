@@ -307,6 +307,13 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
             )),
         }
     }
+    for g in &report.respawn_guarded {
+        out.push(format!(
+            "held       {}: respawn guard {}",
+            g.task_id,
+            g.guard.reason()
+        ));
+    }
     for (id, profile) in &report.noted_nonspawnable {
         out.push(format!(
             "skipped    {id}: profile `{}` is not defined in kanban.toml",

@@ -6,6 +6,7 @@
 //! * [`daemon`] — the tick lock wrapper and the wake-on-change loop (`kanban dispatch`).
 //! * [`process`] — host-local liveness (`/proc`, boot id + start time fingerprint) and TERM/KILL.
 //! * [`exit`] — worker exit classification from the reaped status or the log trailer.
+//! * [`guard`] — the respawn guard: cooldowns, credential problems, recent success, open PRs.
 //! * [`spawn`] — [`default_spawn`]: the worker `Command` and the identity it is granted.
 //! * [`lock`] — the per-board non-blocking tick lock.
 //!
@@ -28,6 +29,7 @@
 pub mod daemon;
 pub mod demo;
 pub mod exit;
+pub mod guard;
 pub mod lock;
 pub mod process;
 pub mod settings;

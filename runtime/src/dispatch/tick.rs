@@ -40,6 +40,7 @@ use crate::board::{Candidate, Failure, Release, RunningTask, Workload};
 use crate::clock::Clock;
 
 use super::exit::{self, ExitClass, WorkerExit};
+use super::guard::{self, Guard};
 use super::process::{self, Liveness, Termination};
 use super::settings::{PROTOCOL_VIOLATION_LIMIT, Settings};
 use super::spawn::SpawnRequest;
@@ -62,6 +63,14 @@ pub struct SpawnedWorker {
     pub lane: Status,
     /// `None` in a dry run.
     pub pid: Option<i64>,
+}
+
+/// A task the respawn guard kept from being spawned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuardedTask {
+    pub task_id: String,
+    pub lane: Status,
+    pub guard: Guard,
 }
 
 /// A dead worker whose task the crash sweep released.
@@ -107,6 +116,9 @@ pub struct TickReport {
     pub skipped_nonspawnable: Vec<(String, String)>,
     /// The subset of `skipped_nonspawnable` noted on the board for the first time this tick.
     pub noted_nonspawnable: Vec<(String, String)>,
+    /// Tasks the respawn guard held back this tick (each noted once on the board as
+    /// `respawn_guarded` {reason}).
+    pub respawn_guarded: Vec<GuardedTask>,
     /// Ready tasks on the board whose profile is not defined in kanban.toml.
     pub unspawnable_ready: i64,
     /// Workers this tick was allowed to start.
@@ -119,11 +131,20 @@ impl TickReport {
     /// Nothing is running, nothing was started, and nothing ready can ever be started (every ready
     /// task is waiting for a profile that does not exist; none is cooling down).
     pub fn is_idle(&self) -> bool {
+        // A cooldown ends by itself (worth waiting for); recent success, an open pull request
+        // or a credentials problem need someone to act.
+        let cooling = self.respawn_guarded.iter().any(|g| g.guard.expires_soon());
+        let held = self
+            .respawn_guarded
+            .iter()
+            .filter(|g| g.lane == Status::Ready && !g.guard.expires_soon())
+            .count();
         !self.skipped_locked
             && self.spawned.is_empty()
             && self.workload.running == 0
             && self.workload.cooling_down == 0
-            && self.workload.ready <= self.unspawnable_ready
+            && !cooling
+            && self.workload.ready <= self.unspawnable_ready + i64::try_from(held).unwrap_or(0)
     }
 
     /// Whether the tick changed anything on the board.
@@ -893,15 +914,34 @@ impl Tick<'_> {
         }
         // Skipped tasks do not use the budget, so look a little further.
         let limit = want + 64;
-        for c in self
-            .board
-            .lane_candidates(lane, self.now, s.rate_limit_cooldown_seconds, limit)?
-        {
+        for c in self.board.lane_candidates(lane, limit)? {
             if chosen.len() >= want {
                 break;
             }
             let profile = s.profile_for(c.assignee.as_deref());
             if s.profiles.contains(&profile) {
+                let facts = self
+                    .board
+                    .guard_facts(&c.id, self.now - guard::PR_WINDOW_SECONDS)?;
+                let held = guard::respawn_guard(
+                    &facts,
+                    c.last_failure_error.as_deref(),
+                    lane,
+                    self.now,
+                    s.rate_limit_cooldown_seconds,
+                );
+                if let Some(g) = held {
+                    if !s.dry_run {
+                        self.board
+                            .note_respawn_guarded(&c.id, g.reason(), self.now)?;
+                    }
+                    self.report.respawn_guarded.push(GuardedTask {
+                        task_id: c.id.clone(),
+                        lane,
+                        guard: g,
+                    });
+                    continue;
+                }
                 chosen.push((c, profile));
             } else {
                 if !s.dry_run && self.board.note_nonspawnable(&c.id, &profile, self.now)? {
@@ -1030,7 +1070,20 @@ impl Tick<'_> {
                 }
                 Err(err) => {
                     let error = crate::error_chain(&err);
-                    let failures = self.board.get_task(&c.id)?.consecutive_failures + 1;
+                    // The host's fault (no executable, no log file), not the task's: not counted,
+                    // and the respawn guard's infrastructure cooldown spaces the retries.
+                    let infrastructure = matches!(
+                        err,
+                        super::spawn::SpawnError::Executable(_)
+                            | super::spawn::SpawnError::Log { .. }
+                    );
+                    let (failure, failures) = if infrastructure {
+                        let n = self.board.get_task(&c.id)?.consecutive_failures;
+                        (Failure::NotCounted, n)
+                    } else {
+                        let n = self.board.get_task(&c.id)?.consecutive_failures + 1;
+                        (self.counted(&c.id)?, n)
+                    };
                     let release = Release {
                         claim_lock: Some(&claimed.claim_lock),
                         run_id: Some(claimed.run_id),
@@ -1039,9 +1092,9 @@ impl Tick<'_> {
                             error: error.clone(),
                             failures,
                             retry_status: Status::Ready,
-                            infrastructure: None,
+                            infrastructure: infrastructure.then_some(true),
                         },
-                        failure: self.counted(&c.id)?,
+                        failure,
                         error: error.clone(),
                     };
                     self.release(&c.id, &release)?;

@@ -236,3 +236,191 @@ fn one_slot_is_kept_for_the_review_lane_when_the_budget_is_tight() {
     let lanes: Vec<Status> = r.spawned.iter().map(|s| s.lane).collect();
     assert_eq!(lanes, [Status::Ready, Status::Review]);
 }
+
+/// The fake, except that spawning the listed tasks fails with the given error once each.
+struct FailingSpawn<'a> {
+    inner: &'a mut Fake,
+    fail: HashMap<String, fn() -> SpawnError>,
+}
+
+impl Workers for FailingSpawn<'_> {
+    fn spawn(&mut self, req: &SpawnRequest) -> Result<i64, SpawnError> {
+        match self.fail.remove(&req.task_id) {
+            Some(make) => Err(make()),
+            None => self.inner.spawn(req),
+        }
+    }
+    fn reap(&mut self) -> Vec<Reaped> {
+        self.inner.reap()
+    }
+    fn exit_of(&mut self, pid: i64) -> Option<WorkerExit> {
+        self.inner.exit_of(pid)
+    }
+    fn liveness(&self, pid: i64, fp: Option<&str>) -> Liveness {
+        self.inner.liveness(pid, fp)
+    }
+    fn fingerprint(&self, pid: i64) -> Option<String> {
+        self.inner.fingerprint(pid)
+    }
+    fn terminate(&mut self, pid: i64, fp: Option<&str>, wait: KillWait) -> Termination {
+        self.inner.terminate(pid, fp, wait)
+    }
+    fn children(&self) -> usize {
+        self.inner.children()
+    }
+}
+
+impl Env {
+    fn tick_failing(&mut self, id: &str, make: fn() -> SpawnError) -> TickReport {
+        let mut w = FailingSpawn {
+            inner: &mut self.fake,
+            fail: HashMap::from([(id.to_owned(), make)]),
+        };
+        tick(&mut self.board, &self.settings, &self.clock, &mut w).unwrap()
+    }
+
+    fn guarded_events(&self, id: &str) -> Vec<String> {
+        self.board
+            .events(id, None)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == "respawn_guarded")
+            .map(|e| e.payload.unwrap()["reason"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// Ticks three times: each tick holds exactly `held` back with `reason` while `bystander` (a
+/// plain ready task) is spawned on the first; the board gets one `respawn_guarded` event.
+fn assert_held(e: &mut Env, held: &str, bystander: &str, reason: &str) {
+    for round in 0..3 {
+        let r = e.tick();
+        let guarded: Vec<(String, &str)> = r
+            .respawn_guarded
+            .iter()
+            .map(|g| (g.task_id.clone(), g.guard.reason()))
+            .collect();
+        assert_eq!(guarded, [(held.to_owned(), reason)], "round {round}");
+        let spawned: Vec<&str> = r.spawned.iter().map(|s| s.task_id.as_str()).collect();
+        if round == 0 {
+            assert_eq!(spawned, [bystander]);
+        } else {
+            assert!(spawned.is_empty());
+        }
+    }
+    assert_eq!(e.status(held), Status::Ready);
+    assert_eq!(e.guarded_events(held), [reason]);
+}
+
+fn spawns_now(e: &mut Env, id: &str) {
+    let r = e.tick();
+    assert!(r.respawn_guarded.is_empty(), "{:?}", r.respawn_guarded);
+    assert_eq!(
+        r.spawned
+            .iter()
+            .map(|s| s.task_id.as_str())
+            .collect::<Vec<_>>(),
+        [id]
+    );
+}
+
+#[test]
+fn rate_limit_cooldown_guard_holds_one_task_until_the_cooldown_ends() {
+    let mut e = env();
+    let id = e.create("quota", 0, vec![]);
+    e.tick();
+    e.fake.exit(&id, WorkerExit::Exited { code: 75 });
+    let r = e.tick();
+    assert_eq!(r.exited[0].class, exit::ExitClass::RateLimited);
+    let bystander = e.create("bystander", 0, vec![]);
+    assert_held(&mut e, &id, &bystander, "rate_limit_cooldown");
+    e.clock.advance(e.settings.rate_limit_cooldown_seconds);
+    spawns_now(&mut e, &id);
+}
+
+#[test]
+fn infrastructure_cooldown_guard_holds_after_a_host_spawn_failure_without_counting_it() {
+    let mut e = env();
+    let id = e.create("no executable", 0, vec![]);
+    let r = e.tick_failing(&id, || {
+        SpawnError::Executable(std::io::Error::from(std::io::ErrorKind::NotFound))
+    });
+    assert_eq!(r.spawn_failed.len(), 1);
+    assert_eq!(e.board.get_task(&id).unwrap().consecutive_failures, 0);
+    let bystander = e.create("bystander", 0, vec![]);
+    assert_held(&mut e, &id, &bystander, "infrastructure_cooldown");
+    e.clock.advance(e.settings.rate_limit_cooldown_seconds);
+    spawns_now(&mut e, &id);
+}
+
+#[test]
+fn blocker_auth_guard_holds_until_the_task_is_reassigned() {
+    let mut e = env();
+    e.settings.profiles.insert("q".into());
+    let id = e.create("needs credentials", 0, vec![]);
+    let r = e.tick_failing(&id, || SpawnError::Workspace {
+        path: "/ws".into(),
+        source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+    });
+    assert_eq!(r.spawn_failed.len(), 1);
+    let t = e.board.get_task(&id).unwrap();
+    assert!(guard::reads_like_quota_or_auth(
+        t.last_failure_error.as_deref().unwrap()
+    ));
+    let bystander = e.create("bystander", 0, vec![]);
+    assert_held(&mut e, &id, &bystander, "blocker_auth");
+    // Another profile does help (reassignment clears the error).
+    e.board.assign(&id, Some("q"), e.clock.now()).unwrap();
+    spawns_now(&mut e, &id);
+}
+
+#[test]
+fn recent_success_guard_holds_a_task_that_completed_within_the_hour() {
+    let mut e = env();
+    let id = e.create("just done", 0, vec![]);
+    e.tick();
+    complete_as_worker(&e, &id);
+    // Hand-edited back to ready (or by another implementation sharing the board), no requeue.
+    e.board
+        .conn()
+        .execute("UPDATE tasks SET status = 'ready' WHERE id = ?1", [&id])
+        .unwrap();
+    let bystander = e.create("bystander", 0, vec![]);
+    assert_held(&mut e, &id, &bystander, "recent_success");
+    e.clock.advance(guard::RECENT_SUCCESS_SECONDS);
+    spawns_now(&mut e, &id);
+}
+
+#[test]
+fn active_pr_guard_holds_a_task_with_an_open_pull_request_until_a_hand_off() {
+    let mut e = env();
+    e.settings.profiles.insert("q".into());
+    let id = e.create("has a PR", 0, vec![]);
+    e.board.assign(&id, Some("p"), e.clock.now()).unwrap();
+    e.board
+        .comment(
+            &id,
+            "p",
+            "opened https://github.com/acme/widgets/pull/12",
+            e.clock.now(),
+        )
+        .unwrap();
+    e.clock.advance(1);
+    let bystander = e.create("bystander", 0, vec![]);
+    assert_held(&mut e, &id, &bystander, "active_pr");
+    e.clock.advance(1);
+    e.board.assign(&id, Some("q"), e.clock.now()).unwrap();
+    spawns_now(&mut e, &id);
+}
+
+#[test]
+fn a_guarded_task_does_not_keep_until_idle_waiting_unless_it_cools_down() {
+    let mut e = env();
+    let id = e.create("has a PR", 0, vec![]);
+    e.board
+        .comment(&id, "p", "https://github.com/a/b/pull/1", e.clock.now())
+        .unwrap();
+    let r = e.tick();
+    assert_eq!(r.respawn_guarded.len(), 1);
+    assert!(r.is_idle(), "an open PR needs a person, not a wait");
+}
