@@ -32,14 +32,44 @@ pub mod worker;
 
 /// `err` followed by each of its causes, joined by `": "`. Error messages never spell out their
 /// cause (it is their `source`), so every place that turns an error into text uses this, and the
-/// cause appears exactly once.
+/// cause appears exactly once. A cause that only repeats its parent (rusqlite's
+/// `disk I/O error` over `Error code 4874: disk I/O error`) is left out.
 pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
+    let mut last = err.to_string();
+    let mut text = last.clone();
     let mut cause = err.source();
     while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
+        let message = e.to_string();
+        if !(message.contains(&last) || last.contains(&message)) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        last = message;
         cause = e.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open the board /b/kanban.db")]
+    struct Outer(#[source] rusqlite::Error);
+
+    #[test]
+    fn the_chain_names_each_cause_once() {
+        let sqlite = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(4874),
+            Some("disk I/O error".to_owned()),
+        );
+        let text = super::error_chain(&Outer(sqlite));
+        assert_eq!(text, "cannot open the board /b/kanban.db: disk I/O error");
+        let io = std::io::Error::other("no space left");
+        let text = super::error_chain(&crate::board::BoardError::Io {
+            action: "create",
+            path: "/b".into(),
+            source: io,
+        });
+        assert_eq!(text, "cannot create /b: no space left");
+    }
 }

@@ -548,6 +548,34 @@ fn control_characters_are_escaped_in_human_output_and_exact_in_json() {
     assert!(dry.contains("would spawn"), "{dry}");
     assert!(!raw(&dry), "{dry:?}");
     assert!(dry.contains("evil\\x1b[31mred"), "{dry}");
+    // Errors quote what they were given: escaped too.
+    let err = k.run(&["show", "t_\u{1b}[2J\u{7}"]);
+    assert_eq!(err.code, 1, "{}", err.stderr);
+    assert!(!raw(&err.stderr), "{:?}", err.stderr);
+    assert!(err.stderr.contains("t_\\x1b[2J\\x07"), "{}", err.stderr);
+    // Cron jobs too.
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[profiles.default]\nagent = \"builtin:shell\"\n",
+    )
+    .unwrap();
+    k.ok(&[
+        "cron",
+        "add",
+        "--name",
+        "job\u{1b}]0;x\u{7}",
+        "--schedule",
+        "every 30m",
+        "--prompt",
+        "echo\rhi",
+        "--profile",
+        "default",
+    ]);
+    let cron = k.ok(&["cron", "list"]);
+    assert!(
+        !raw(&cron) && cron.contains("job\\x1b]0;x\\x07"),
+        "{cron:?}"
+    );
     let json = k.json(&["list"]);
     assert_eq!(json[0]["title"], title);
     assert_eq!(k.json(&["show", &id])["task"]["body"], body);

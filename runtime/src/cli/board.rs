@@ -305,6 +305,27 @@ pub(super) fn done<T>(outcome: Outcome<T>) -> anyhow::Result<T> {
 }
 
 pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
+    run_command(command, globals).map_err(|err| name_the_board(err, globals))
+}
+
+/// A SQLite failure inside a transition carries no path of its own; say which board it was.
+fn name_the_board(err: anyhow::Error, globals: &Globals) -> anyhow::Error {
+    let pathless = err
+        .chain()
+        .any(|e| matches!(e.downcast_ref::<BoardError>(), Some(BoardError::Sql(_))));
+    if !pathless {
+        return err;
+    }
+    let loc = root(globals)
+        .ok()
+        .and_then(|root| paths::resolve(&root, globals.board.as_deref()).ok());
+    match loc {
+        Some(loc) => err.context(format!("on the board {}", loc.db_path.display())),
+        None => err,
+    }
+}
+
+fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
     let json = globals.json;
     match command {
         BoardCommand::Init => init(globals),

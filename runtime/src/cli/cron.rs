@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use super::escape::{block, line};
 use super::{CmdResult, Exit, Globals, Refused, print_json};
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::Config;
@@ -317,21 +318,21 @@ fn summary_line(job: &Job) -> String {
         when(job.next_run_at),
         when(job.last_run_at),
         job.last_status.as_deref().unwrap_or("-"),
-        job.schedule,
-        job.profile,
-        job.name
+        line(&job.schedule),
+        line(&job.profile),
+        line(&job.name)
     )
 }
 
 fn print_job(job: &Job) {
     println!("id:             {}", job.id);
-    println!("name:           {}", job.name);
+    println!("name:           {}", line(&job.name));
     println!(
         "schedule:       {} ({})",
         job.schedule,
         job.schedule_spec.describe()
     );
-    println!("profile:        {}", job.profile);
+    println!("profile:        {}", line(&job.profile));
     if let Some(w) = &job.workdir {
         println!("workdir:        {}", w.display());
     }
@@ -347,7 +348,7 @@ fn print_job(job: &Job) {
         job.last_status.as_deref().unwrap_or("-")
     );
     if let Some(e) = &job.last_error {
-        println!("last error:     {e}");
+        println!("last error:     {}", line(e));
     }
     let times = job
         .repeat
@@ -362,14 +363,14 @@ fn print_job(job: &Job) {
             cron::iso(c.expires_at)
         );
     }
-    println!("prompt:\n{}", job.prompt);
+    println!("prompt:\n  {}", block(&job.prompt));
 }
 
 fn fire_line(fire: &cron::FireReport) -> String {
     let status = if fire.outcome.success { "ok" } else { "error" };
     let mut line = format!("{}: fire {} {status}", fire.job_id, fire.fire_id);
     if let Some(e) = &fire.outcome.error {
-        line.push_str(&format!(" ({e})"));
+        line.push_str(&format!(" ({})", super::escape::line(e)));
     }
     if !fire.recorded {
         line.push_str(" [claim lost; result discarded]");

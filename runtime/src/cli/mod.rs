@@ -93,7 +93,36 @@ pub fn main() -> ExitCode {
     match result {
         Ok(Exit(code)) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("kanban: {err:#}");
+            // Messages may quote stored or user-given text: no control character reaches the
+            // terminal (a multi-line message keeps its lines, indented).
+            eprintln!(
+                "kanban: {}",
+                escape::block(&crate::error_chain(err.as_ref()))
+            );
+            let disk_full = err.chain().any(|e| {
+                e.downcast_ref::<rusqlite::Error>()
+                    .is_some_and(|s| s.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull))
+                    || e.downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+            });
+            let io_failure = err.chain().any(|e| {
+                e.downcast_ref::<rusqlite::Error>().is_some_and(|s| {
+                    s.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
+                })
+            });
+            if io_failure && !disk_full {
+                eprintln!(
+                    "kanban: SQLite could not read or write the board file (a full disk, a failing \
+                     or read-only disk); nothing was changed. Check the disk (`df`) and run the \
+                     command again"
+                );
+            }
+            if disk_full {
+                eprintln!(
+                    "kanban: the disk is full; nothing was changed (SQLite rolled the write back). \
+                     Free some space and run the command again"
+                );
+            }
             let corrupt = err.chain().any(|e| {
                 e.downcast_ref::<crate::board::BoardError>()
                     .is_some_and(crate::board::BoardError::is_corrupt)
