@@ -49,6 +49,8 @@
 
   var events = new EventSource("/events?board=" + encodeURIComponent(board));
   events.onopen = function () {
+    // A change between this page's rendering and the stream's start has no event: catch up once.
+    refresh();
     window.kanbanLive.connected = true;
     if (live) {
       live.className = "live on";

@@ -65,16 +65,19 @@ impl Hub {
                 .push((id, tx));
             return Ok(Some(subscription));
         }
-        let Some(watcher) = source.watcher(slug)? else {
+        let Some(mut watcher) = source.watcher(slug)? else {
             return Ok(None);
         };
+        // The starting point is read before the subscriber is told it is connected, so a change
+        // committed after that is never missed.
+        let start = (watcher.version().ok(), watcher.open_logs());
         let subs: Subscribers = Arc::new(Mutex::new(vec![(id, tx)]));
         boards.insert(slug.to_owned(), Arc::clone(&subs));
         drop(boards);
         let hub = Arc::clone(self);
         let owned_slug = slug.to_owned();
         let started = source.spawn(&format!("kanban-web-watch-{slug}"), move || {
-            hub.watch(&owned_slug, watcher, &subs)
+            hub.watch(&owned_slug, watcher, start, &subs)
         });
         if let Err(err) = started {
             self.boards
@@ -108,9 +111,15 @@ impl Hub {
     }
 
     /// The watcher loop of one board; returns when nobody listens any more.
-    fn watch(&self, slug: &str, mut watcher: Box<dyn Watcher>, subs: &Subscribers) {
-        let mut version = watcher.version().ok();
-        let mut logs: HashMap<String, u64> = watcher.open_logs().into_iter().collect();
+    fn watch(
+        &self,
+        slug: &str,
+        mut watcher: Box<dyn Watcher>,
+        start: (Option<i64>, Vec<(String, u64)>),
+        subs: &Subscribers,
+    ) {
+        let mut version = start.0;
+        let mut logs: HashMap<String, u64> = start.1.into_iter().collect();
         loop {
             std::thread::sleep(POLL);
             let mut changes = Vec::new();

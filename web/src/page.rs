@@ -56,7 +56,7 @@ pub struct BoardFilter {
 
 impl BoardFilter {
     /// True when `card` passes: same assignee (ignoring case), and `text` found (ignoring case)
-    /// in its id, title, body or assignee.
+    /// in its id, title, body, assignee or block reason.
     pub fn matches(&self, card: &CardView) -> bool {
         if let Some(want) = &self.assignee {
             let have = card.assignee.as_deref().unwrap_or("");
@@ -71,6 +71,7 @@ impl BoardFilter {
                 Some(card.title.as_str()),
                 card.body.as_deref(),
                 card.assignee.as_deref(),
+                card.block_reason.as_deref(),
             ];
             if !hay
                 .iter()

@@ -1,0 +1,197 @@
+//! `kanban serve` over plain HTTP: the token rule, 401 and 404 pages, the security headers, and
+//! that serving changes nothing on the board.
+
+// Test code drives the real binary and real processes.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#![allow(clippy::unwrap_used)]
+
+mod web_support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use kanban_tests::Kanban;
+use web_support::{Serve, get, raw, wait_for};
+
+fn kanban() -> Kanban {
+    let k = Kanban::new(env!("CARGO_BIN_EXE_kanban"));
+    k.ok(&["init"]);
+    k
+}
+
+/// The board file and its WAL, byte for byte.
+fn board_bytes(k: &Kanban) -> Vec<Vec<u8>> {
+    let db = k.default_db();
+    let wal = db.with_extension("db-wal");
+    [db, wal]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn non_loopback_listen_without_a_token_refuses_to_start() {
+    let k = kanban();
+    for listen in ["0.0.0.0:0", "[::]:0"] {
+        let mut child = k
+            .cmd()
+            .args(["serve", "--listen", listen])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_for("kanban serve to refuse", Duration::from_secs(60), || {
+            child.try_wait().unwrap()
+        });
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(status.code(), Some(1), "{listen}: {stderr}");
+        assert!(stderr.contains("--token"), "{listen}: {stderr}");
+        assert!(out.stdout.is_empty(), "{listen} printed an address");
+    }
+    // A blank token is no token.
+    let run = k.run(&["serve", "--listen", "0.0.0.0:0", "--token", "  "]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("token is empty"), "{}", run.stderr);
+    // An unreadable token file is an error, not an open server.
+    let missing = k.home().join("no-such-token");
+    let run = k.run(&[
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--token-file",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("token file"), "{}", run.stderr);
+}
+
+#[test]
+fn with_a_token_every_request_must_carry_it_and_a_wrong_one_gets_401() {
+    let k = kanban();
+    let id = k.create("secret plans", &[]);
+    let before = board_bytes(&k);
+    let token_file = k.home().join("token");
+    std::fs::write(&token_file, "s3cret\n").unwrap();
+    let serve = Serve::start_on(
+        &k,
+        "0.0.0.0:0",
+        &["--token-file", token_file.to_str().unwrap()],
+    );
+    let task = format!("/task/{id}");
+    for (path, headers) in [
+        ("/", ""),
+        ("/", "Authorization: Bearer wrong\r\n"),
+        ("/", "Authorization: Bearer s3cre\r\n"),
+        ("/", "Cookie: kanban_token=s3cret2\r\n"),
+        ("/?token=nope", ""),
+        (task.as_str(), ""),
+        ("/events", ""),
+        ("/health", ""),
+        ("/cron", ""),
+        ("/assets/app.js", ""),
+        ("/no/such/page", ""),
+    ] {
+        let r = get(serve.addr, path, headers);
+        assert_eq!(r.status, 401, "{path} {headers:?}");
+        assert!(!r.body.contains("secret plans"), "{path} leaked the board");
+        assert_eq!(r.header("WWW-Authenticate").as_deref(), Some("Bearer"));
+    }
+    let r = get(serve.addr, "/", "Authorization: Bearer s3cret\r\n");
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("secret plans"));
+    let r = get(serve.addr, "/", "Cookie: a=b; kanban_token=s3cret\r\n");
+    assert_eq!(r.status, 200);
+    let r = get(serve.addr, "/?token=s3cret", "");
+    assert_eq!(r.status, 200);
+    let cookie = r.header("Set-Cookie").unwrap();
+    assert!(cookie.starts_with("kanban_token=s3cret;"), "{cookie}");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    // Nothing any of it did changed the board.
+    assert_eq!(board_bytes(&k), before);
+    assert_eq!(k.status(&id), "ready");
+}
+
+#[test]
+fn bad_paths_unknown_ids_and_unknown_boards_are_404_pages_with_the_csp() {
+    let k = kanban();
+    let id = k.create("a task", &[]);
+    let serve = Serve::start(&k, &[]);
+    let ok = get(serve.addr, &format!("/task/{id}"), "");
+    assert_eq!(ok.status, 200);
+    for path in [
+        "/nope",
+        "/task/",
+        "/task/t_00000000",
+        "/task/..%2F..%2Fetc%2Fpasswd",
+        &format!("/task/{id}/extra"),
+        "/?board=nosuch",
+        "/?board=..%2F..",
+        &format!("/task/{id}?board=nosuch"),
+        "/events?board=nosuch",
+        "/assets/missing.js",
+    ] {
+        let r = get(serve.addr, path, "");
+        assert_eq!(r.status, 404, "{path}");
+        assert!(r.body.contains("404 Not Found"), "{path}: {}", r.body);
+    }
+    for r in [ok, get(serve.addr, "/nope", "")] {
+        let csp = r.header("Content-Security-Policy").unwrap();
+        assert!(csp.contains("default-src 'none'"), "{csp}");
+        assert!(csp.contains("script-src 'self'"), "{csp}");
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+        assert_eq!(
+            r.header("X-Content-Type-Options").as_deref(),
+            Some("nosniff")
+        );
+    }
+    // Only GET and HEAD: anything that could look like a write is refused.
+    let post = raw(
+        serve.addr,
+        &format!(
+            "POST /task/{id} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(post.status, 405);
+    let junk = raw(serve.addr, "NONSENSE\r\n\r\n");
+    assert_eq!(junk.status, 400);
+    // The server survived all of it.
+    assert_eq!(get(serve.addr, "/", "").status, 200);
+}
+
+#[test]
+fn the_event_stream_announces_a_board_change() {
+    use std::io::{BufRead, BufReader, Write};
+    let k = kanban();
+    let id = k.create("watched", &[]);
+    let serve = Serve::start(&k, &[]);
+    let mut stream = std::net::TcpStream::connect(serve.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+        .write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.starts_with(": connected") {
+            break;
+        }
+        lines.push(line);
+    }
+    assert!(lines[0].starts_with("HTTP/1.1 200"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Content-Type: text/event-stream"))
+    );
+    k.ok(&["complete", &id]);
+    let mut line = String::new();
+    while !line.starts_with("event: board") {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+    }
+}
