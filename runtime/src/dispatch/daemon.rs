@@ -179,7 +179,11 @@ pub fn run(
                 if options.mode == Mode::UntilIdle && failed >= MAX_FAILED_TICKS {
                     return Err(err);
                 }
-                let retry_in = backoff(failed);
+                // A script waiting on `--until-idle` gets its answer within ~20 s.
+                let retry_in = match options.mode {
+                    Mode::Daemon => backoff(failed),
+                    Mode::UntilIdle => backoff(failed).min(Duration::from_secs(1)),
+                };
                 if new {
                     on_health(Health::Failing {
                         error: &err,
