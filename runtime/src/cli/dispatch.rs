@@ -158,7 +158,7 @@ pub(crate) fn health_line(health: &dispatch::Health<'_>) -> String {
         } => format!(
             "tick failing ({failed_ticks} in a row): {}; retrying in {:.2}s (backoff up to \
              {}s); it resumes by itself once the board works again",
-            dispatch::daemon::error_chain(*error),
+            line(&crate::error_chain(*error)),
             retry_in.as_secs_f64(),
             dispatch::daemon::MAX_BACKOFF.as_secs()
         ),
