@@ -89,6 +89,7 @@ fn child_turn(lowered: bool) -> agent::Reply {
         agent: kind,
         command: Vec::new(),
         env: Default::default(),
+        ..Default::default()
     };
     let _scope = lowered.then(identity::non_dispatcher_owned_context);
     let mut agent = agent::build(&profile).unwrap();

@@ -7,9 +7,12 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use super::command::collect;
-use super::{Agent, AgentError, OUTPUT_LIMIT, Reply, Request, TurnExit, profile_env, tail};
+use super::{
+    Agent, AgentError, OUTPUT_LIMIT, OutputSink, Reply, Request, TurnExit, profile_env, tail,
+};
 use crate::board::{self, Board, Completion, OpenOptions, Outcome};
 use crate::clock::{Clock, SystemClock};
 use crate::config::ProfileConfig;
@@ -98,6 +101,24 @@ impl ShellAgent {
 
 impl Agent for ShellAgent {
     fn run(&mut self, request: &Request<'_>) -> Result<Reply, AgentError> {
+        self.turn(request, None)
+    }
+
+    fn run_streaming(
+        &mut self,
+        request: &Request<'_>,
+        sink: &Arc<dyn OutputSink>,
+    ) -> Result<Reply, AgentError> {
+        self.turn(request, Some(sink))
+    }
+}
+
+impl ShellAgent {
+    fn turn(
+        &mut self,
+        request: &Request<'_>,
+        sink: Option<&Arc<dyn OutputSink>>,
+    ) -> Result<Reply, AgentError> {
         let mut cmd = identity::command("sh");
         cmd.arg("-c")
             .arg(request.script)
@@ -109,7 +130,7 @@ impl Agent for ShellAgent {
             cmd.current_dir(dir);
         }
         let mut child = cmd.spawn().map_err(AgentError::Start)?;
-        let (stdout, stderr, status) = collect(&mut child)?;
+        let (stdout, stderr, status) = collect(&mut child, sink)?;
         let exit = TurnExit::from_status(status);
         let mut output = stdout.clone();
         if !stderr.is_empty() {

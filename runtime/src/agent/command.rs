@@ -5,8 +5,11 @@
 
 use std::io::{Read, Write};
 use std::process::{Child, Stdio};
+use std::sync::Arc;
 
-use super::{Agent, AgentError, OUTPUT_LIMIT, Reply, Request, TurnExit, profile_env, tail};
+use super::{
+    Agent, AgentError, OUTPUT_LIMIT, OutputSink, Reply, Request, TurnExit, profile_env, tail,
+};
 use crate::config::ProfileConfig;
 use crate::identity;
 
@@ -29,8 +32,12 @@ impl CommandAgent {
     }
 }
 
-impl Agent for CommandAgent {
-    fn run(&mut self, request: &Request<'_>) -> Result<Reply, AgentError> {
+impl CommandAgent {
+    fn turn(
+        &mut self,
+        request: &Request<'_>,
+        sink: Option<&Arc<dyn OutputSink>>,
+    ) -> Result<Reply, AgentError> {
         let mut cmd = identity::command(&self.argv[0]);
         cmd.args(&self.argv[1..])
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -50,7 +57,7 @@ impl Agent for CommandAgent {
             }
         })
         .map_err(AgentError::Io)?;
-        let (stdout, stderr, status) = collect(&mut child)?;
+        let (stdout, stderr, status) = collect(&mut child, sink)?;
         let _ = feeder.join();
         let exit = TurnExit::from_status(status);
         let mut output = stdout.clone();
@@ -66,23 +73,56 @@ impl Agent for CommandAgent {
     }
 }
 
-/// Reads a child's stdout and stderr to the end (stderr on a helper thread) and reaps it.
+impl Agent for CommandAgent {
+    fn run(&mut self, request: &Request<'_>) -> Result<Reply, AgentError> {
+        self.turn(request, None)
+    }
+
+    fn run_streaming(
+        &mut self,
+        request: &Request<'_>,
+        sink: &Arc<dyn OutputSink>,
+    ) -> Result<Reply, AgentError> {
+        self.turn(request, Some(sink))
+    }
+}
+
+/// Reads `reader` to its end, handing each chunk to `sink` as it arrives; returns everything read
+/// (the caller keeps the tail).
+fn drain(mut reader: impl Read, sink: Option<&Arc<dyn OutputSink>>) -> std::io::Result<Vec<u8>> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(all),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if let Some(sink) = sink {
+            sink.write(&buf[..n]);
+        }
+        all.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Reads a child's stdout and stderr to the end (stderr on a helper thread) and reaps it; with a
+/// `sink`, both streams reach it as they are written.
 pub(super) fn collect(
     child: &mut Child,
+    sink: Option<&Arc<dyn OutputSink>>,
 ) -> Result<(String, String, std::process::ExitStatus), AgentError> {
     let stderr = child.stderr.take();
-    let err_reader = identity::spawn("agent-stderr", move || {
-        let mut buf = Vec::new();
-        if let Some(mut s) = stderr {
-            let _ = s.read_to_end(&mut buf);
-        }
-        buf
+    let err_sink = sink.cloned();
+    let err_reader = identity::spawn("agent-stderr", move || match stderr {
+        Some(s) => drain(s, err_sink.as_ref()).unwrap_or_default(),
+        None => Vec::new(),
     })
     .map_err(AgentError::Io)?;
-    let mut out = Vec::new();
-    if let Some(mut s) = child.stdout.take() {
-        s.read_to_end(&mut out).map_err(AgentError::Io)?;
-    }
+    let out = match child.stdout.take() {
+        Some(s) => drain(s, sink).map_err(AgentError::Io)?,
+        None => Vec::new(),
+    };
     let err = err_reader.join().unwrap_or_default();
     let status = child.wait().map_err(AgentError::Io)?;
     Ok((
@@ -101,6 +141,7 @@ mod tests {
             agent: "command".into(),
             command: argv.iter().map(|s| (*s).to_owned()).collect(),
             env: [("AGENT_FLAVOUR".to_owned(), "plain".to_owned())].into(),
+            ..Default::default()
         })
         .unwrap()
     }
@@ -144,6 +185,27 @@ mod tests {
             .run(&req("", None))
             .unwrap();
         assert_eq!(reply.exit, TurnExit::Interrupted);
+    }
+
+    #[derive(Default)]
+    struct Chunks(std::sync::Mutex<Vec<u8>>);
+
+    impl OutputSink for Chunks {
+        fn write(&self, bytes: &[u8]) {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+        }
+    }
+
+    #[test]
+    fn streaming_hands_both_streams_to_the_sink() {
+        let chunks = Arc::new(Chunks::default());
+        let sink: Arc<dyn OutputSink> = chunks.clone();
+        let reply = agent(&["sh", "-c", "echo out; echo err >&2"])
+            .run_streaming(&req("", None), &sink)
+            .unwrap();
+        assert_eq!(reply.final_response, "out");
+        let seen = String::from_utf8(chunks.0.lock().unwrap().clone()).unwrap();
+        assert!(seen.contains("out\n") && seen.contains("err\n"), "{seen:?}");
     }
 
     #[test]

@@ -9,12 +9,15 @@
 //! environment).
 //!
 //! Exit classes keep their meaning everywhere: 0 success, 75 rate limited, 78 terminal provider,
-//! death by SIGINT/SIGTERM interrupted, anything else a failure.
+//! death by SIGINT/SIGTERM interrupted, [`RETRYABLE_EXIT`] (76) a failure worth retrying in place,
+//! anything else a failure. A worker runs turns with [`Agent::run_streaming`], so what the agent
+//! prints reaches the task log while it runs.
 
 mod builtin;
 mod command;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::config::ProfileConfig;
 
@@ -48,6 +51,35 @@ pub enum TurnExit {
 }
 
 impl TurnExit {
+    /// Whether the agent asked for an in-place retry of the turn ([`RETRYABLE_EXIT`]).
+    pub fn is_retryable(self) -> bool {
+        self == TurnExit::Failed(RETRYABLE_EXIT)
+    }
+
+    /// The class recorded in a `turn` event: `ok`, `retryable`, `failed`, `rate_limited`,
+    /// `terminal` or `interrupted`.
+    pub fn class(self) -> &'static str {
+        match self {
+            TurnExit::Success => "ok",
+            TurnExit::Failed(RETRYABLE_EXIT) => "retryable",
+            TurnExit::Failed(75) | TurnExit::RateLimited => "rate_limited",
+            TurnExit::Failed(78) | TurnExit::TerminalProvider => "terminal",
+            TurnExit::Failed(130) | TurnExit::Interrupted => "interrupted",
+            TurnExit::Failed(_) => "failed",
+        }
+    }
+
+    /// The exit status the agent's process had (0, its code, 75, 78, 130).
+    pub fn code(self) -> i32 {
+        match self {
+            TurnExit::Success => 0,
+            TurnExit::Failed(code) => code,
+            TurnExit::RateLimited => 75,
+            TurnExit::TerminalProvider => 78,
+            TurnExit::Interrupted => 130,
+        }
+    }
+
     /// The class of a child's exit status.
     pub fn from_status(status: std::process::ExitStatus) -> Self {
         use std::os::unix::process::ExitStatusExt;
@@ -92,7 +124,36 @@ pub enum AgentError {
 /// An agent runs turns.
 pub trait Agent: Send {
     fn run(&mut self, request: &Request<'_>) -> Result<Reply, AgentError>;
+
+    /// [`Agent::run`], handing what the agent prints to `sink` as it is printed (an agent whose
+    /// output is not a process's, a built-in one, hands it over when the turn ends).
+    fn run_streaming(
+        &mut self,
+        request: &Request<'_>,
+        sink: &Arc<dyn OutputSink>,
+    ) -> Result<Reply, AgentError> {
+        let reply = self.run(request)?;
+        if !reply.output.is_empty() {
+            sink.write(reply.output.as_bytes());
+            if !reply.output.ends_with('\n') {
+                sink.write(b"\n");
+            }
+        }
+        Ok(reply)
+    }
 }
+
+/// Receives an agent process's stdout and stderr chunk by chunk, as they are read (the worker's
+/// task log). Called from the reading threads, so it must serialise writes itself.
+pub trait OutputSink: Send + Sync {
+    fn write(&self, bytes: &[u8]);
+}
+
+/// The exit status an agent uses to say "this turn failed, but retrying it in place may work"
+/// (a transient error). The worker retries such a turn in the same run (see the README's worker
+/// section); any other failure ends the worker. Distinct from 75 (rate limited), 78 (terminal
+/// provider) and 130 (interrupted), which are never retried in place.
+pub const RETRYABLE_EXIT: i32 = 76;
 
 /// Builds the agent a profile names (`agent = "command" | "builtin:complete" | "builtin:shell" |
 /// "builtin:probe"`). Construction starts nothing and reads no identity.
@@ -144,6 +205,7 @@ mod tests {
             agent: agent.to_owned(),
             command: command.iter().map(|s| (*s).to_owned()).collect(),
             env: Default::default(),
+            ..Default::default()
         }
     }
 

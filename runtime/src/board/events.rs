@@ -397,6 +397,17 @@ pub enum Event {
         #[serde(flatten)]
         termination: Option<Termination>,
     },
+    /// One agent turn of a worker's turn loop (appended only while the run is the worker's).
+    Turn {
+        /// 1 for the first turn of the run, then 2, 3, …
+        turn: u32,
+        kind: super::turns::TurnKind,
+        /// `ok`, `retryable`, `failed`, `rate_limited`, `terminal` or `interrupted`.
+        exit: String,
+        exit_code: i32,
+        /// How long the turn took, in whole seconds.
+        seconds: i64,
+    },
     /// What a worker process reported when it finished.
     WorkerResult {
         pid: i64,

@@ -8,7 +8,8 @@
 //!
 //! Layout: [`paths`] (root, slugs, resolution), [`store`] (open, pragmas, [`Board::write`]),
 //! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), [`tasks`] (transitions),
-//! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks).
+//! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks),
+//! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop).
 
 mod error;
 pub mod events;
@@ -21,6 +22,7 @@ pub mod query;
 mod schema;
 pub mod store;
 pub mod tasks;
+pub mod turns;
 pub mod views;
 
 pub use error::{BoardError, Result};
@@ -36,6 +38,7 @@ pub use tasks::{
     BLOCK_RECURRENCE_LIMIT, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
     DEFAULT_FAILURE_LIMIT, Fence, NewTask, check_seconds, claim_ttl_seconds, default_claim_lock,
 };
+pub use turns::{RunStatus, TurnKind};
 pub use views::BoardCard;
 
 #[cfg(test)]

@@ -176,6 +176,14 @@ pub struct CreateArgs {
     /// Start blocked (until `kanban unblock`).
     #[arg(long)]
     pub blocked: bool,
+    /// Goal mode: the worker keeps giving the agent turns until the task is done, blocked or in
+    /// review, or the turn budget is spent (then it is blocked with `blocked_budget`).
+    #[arg(long)]
+    pub goal: bool,
+    /// Turn budget of a goal task (1-1000; default: the profile's `goal_max_turns`, else 20).
+    #[arg(long, requires = "goal", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_turns: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -663,6 +671,8 @@ fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
         triage: args.triage,
         blocked: args.blocked,
         created_by: gates::default_task_id(None),
+        goal_mode: args.goal,
+        goal_max_turns: args.max_turns.map(i64::from),
         ..NewTask::default()
     };
     let created = o.board.create_task(&new, now())?;
@@ -719,6 +729,21 @@ fn event_line(e: &board::StoredEvent) -> String {
     line(&format!("{} {}{run}{payload}", e.created_at, e.kind)).into_owned()
 }
 
+/// `turn <n> of run <r>: <kind>, <exit class> (exit <code>), <seconds> s`.
+fn turn_line(e: &board::StoredEvent) -> String {
+    let p = e.payload.clone().unwrap_or_default();
+    let run = e.run_id.map_or("-".to_owned(), |r| r.to_string());
+    line(&format!(
+        "turn {} of run {run}: {}, {} (exit {}), {} s",
+        p["turn"],
+        p["kind"].as_str().unwrap_or("?"),
+        p["exit"].as_str().unwrap_or("?"),
+        p["exit_code"],
+        p["seconds"]
+    ))
+    .into_owned()
+}
+
 fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
     let o = open_read(globals)?;
     let task = o.board.get_task(id)?;
@@ -727,12 +752,21 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
     let runs = o.board.runs(id)?;
     let comments = o.board.comments(id)?;
     let recent = o.board.events(id, Some(events))?;
+    // Every agent turn of every run (the worker's `turn` events), oldest first.
+    let mut turns: Vec<_> = o
+        .board
+        .events(id, None)?
+        .into_iter()
+        .filter(|e| e.kind == "turn")
+        .collect();
+    turns.sort_by_key(|e| e.id);
     if globals.json {
         print_json(&serde_json::json!({
             "task": task,
             "parents": parents,
             "children": children,
             "runs": runs,
+            "turns": turns,
             "comments": comments,
             "events": recent,
         }))?;
@@ -786,6 +820,9 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
                 .map(|s| format!(": {}", line(s)))
                 .unwrap_or_default()
         );
+    }
+    for t in &turns {
+        println!("{}", turn_line(t));
     }
     for c in &comments {
         println!(

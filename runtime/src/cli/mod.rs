@@ -16,6 +16,7 @@ mod cron;
 mod dispatch;
 mod escape;
 mod identity;
+mod logs;
 mod review;
 mod serve;
 
@@ -54,6 +55,8 @@ enum Command {
     Identity(identity::IdentityCommand),
     #[command(flatten)]
     Dispatch(dispatch::DispatchCommand),
+    /// Print a task's worker log: one run's part (default: the current run, else the latest).
+    Logs(logs::LogsArgs),
     /// Scheduled jobs: add, list, run, and the scheduler.
     Cron {
         #[command(subcommand)]
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Board(c) => board::run(c, &cli.globals),
         Command::Identity(c) => identity::run(c, &cli.globals),
         Command::Dispatch(c) => dispatch::run(c, &cli.globals),
+        Command::Logs(args) => logs::run(args, &cli.globals),
         Command::Cron { command } => cron::run(command, &cli.globals),
         Command::Serve(args) => serve::run(args, &cli.globals),
     };

@@ -17,8 +17,10 @@ use serde::{Deserialize, Serialize};
 /// File name of the configuration inside the kanban root.
 pub const CONFIG_FILE: &str = "kanban.toml";
 
+mod turns;
 mod validate;
 
+pub use turns::{BACKOFF_SECONDS, GOAL_MAX_TURNS, TURN_RECOVERY_MAX};
 pub use validate::{
     AGENTS, CRON_INTERVAL_SECONDS, DISPATCH_INTERVAL_SECONDS, FAILURE_LIMIT, KILL_WAIT_SECONDS,
     MAX_IN_PROGRESS, MAX_PARALLEL, MAX_SECONDS, MAX_SPAWN, Problem, check_float, check_int,
@@ -83,6 +85,11 @@ pub struct DispatchConfig {
     /// Dispatch the review lane: a `review` task whose profile is defined is claimed for its
     /// reviewer after the ready lane (default on).
     pub review_dispatch: bool,
+    /// In-place retries per run of an agent turn that failed retryably (exit 76); values above
+    /// 10 count as 10 (see the README's worker section).
+    pub turn_recovery: u32,
+    /// Seconds to wait before each in-place retry (the last entry repeats).
+    pub turn_recovery_backoff_seconds: Vec<f64>,
 }
 
 impl Default for DispatchConfig {
@@ -101,12 +108,14 @@ impl Default for DispatchConfig {
             default_profile: "default".to_owned(),
             mode: "direct".to_owned(),
             review_dispatch: true,
+            turn_recovery: 3,
+            turn_recovery_backoff_seconds: vec![15.0, 45.0, 90.0],
         }
     }
 }
 
 /// `[profiles.<name>]`: which agent runs a task (or cron job) assigned to this profile.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileConfig {
     /// `command`, `builtin:complete`, `builtin:shell` or `builtin:probe`.
@@ -117,6 +126,16 @@ pub struct ProfileConfig {
     /// Extra environment for the agent's process (never `HERMES_KANBAN_*`).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Run this profile's tasks in goal mode even when they were not created with `--goal`.
+    #[serde(default)]
+    pub goal: bool,
+    /// Turn budget of a goal task of this profile created without `--max-turns` (default 20).
+    #[serde(default)]
+    pub goal_max_turns: Option<u32>,
+    /// Optional goal judge: argv of a command that reads the goal and the last response on stdin
+    /// and prints `continue`, `done` or `blocked` (see the README's worker section).
+    #[serde(default)]
+    pub judge: Vec<String>,
 }
 
 /// `[cron]`.
@@ -168,10 +187,12 @@ impl Config {
     /// Checks every value against its documented range and every profile (see the README's
     /// Configuration section); the error names `path`, the key and what is accepted.
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        validate::check(self).map_err(|problem| ConfigError::Invalid {
-            path: path.to_owned(),
-            problem,
-        })
+        validate::check(self)
+            .and_then(|()| turns::check(self))
+            .map_err(|problem| ConfigError::Invalid {
+                path: path.to_owned(),
+                problem,
+            })
     }
 
     /// The profile called `name`, or an error listing the known ones.

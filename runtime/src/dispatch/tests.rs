@@ -118,6 +118,7 @@ fn env() -> Env {
             agent: "builtin:complete".into(),
             command: vec![],
             env: Default::default(),
+            ..Default::default()
         },
     );
     config.dispatch.default_profile = "p".into();

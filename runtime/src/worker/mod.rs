@@ -8,10 +8,14 @@
 //!    successor now);
 //! 3. a heartbeat thread extends the claim every `min(TTL / 3, 60 s)` whatever the agent does;
 //! 4. the prompt is built (task, body, parents' results, prior attempts, comments; bounded);
-//! 5. the profile's agent runs; a turn that ends successfully without the task being completed or
-//!    blocked gets the stop nudge, at most [`MAX_NUDGES`] times;
+//! 5. the profile's agent runs its turns through the turn loop ([`turns`]): output streamed to
+//!    the task log, each turn delimited and recorded as a `turn` event, a retryable failure
+//!    retried in place, a goal task driven until done, blocked or out of budget, a classic task
+//!    nudged at most [`MAX_NUDGES`] times when a turn ends without `complete` or `block`;
 //! 6. it appends `worker_result {pid, claim_lock, exit_code, last_output}`, prints
-//!    `[kanban-worker-exit] rc=<n>` as its last line and exits 0 / 1 / 75 / 78 / 130.
+//!    `[kanban-worker-exit] rc=<n>` as its last line and exits 0 / 1 / 75 / 78 / 130 — unless the
+//!    turn loop found its run taken over (reclaimed between turns, or during a recovery's
+//!    backoff): then it writes nothing more and exits 0 without the trailer, as at start-up.
 //!
 //! SIGTERM / SIGINT only set a flag: the worker keeps waiting for its agent (which, leading the
 //! same process group, got the signal too), so it never exits while its agent still runs; then it
@@ -30,15 +34,20 @@
 //! task until an operator fixes the configuration and unblocks it.
 
 pub mod heartbeat;
+pub mod logs;
 pub mod prompt;
+pub mod turns;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::agent::{self, Request, TurnExit};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use crate::agent::{self, OutputSink, TurnExit};
 use crate::board::{
-    Board, BoardError, BoardLocation, Durability, Fence, OpenOptions, Outcome, Status,
+    Board, BoardError, BoardLocation, Durability, Event, Fence, OpenOptions, Outcome, RunStatus,
 };
 use crate::clock::Clock;
 use crate::config::Config;
@@ -48,9 +57,13 @@ use crate::gates;
 
 use heartbeat::{Heartbeat, HeartbeatSpec};
 use prompt::{AttemptView, CommentView, ParentView, PromptInput, TaskView};
+use turns::{LoopEnd, TurnHost};
 
 /// Stop nudges per worker.
 pub const MAX_NUDGES: usize = 2;
+/// The first line a worker writes to the task log once it is registered: `[kanban-run] run=<id>
+/// task=<id> pid=<pid>`. Everything after it, up to the next such line, is that run's log.
+pub const RUN_HEADER: &str = "[kanban-run] run=";
 /// Characters of the agent's output kept in `worker_result.last_output`.
 pub const LAST_OUTPUT_CHARS: usize = 1000;
 
@@ -121,6 +134,9 @@ struct Bound {
     claim_lock: String,
     workspace: PathBuf,
     pid: i64,
+    /// The board file (from `HERMES_KANBAN_DB`).
+    db: PathBuf,
+    behaviour: Behaviour,
 }
 
 impl Bound {
@@ -129,12 +145,6 @@ impl Bound {
             task: self.task.clone(),
             source,
         }
-    }
-
-    /// Whether our run is over: completed or blocked by the agent, or taken away from us.
-    fn run_closed(&self) -> Result<bool, WorkerError> {
-        let task = self.board.get_task(&self.task).map_err(self.err())?;
-        Ok(task.status != Status::Running || task.current_run_id != Some(self.run_id))
     }
 
     fn prompt_input(&self) -> Result<PromptInput, WorkerError> {
@@ -258,19 +268,27 @@ pub fn run(
         claim_lock: claim_lock.clone(),
         workspace: workspace.clone(),
         pid,
+        db: db.clone(),
+        behaviour: Behaviour {
+            goal_mode: identity.goal_mode,
+            goal_max_turns: identity.goal_max_turns,
+        },
     };
 
-    // From here on every path ends with a worker_result and the trailer.
+    // The run header: `kanban logs --run N` finds a run's part of the task log by it.
+    let _ = writeln!(log, "{RUN_HEADER}{run_id} task={task} pid={pid}");
+    // From here on every path ends with a worker_result and the trailer, except a turn loop that
+    // found its run taken over: then nothing more is written.
     let (rc, last_output) = match work(
         root,
         &bound,
-        &db,
         identity.board.as_deref(),
         clock.clone(),
         interrupted,
         log,
     ) {
-        Ok(done) => done,
+        Ok(LoopEnd::Exit { code, last_output }) => (code, last_output),
+        Ok(LoopEnd::Superseded) => return Ok(WorkerEnd::Superseded),
         Err(err) => {
             let message = crate::error_chain(&err);
             let _ = writeln!(log, "kanban worker: {message}");
@@ -313,16 +331,16 @@ pub fn run(
     Ok(WorkerEnd::Exit(rc))
 }
 
-/// Heartbeat, prompt, agent turns, nudges. Returns (exit code, last output).
+/// Heartbeat, prompt, the turn loop.
 fn work(
     root: &Path,
     bound: &Bound,
-    db: &Path,
     board_slug: Option<&str>,
     clock: Arc<dyn Clock>,
     interrupted: &AtomicBool,
     log: &mut dyn std::io::Write,
-) -> Result<(i32, String), WorkerError> {
+) -> Result<LoopEnd, WorkerError> {
+    let db = bound.db.as_path();
     let config = Config::load(root)?;
     let location = BoardLocation {
         slug: board_slug.unwrap_or(crate::board::DEFAULT_BOARD).to_owned(),
@@ -330,7 +348,6 @@ fn work(
         pinned: true,
     };
     let settings = Settings::new(root.to_owned(), location, &config)?;
-    let now = clock.now();
 
     let heartbeat = match gates::auto_heartbeat_target() {
         Some(target) => Some(
@@ -345,27 +362,136 @@ fn work(
                     ttl_seconds: settings.claim_ttl_seconds,
                     interval: settings.heartbeat_interval(),
                 },
-                clock,
+                clock.clone(),
             )
             .map_err(WorkerError::Thread)?,
         ),
         None => None,
     };
-    let result = turns(&config, &settings, bound, now, interrupted, log);
+    let result = turns(&config, &settings, bound, clock, interrupted, log);
     if let Some(h) = heartbeat {
         h.stop();
     }
     result
 }
 
+/// Writes the agent's output to this process's stdout (the task log) as it arrives.
+struct StdoutSink;
+
+impl OutputSink for StdoutSink {
+    fn write(&self, bytes: &[u8]) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(bytes);
+        let _ = out.flush();
+    }
+}
+
+/// The direct worker's side of the turn loop: its own board connection, fenced by its run.
+struct DirectHost<'a> {
+    bound: &'a Bound,
+    clock: Arc<dyn Clock>,
+    interrupted: &'a AtomicBool,
+    sink: Arc<dyn OutputSink>,
+}
+
+impl TurnHost for DirectHost<'_> {
+    fn run_status(&self) -> Result<RunStatus, BoardError> {
+        self.bound.board.turn_run_status(
+            &self.bound.task,
+            self.bound.run_id,
+            &self.bound.claim_lock,
+        )
+    }
+
+    fn claim_is_live(&self) -> Result<bool, BoardError> {
+        self.bound.board.claim_is_live(
+            &self.bound.task,
+            self.bound.run_id,
+            &self.bound.claim_lock,
+            self.clock.now(),
+        )
+    }
+
+    fn block(&self, reason: &str) -> Result<bool, BoardError> {
+        // A block decides state: it commits with full durability, unlike this worker's own
+        // bookkeeping connection (see the module doc).
+        let board = Board::open_path(&self.bound.db, &OpenOptions::default())?;
+        let outcome = board.block(
+            &self.bound.task,
+            None,
+            reason,
+            Some(self.bound.run_id),
+            self.clock.now(),
+        )?;
+        Ok(outcome.is_done())
+    }
+
+    fn record_turn(&self, event: &Event) -> Result<bool, BoardError> {
+        let outcome = self.bound.board.record_turn(
+            &self.bound.task,
+            self.bound.run_id,
+            &self.bound.claim_lock,
+            event,
+            self.clock.now(),
+        )?;
+        Ok(outcome.is_done())
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now()
+    }
+
+    fn backoff(&self, seconds: f64) -> Result<bool, BoardError> {
+        let deadline = Instant::now() + Duration::from_secs_f64(seconds.max(0.0));
+        let mut next_proof = Instant::now() + BACKOFF_PROOF_EVERY;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(true);
+            }
+            if self.interrupted() {
+                return Ok(false);
+            }
+            if now >= next_proof {
+                if !self.claim_is_live()? {
+                    return Ok(false);
+                }
+                next_proof = now + BACKOFF_PROOF_EVERY;
+            }
+            std::thread::sleep((deadline - now).min(BACKOFF_STEP));
+        }
+    }
+
+    fn sink(&self) -> &Arc<dyn OutputSink> {
+        &self.sink
+    }
+}
+
+/// How often the backoff wait wakes to check the interrupt flag.
+const BACKOFF_STEP: Duration = Duration::from_millis(100);
+/// How often the backoff wait re-proves the claim (a reclaim ends the wait early).
+const BACKOFF_PROOF_EVERY: Duration = Duration::from_millis(500);
+
+/// The behaviour keys the dispatcher injected (`HERMES_KANBAN_GOAL_MODE`, `_GOAL_MAX_TURNS`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Behaviour {
+    goal_mode: bool,
+    goal_max_turns: Option<u32>,
+}
+
 fn turns(
     config: &Config,
     settings: &Settings,
     bound: &Bound,
-    now: i64,
+    clock: Arc<dyn Clock>,
     interrupted: &AtomicBool,
     log: &mut dyn std::io::Write,
-) -> Result<(i32, String), WorkerError> {
+) -> Result<LoopEnd, WorkerError> {
+    let now = clock.now();
     let input = bound.prompt_input()?;
     let profile_name = settings.profile_for(input.task.assignee.as_deref());
     let profile = config.profile(&profile_name, &settings.root)?;
@@ -376,68 +502,61 @@ fn turns(
         Err(err) => {
             let message = format!("profile `{profile_name}`: {}", crate::error_chain(&err));
             let _ = writeln!(log, "kanban worker: {message}");
-            return Ok((code::TERMINAL, message));
+            return Ok(LoopEnd::Exit {
+                code: code::TERMINAL,
+                last_output: message,
+            });
         }
     };
+    let behaviour = bound.behaviour;
+    let goal = (behaviour.goal_mode || profile.goal).then(|| turns::Goal {
+        task_id: bound.task.clone(),
+        text: [Some(input.task.title.as_str()), input.task.body.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        max_turns: behaviour
+            .goal_max_turns
+            .or(profile.goal_max_turns)
+            .unwrap_or(turns::DEFAULT_GOAL_MAX_TURNS)
+            .max(1),
+        judge: profile.judge.clone(),
+    });
     let _ = writeln!(
         log,
-        "kanban worker: task {} run {} pid {} profile {profile_name}",
-        bound.task, bound.run_id, bound.pid
+        "kanban worker: task {} run {} pid {} profile {profile_name}{}",
+        bound.task,
+        bound.run_id,
+        bound.pid,
+        match &goal {
+            Some(g) => format!(" goal (max {} turns)", g.max_turns),
+            None => String::new(),
+        }
     );
-    let mut text = prompt.clone();
-    let mut nudges = 0;
-    loop {
-        let request = Request {
-            prompt: &text,
-            script: &script,
-            workdir: Some(&bound.workspace),
-        };
-        let reply = match agent.run(&request) {
-            Ok(reply) => reply,
-            Err(err) => {
-                let message = format!("agent failed: {}", crate::error_chain(&err));
-                let _ = writeln!(log, "kanban worker: {message}");
-                // e.g. the agent ran `kanban complete` itself and its own completion was refused.
-                if bound.run_closed()? {
-                    return Ok((code::OK, message));
-                }
-                let rc = if interrupted.load(Ordering::SeqCst) {
-                    code::INTERRUPTED
-                } else {
-                    code::FAILED
-                };
-                return Ok((rc, message));
-            }
-        };
-        if !reply.output.is_empty() {
-            let _ = writeln!(log, "{}", reply.output.trim_end());
-        }
-        let last = if reply.final_response.is_empty() {
-            reply.output.clone()
-        } else {
-            reply.final_response.clone()
-        };
-        if interrupted.load(Ordering::SeqCst) {
-            return Ok((code::INTERRUPTED, last));
-        }
-        let rc = exit_code(reply.exit);
-        if rc != code::OK {
-            return Ok((rc, last));
-        }
-        if bound.run_closed()? {
-            return Ok((code::OK, last));
-        }
-        if nudges >= MAX_NUDGES || !gates::stop_nudge_enabled() {
-            let _ = writeln!(
-                log,
-                "kanban worker: the agent ended without `kanban complete` or `kanban block` ({nudges} nudges)"
-            );
-            return Ok((code::OK, last));
-        }
-        nudges += 1;
-        let _ = writeln!(log, "kanban worker: stop nudge {nudges}/{MAX_NUDGES}");
-        text = format!("{}\n\n{prompt}", prompt::STOP_NUDGE);
-    }
+    let _ = log.flush();
+    let plan = turns::Plan {
+        prompt: &prompt,
+        script: &script,
+        workdir: Some(&bound.workspace),
+        goal,
+        recovery: turns::Recovery {
+            budget: config
+                .dispatch
+                .turn_recovery
+                .min(crate::config::TURN_RECOVERY_MAX),
+            backoff_seconds: config.dispatch.turn_recovery_backoff_seconds.clone(),
+        },
+        stop_nudges: gates::stop_nudge_enabled(),
+    };
+    let host = DirectHost {
+        bound,
+        clock,
+        interrupted,
+        sink: Arc::new(StdoutSink),
+    };
+    turns::drive(agent.as_mut(), &host, &plan).map_err(bound.err())
 }
 
 #[cfg(test)]

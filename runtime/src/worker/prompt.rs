@@ -75,6 +75,24 @@ Your turn ended but the task is still open. You must finish it now: run `kanban 
 --summary \"<what you did>\"` if the work is done, or `kanban block --reason \"<why>\"` if it \
 cannot be done. Do not start over.";
 
+/// Opens a goal continuation turn (goal mode: the task is still open after a settled turn).
+pub const CONTINUATION_NUDGE: &str = "\
+Same task, next turn: continue from where you stopped; do not start over. When the goal is \
+reached run `kanban complete --summary \"<what you did>\"`; if it cannot be reached run \
+`kanban block --reason \"<why>\"`.";
+
+/// Opens the one finalize turn a goal gets when its judge says "done" but the task is still open.
+pub const FINALIZE_NUDGE: &str = "\
+Same task: the goal looks reached, but the task is still open. Finish it now: check the result \
+and run `kanban complete --summary \"<what you did>\"`, or `kanban block --reason \"<why>\"` if \
+something is missing. Do not start over.";
+
+/// Opens the retry of a turn that failed retryably (in-place recovery).
+pub const RECOVERY_NUDGE: &str = "\
+Same task: your previous turn failed with a transient error and is being retried. Continue from \
+where you stopped; do not start over. End with `kanban complete --summary \"<what you did>\"` or \
+`kanban block --reason \"<why>\"`.";
+
 /// Cuts `text` to `max` bytes on a char boundary, saying how much was omitted.
 pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {

@@ -163,6 +163,7 @@ fn bench_config(max_spawn: u32) -> Config {
             agent: "builtin:complete".to_owned(),
             command: Vec::new(),
             env: Default::default(),
+            ..Default::default()
         },
     );
     config

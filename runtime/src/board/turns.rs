@@ -1,0 +1,293 @@
+//! What a worker's turn loop reads and writes between turns, each fenced by the worker's run:
+//! [`Board::turn_run_status`] (is the run still ours, and how did it end?), [`Board::claim_is_live`]
+//! (the proof re-taken before and after an in-place recovery's backoff) and [`Board::record_turn`]
+//! (the `turn` event, written only while the run is ours).
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::error::Result;
+use super::events::{Event, append_event};
+use super::outcome::{Outcome, Refusal};
+use super::store::{Board, Tx};
+
+/// Where a worker's run stands after a settled turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The run is open, current and held by the caller's claim: the work goes on.
+    Running,
+    /// The run was closed by a completion (and no later run has started).
+    Done,
+    /// The run was closed by a block.
+    Blocked,
+    /// The run was closed by a review request.
+    Review,
+    /// The run is no longer the caller's: reclaimed, timed out, archived, or a newer run is
+    /// current. The caller must stop without writing anything.
+    Superseded,
+}
+
+impl RunStatus {
+    /// Whether the run ended with an outcome the worker's own agent can have produced.
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Done | RunStatus::Blocked | RunStatus::Review
+        )
+    }
+}
+
+/// Reads the run's standing on any connection (inside or outside a write transaction).
+fn run_status(
+    conn: &rusqlite::Connection,
+    task_id: &str,
+    run_id: i64,
+    claim_lock: &str,
+) -> Result<RunStatus> {
+    let row = conn
+        .prepare_cached(
+            "SELECT r.status, r.ended_at IS NOT NULL, t.status, t.current_run_id, t.claim_lock \
+             FROM task_runs r JOIN tasks t ON t.id = r.task_id WHERE r.id = ?1 AND r.task_id = ?2",
+        )?
+        .query_row(params![run_id, task_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })
+        .optional()?;
+    let Some((run_status, ended, task_status, current, lock)) = row else {
+        return Ok(RunStatus::Superseded);
+    };
+    if ended {
+        if current.is_some() {
+            // A later run started: whatever ours ended as, the task is someone else's now.
+            return Ok(RunStatus::Superseded);
+        }
+        return Ok(match run_status.as_str() {
+            "done" => RunStatus::Done,
+            "blocked" => RunStatus::Blocked,
+            "review" => RunStatus::Review,
+            _ => RunStatus::Superseded,
+        });
+    }
+    if task_status == "running" && current == Some(run_id) && lock.as_deref() == Some(claim_lock) {
+        Ok(RunStatus::Running)
+    } else {
+        Ok(RunStatus::Superseded)
+    }
+}
+
+impl Board {
+    /// Where run `run_id` of `task_id`, claimed with `claim_lock`, stands (see [`RunStatus`]).
+    /// An unknown task or run reads as [`RunStatus::Superseded`].
+    pub fn turn_run_status(
+        &self,
+        task_id: &str,
+        run_id: i64,
+        claim_lock: &str,
+    ) -> Result<RunStatus> {
+        run_status(self.conn(), task_id, run_id, claim_lock)
+    }
+
+    /// Whether the caller still holds a live claim on its run: the run is open and current, the
+    /// claim lock is the caller's and it has not expired at `now`.
+    pub fn claim_is_live(
+        &self,
+        task_id: &str,
+        run_id: i64,
+        claim_lock: &str,
+        now: i64,
+    ) -> Result<bool> {
+        if run_status(self.conn(), task_id, run_id, claim_lock)? != RunStatus::Running {
+            return Ok(false);
+        }
+        let expires: Option<i64> = self
+            .conn()
+            .prepare_cached("SELECT claim_expires FROM tasks WHERE id = ?1")?
+            .query_row(params![task_id], |r| r.get(0))
+            .optional()?
+            .flatten();
+        Ok(expires.is_some_and(|e| e >= now))
+    }
+
+    /// Appends a `turn` event to run `run_id` while the run is still the caller's (open and held
+    /// by `claim_lock`, or closed by the worker's own completion, block or review request with no
+    /// later run); otherwise nothing is written and the refusal says why.
+    pub fn record_turn(
+        &self,
+        task_id: &str,
+        run_id: i64,
+        claim_lock: &str,
+        event: &Event,
+        now: i64,
+    ) -> Result<Outcome<()>> {
+        self.write(|tx| record_turn_in(tx, task_id, run_id, claim_lock, event, now))
+    }
+}
+
+/// See [`Board::record_turn`].
+pub fn record_turn_in(
+    tx: &Tx<'_>,
+    task_id: &str,
+    run_id: i64,
+    claim_lock: &str,
+    event: &Event,
+    now: i64,
+) -> Result<Outcome<()>> {
+    if run_status(tx, task_id, run_id, claim_lock)? == RunStatus::Superseded {
+        let current = tx
+            .prepare_cached("SELECT current_run_id FROM tasks WHERE id = ?1")?
+            .query_row(params![task_id], |r| r.get::<_, Option<i64>>(0))
+            .optional()?
+            .flatten();
+        return Ok(Outcome::Refused(Refusal::StaleRun {
+            task_id: task_id.to_owned(),
+            expected: run_id,
+            current,
+        }));
+    }
+    append_event(tx, task_id, Some(run_id), event, now)?;
+    Ok(Outcome::Done(()))
+}
+
+/// Why a turn ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnKind {
+    /// The run's first turn (the full prompt).
+    First,
+    /// A further turn of the same task: a goal continuation or a stop nudge.
+    Continuation,
+    /// A retry in place of a turn that failed retryably.
+    Recovery,
+    /// The goal judge said "done" while the task is not: one turn to finish it properly.
+    Finalize,
+}
+
+impl TurnKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnKind::First => "first",
+            TurnKind::Continuation => "continuation",
+            TurnKind::Recovery => "recovery",
+            TurnKind::Finalize => "finalize",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::{ClaimOutcome, ClaimSpec, Completion, NewTask, OpenOptions};
+
+    const T0: i64 = 1_700_000_000;
+
+    fn claimed(title: &str) -> (tempfile::TempDir, Board, String, i64) {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Board::open_path(&dir.path().join("kanban.db"), &OpenOptions::create()).unwrap();
+        let new = NewTask {
+            title: title.to_owned(),
+            ..NewTask::default()
+        };
+        let id = b.create_task(&new, T0).unwrap().id;
+        let spec = ClaimSpec {
+            lock: "host:1".into(),
+            ttl_seconds: 900,
+        };
+        let run = match b.claim(&id, &spec, T0).unwrap() {
+            ClaimOutcome::Claimed(c) => c.run_id,
+            ClaimOutcome::Lost(r) => panic!("{r}"),
+        };
+        (dir, b, id, run)
+    }
+
+    fn turn(n: u32) -> Event {
+        Event::Turn {
+            turn: n,
+            kind: TurnKind::First,
+            exit: "ok".into(),
+            exit_code: 0,
+            seconds: 1,
+        }
+    }
+
+    #[test]
+    fn an_open_run_is_running_for_its_claim_only_and_live_until_it_expires() {
+        let (_d, b, id, run) = claimed("t");
+        assert_eq!(
+            b.turn_run_status(&id, run, "host:1").unwrap(),
+            RunStatus::Running
+        );
+        assert_eq!(
+            b.turn_run_status(&id, run, "host:2").unwrap(),
+            RunStatus::Superseded
+        );
+        assert_eq!(
+            b.turn_run_status(&id, run + 1, "host:1").unwrap(),
+            RunStatus::Superseded
+        );
+        assert_eq!(
+            b.turn_run_status("t_none", run, "host:1").unwrap(),
+            RunStatus::Superseded
+        );
+        assert!(b.claim_is_live(&id, run, "host:1", T0 + 900).unwrap());
+        assert!(!b.claim_is_live(&id, run, "host:1", T0 + 901).unwrap());
+        assert!(!b.claim_is_live(&id, run, "host:2", T0).unwrap());
+    }
+
+    #[test]
+    fn a_run_the_worker_closed_reads_as_its_outcome_and_still_takes_its_turn_event() {
+        let (_d, b, id, run) = claimed("t");
+        let done = Completion {
+            expected_run_id: Some(run),
+            ..Completion::default()
+        };
+        assert!(b.complete(&id, &done, T0).unwrap().is_done());
+        assert_eq!(
+            b.turn_run_status(&id, run, "host:1").unwrap(),
+            RunStatus::Done
+        );
+        assert!(!b.claim_is_live(&id, run, "host:1", T0).unwrap());
+        assert!(
+            b.record_turn(&id, run, "host:1", &turn(1), T0)
+                .unwrap()
+                .is_done()
+        );
+        let last = b.events(&id, Some(1)).unwrap().remove(0);
+        assert_eq!((last.kind.as_str(), last.run_id), ("turn", Some(run)));
+        assert_eq!(last.decode().unwrap(), turn(1));
+
+        let (_d, b, id, run) = claimed("u");
+        assert!(
+            b.block(&id, None, "stuck", Some(run), T0)
+                .unwrap()
+                .is_done()
+        );
+        assert_eq!(
+            b.turn_run_status(&id, run, "host:1").unwrap(),
+            RunStatus::Blocked
+        );
+    }
+
+    #[test]
+    fn a_reclaimed_run_is_superseded_and_its_turn_event_is_refused() {
+        let (_d, b, id, run) = claimed("t");
+        assert!(b.reclaim(&id, Some("operator"), T0).unwrap().is_done());
+        assert_eq!(
+            b.turn_run_status(&id, run, "host:1").unwrap(),
+            RunStatus::Superseded
+        );
+        let before = b.events(&id, None).unwrap().len();
+        let refused = b.record_turn(&id, run, "host:1", &turn(2), T0).unwrap();
+        assert!(
+            matches!(refused, Outcome::Refused(Refusal::StaleRun { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(b.events(&id, None).unwrap().len(), before);
+    }
+}
