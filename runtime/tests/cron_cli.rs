@@ -261,6 +261,10 @@ fn claimed_task(home: &Path) -> (Vec<(&'static str, String)>, String) {
             "HERMES_KANBAN_WORKSPACE",
             home.to_string_lossy().into_owned(),
         ),
+        // The session keys default_spawn grants beside the kanban ones.
+        ("HERMES_PROFILE", "coder".into()),
+        ("HERMES_SESSION_SOURCE", "kanban".into()),
+        ("HERMES_TENANT", "acme".into()),
     ];
     (env, task)
 }
@@ -302,6 +306,13 @@ fn cron_run_from_a_worker_shell_cannot_see_or_touch_the_workers_task() {
             "{key} leaked to the job's children: {probe}"
         );
     }
+    for key in ["HERMES_PROFILE", "HERMES_SESSION_SOURCE", "HERMES_TENANT"] {
+        assert!(!child_env.contains_key(key), "{key} leaked: {probe}");
+    }
+    assert!(
+        !child_env.keys().any(|k| k.starts_with("HERMES_KANBAN_")),
+        "a HERMES_KANBAN_* key leaked: {probe}"
+    );
     assert_eq!(child_env["HERMES_DELEGATED_CHILD_CONTEXT"], "1");
 
     let after = board.get_task(&task).unwrap();

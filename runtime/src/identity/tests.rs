@@ -365,7 +365,12 @@ fn no_setting_maps_to_an_identity_key() {
 fn child_started_in_a_non_owned_scope_sees_no_identity() {
     child(
         "child_started_in_a_non_owned_scope_sees_no_identity",
-        WORKER_ENV,
+        &worker_env_with(&[
+            ("HERMES_PROFILE", "coder"),
+            ("HERMES_SESSION_SOURCE", "kanban"),
+            ("HERMES_TENANT", "acme"),
+            ("HERMES_KANBAN_SOMETHING_NEW", "x"),
+        ]),
         || {
             let preview = child_env_preview();
             assert_eq!(
@@ -382,6 +387,9 @@ fn child_started_in_a_non_owned_scope_sees_no_identity() {
             let out = command("env").output().unwrap();
             let printed = String::from_utf8_lossy(&out.stdout);
             assert!(!printed.contains("HERMES_KANBAN_"), "{printed}");
+            for key in ["HERMES_PROFILE=", "HERMES_SESSION_SOURCE=", "HERMES_TENANT="] {
+                assert!(!printed.contains(key), "{key} leaked:\n{printed}");
+            }
             assert!(printed.contains(&format!("{DELEGATED_CHILD_MARKER}=1")));
         },
     );
