@@ -441,6 +441,62 @@ fn classify(tree: &Tree, consts: &Consts, spawn: &FnDef<'_>, report: &mut Report
         &report.walked,
         &mut report.diagnostics,
     );
+    settings_keys(tree, consts, &lists, &mut report.diagnostics);
+}
+
+/// The file whose `Setting::key` names every environment knob other modules may read.
+pub const SETTINGS_FILE: &str = "runtime/src/identity/settings.rs";
+
+/// Every key `identity::settings` hands out by `Setting` must be listed as inheritable: a setting
+/// is read by anyone, in any context, so an identity key there (`Setting::Task =>
+/// "HERMES_KANBAN_TASK"`) is a way around the gate.
+fn settings_keys(tree: &Tree, consts: &Consts, lists: &Lists, out: &mut Vec<Diagnostic>) {
+    struct Arms<'r, 'o> {
+        resolver: &'r Resolver<'r>,
+        out: &'o mut Vec<Str>,
+    }
+    impl<'a> Visit<'a> for Arms<'_, '_> {
+        fn visit_arm(&mut self, arm: &'a syn::Arm) {
+            if let Some(keys) = self.resolver.strings(&arm.body, &Locals::new()) {
+                self.out.extend(keys);
+            }
+            visit::visit_arm(self, arm);
+        }
+    }
+    let Some(file) = tree.files.iter().find(|f| f.path == SETTINGS_FILE) else {
+        return;
+    };
+    let resolver = Resolver {
+        consts,
+        path: &file.path,
+    };
+    crate::rules::for_each_fn_sig(&file.ast, |sig, block| {
+        if sig.ident != "key" {
+            return;
+        }
+        let mut found = Vec::new();
+        Arms {
+            resolver: &resolver,
+            out: &mut found,
+        }
+        .visit_block(block);
+        for key in found {
+            if lists.class_of(&key.value) != Some(INHERITABLE_LIST) {
+                out.push(Diagnostic::error(
+                    &file.path,
+                    key.span,
+                    RULE,
+                    format!(
+                        "`Setting` reads `{}`, which is not listed in {INHERITABLE_LIST}: anyone \
+                         may read a setting, in any context",
+                        key.value
+                    ),
+                    "identity keys are read only through the gate; if the key is a plain knob, \
+                     list it in `identity::INHERITABLE_ENV_KEYS`",
+                ));
+            }
+        }
+    });
 }
 
 /// A key only a grant may set (identity, behaviour, the marker, an unclassified kanban key) put
@@ -516,6 +572,13 @@ fn collect_sets(
                 ("envs", [arg]) => {
                     if let Some(keys) = self.resolver.tuple_strings(arg, self.locals, 0) {
                         self.out.extend(keys);
+                    }
+                }
+                // Removing the marker grants as much as setting an identity key.
+                ("env_remove", [key]) => {
+                    if let Some(keys) = self.resolver.strings(key, self.locals) {
+                        self.out
+                            .extend(keys.into_iter().filter(|k| k.value == MARKER));
                     }
                 }
                 _ => {}

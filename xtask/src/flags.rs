@@ -7,6 +7,7 @@ usage: cargo xtask <task> [--root DIR]
 
 tasks:
   check   cargo fmt --check, cargo clippy -D warnings, drift, lint
+  ci      check, then the loom models built with --cfg loom (--no-run): what .ci/run runs
   drift   env-key drift guard over dispatch::default_spawn
   lint    syn-based rules over runtime/src
   loom    the loom models (kanban-loom-tests) with --cfg loom, in <target>/loom
@@ -26,6 +27,7 @@ options:
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
     Check,
+    Ci,
     Drift,
     Lint,
     Loom,
@@ -44,6 +46,8 @@ pub struct Flags {
     pub preemptions: Option<usize>,
     /// `loom`: the target dir of the `--cfg loom` build, when given.
     pub target_dir: Option<PathBuf>,
+    /// `loom`: build the models only.
+    pub no_run: bool,
     /// `chaos`: `--tasks`, `--kills`, `--seed`, when given.
     pub chaos: ChaosFlags,
 }
@@ -71,6 +75,7 @@ impl Flags {
         let mut tests = false;
         let mut preemptions = None;
         let mut target_dir = None;
+        let mut no_run = false;
         let mut chaos = ChaosFlags::default();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -82,6 +87,7 @@ impl Flags {
                 "-h" | "--help" | "help" => task = Some(Task::Help),
                 "-v" | "--verbose" => verbose = true,
                 "--tests" => tests = true,
+                "--no-run" => no_run = true,
                 "--preemptions" => match args.next().and_then(|n| n.parse().ok()) {
                     Some(n) => preemptions = Some(n),
                     None => return Err("--preemptions needs a number".into()),
@@ -95,6 +101,7 @@ impl Flags {
                 "--seed" => chaos.seed = Some(number("--seed", args.next())?),
                 "chaos" if task.is_none() => task = Some(Task::Chaos),
                 "loom" if task.is_none() => task = Some(Task::Loom),
+                "ci" if task.is_none() => task = Some(Task::Ci),
                 "bench" if task.is_none() => task = Some(Task::Bench),
                 "check" | "drift" | "lint" if task.is_none() => {
                     task = Some(match arg.as_str() {
@@ -120,6 +127,7 @@ impl Flags {
                 tests,
                 preemptions,
                 target_dir,
+                no_run,
                 chaos,
             }),
             None => Err("missing task".into()),

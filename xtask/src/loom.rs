@@ -22,7 +22,14 @@ pub const DEFAULT_PREEMPTIONS: usize = 3;
 
 /// Runs the models at `root` with `preemptions` as loom's preemption bound, building in
 /// `target_dir` (default: `loom` under `CARGO_TARGET_DIR`, or under `<root>/target`).
-pub fn run(root: &Path, preemptions: usize, target_dir: Option<&Path>) -> anyhow::Result<()> {
+/// With `no_run`, only builds the models (`cargo test --no-run`): what CI does on every change
+/// (`cargo xtask ci`), so a model that no longer compiles against the runtime fails fast.
+pub fn run(
+    root: &Path,
+    preemptions: usize,
+    target_dir: Option<&Path>,
+    no_run: bool,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let target = match target_dir {
         Some(dir) => dir.to_path_buf(),
@@ -38,17 +45,21 @@ pub fn run(root: &Path, preemptions: usize, target_dir: Option<&Path>) -> anyhow
          cargo test -p kanban-loom-tests --release --no-fail-fast",
         target.display()
     );
+    let mut args = vec![
+        "test",
+        "-p",
+        "kanban-loom-tests",
+        "--release",
+        // Every model runs, and every failing one is reported, not only the first.
+        "--no-fail-fast",
+    ];
+    if no_run {
+        args.push("--no-run");
+    } else {
+        args.extend(["--", "--nocapture"]);
+    }
     let mut child = Command::new(&cargo)
-        .args([
-            "test",
-            "-p",
-            "kanban-loom-tests",
-            "--release",
-            // Every model runs, and every failing one is reported, not only the first.
-            "--no-fail-fast",
-            "--",
-            "--nocapture",
-        ])
+        .args(&args)
         .current_dir(root)
         .env("RUSTFLAGS", &rustflags)
         // Would take precedence over RUSTFLAGS and drop `--cfg loom`.
@@ -74,6 +85,10 @@ pub fn run(root: &Path, preemptions: usize, target_dir: Option<&Path>) -> anyhow
              states the invariant; rerun it alone with `LOOM_LOG=1 LOOM_LOCATION=1` to see the \
              failing interleaving"
         );
+    }
+    if no_run {
+        eprintln!("loom: ok, models built with --cfg loom, not run ({elapsed:.0} s)");
+        return Ok(());
     }
     if passed == 0 {
         bail!(

@@ -44,6 +44,14 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
         flags::Task::Check => check::run(&root, flags.tests),
+        flags::Task::Ci => check::run(&root, flags.tests).and_then(|()| {
+            loom::run(
+                &root,
+                loom::DEFAULT_PREEMPTIONS,
+                flags.target_dir.as_deref(),
+                true,
+            )
+        }),
         flags::Task::Drift if flags.verbose => drift_verbose(&root),
         flags::Task::Drift => drift(&root),
         flags::Task::Lint => lint(&root),
@@ -60,6 +68,7 @@ fn run() -> anyhow::Result<()> {
             &root,
             flags.preemptions.unwrap_or(loom::DEFAULT_PREEMPTIONS),
             flags.target_dir.as_deref(),
+            flags.no_run,
         ),
     }
 }

@@ -92,9 +92,12 @@ impl Scan<'_, '_> {
         let last = segs.last()?.as_str();
         let through_gates = segs.len() >= 2 && segs[segs.len() - 2] == "gates";
         let qualified = segs.len() == 1
-            || segs
-                .iter()
-                .any(|s| matches!(s.as_str(), "gates" | "identity" | "self" | "Self"));
+            || segs.iter().any(|s| {
+                matches!(
+                    s.as_str(),
+                    "gates" | "identity" | "self" | "Self" | "crate" | "super"
+                )
+            });
         let verdict = (through_gates && !self.cx.plain_gates_fns.contains(last))
             || (self.cx.gated_fns.contains(last) && qualified);
         verdict.then(|| segs.join("::"))

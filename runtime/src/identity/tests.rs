@@ -387,7 +387,11 @@ fn child_started_in_a_non_owned_scope_sees_no_identity() {
             let out = command("env").output().unwrap();
             let printed = String::from_utf8_lossy(&out.stdout);
             assert!(!printed.contains("HERMES_KANBAN_"), "{printed}");
-            for key in ["HERMES_PROFILE=", "HERMES_SESSION_SOURCE=", "HERMES_TENANT="] {
+            for key in [
+                "HERMES_PROFILE=",
+                "HERMES_SESSION_SOURCE=",
+                "HERMES_TENANT=",
+            ] {
                 assert!(!printed.contains(key), "{key} leaked:\n{printed}");
             }
             assert!(printed.contains(&format!("{DELEGATED_CHILD_MARKER}=1")));
