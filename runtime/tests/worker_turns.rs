@@ -479,3 +479,60 @@ fn bad_goal_flags_are_refused_and_create_nothing() {
     }
     assert!(t.ok(&["list"]).is_empty());
 }
+
+#[test]
+fn outside_goal_mode_the_three_turn_agent_finishes_on_its_second_nudge_as_before() {
+    let t = setup("", &[("three", THREE_TURNS, "")]);
+    let id = t.create("three", &[]);
+    t.until_idle();
+    assert_eq!(t.home.board().get_task(&id).unwrap().status, Status::Done);
+    assert_eq!(
+        t.kinds_of_turns(&id),
+        ["first", "continuation", "continuation"]
+    );
+    let nudge = std::fs::read_to_string(t.ctl.join("prompt.2")).unwrap();
+    assert!(
+        nudge.contains("Your turn ended but the task is still open"),
+        "{nudge}"
+    );
+}
+
+#[test]
+fn a_profile_can_make_goal_mode_the_default_and_a_failing_judge_means_continue() {
+    let profile = "goal = true\ngoal_max_turns = 2\njudge = [\"sh\", \"-c\", \"exit 3\"]";
+    let t = setup("", &[("goals", "", profile)]);
+    let id = t.create("goals", &[]);
+    t.until_idle();
+    assert_eq!(
+        t.home.board().get_task(&id).unwrap().status,
+        Status::Blocked
+    );
+    assert_eq!(last_block_reason(&t, &id), "blocked_budget");
+    assert_eq!(t.kinds_of_turns(&id), ["first", "continuation"]);
+}
+
+#[test]
+fn kanban_logs_refuses_what_it_cannot_print_with_a_clear_error() {
+    let t = setup("", &[("three", THREE_TURNS, "")]);
+    let id = t.create("three", &[]);
+    for (args, want) in [
+        (vec!["logs", "t_00000000"], "t_00000000"),
+        (vec!["logs", id.as_str()], "has not run yet"),
+        (
+            vec!["--json", "logs", id.as_str(), "--follow"],
+            "drop --follow or --json",
+        ),
+        (vec!["logs", id.as_str(), "--run", "x"], "invalid value"),
+    ] {
+        let out = t.home.kanban(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // After a run, --json gives the run's part at once.
+    t.until_idle();
+    let v: serde_json::Value = serde_json::from_str(&t.ok(&["--json", "logs", &id])).unwrap();
+    assert_eq!(v["found"], true);
+    assert!(v["text"].as_str().unwrap().contains("agent turn 3"), "{v}");
+}
