@@ -91,13 +91,19 @@ pub struct Workload {
 
 /// How a released claim is accounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub enum Failure<'a> {
     /// Not a failure (rate limit, stale heartbeat, orphan, protocol violation below its budget).
     NotCounted,
     /// A counted failure; the breaker trips at `limit` (`source` says whose limit it is).
     Counted { limit: i64, source: &'static str },
     /// Block now and stay blocked (terminal provider error, exhausted protocol budget).
     Trip { limit: i64, source: &'static str },
+    /// Block now and stay blocked: `workers` workers died in one tick with this same error
+    /// `fingerprint` (the systemic crash breaker); `gave_up` says so.
+    Systemic {
+        workers: usize,
+        fingerprint: &'a str,
+    },
 }
 
 /// How a dispatcher releases a claim.
@@ -113,7 +119,7 @@ pub struct Release<'a> {
     pub outcome: &'a str,
     /// The event describing the release (its `retry_status` should be `ready`).
     pub event: Event,
-    pub failure: Failure,
+    pub failure: Failure<'a>,
     /// Stored as the run's error and the task's `last_failure_error` (≤ 500 chars).
     pub error: String,
 }
@@ -388,6 +394,7 @@ pub fn release_claim_in(
         Failure::Trip { limit, source } => {
             (task.consecutive_failures + 1, true, Some((limit, source)))
         }
+        Failure::Systemic { .. } => (task.consecutive_failures + 1, true, Some((1, "systemic"))),
     };
     // A reviewer run goes back to review, never to ready.
     let retry = retry_status_for_run(tx, id, release.run_id)?;
@@ -434,7 +441,17 @@ pub fn release_claim_in(
         now,
     )?;
     if tripped && let Some((limit, source)) = limit {
-        let sticky = matches!(release.failure, Failure::Trip { .. });
+        let sticky = matches!(
+            release.failure,
+            Failure::Trip { .. } | Failure::Systemic { .. }
+        );
+        let (systemic_workers, error_fingerprint) = match release.failure {
+            Failure::Systemic {
+                workers,
+                fingerprint,
+            } => (Some(workers), Some(fingerprint.to_owned())),
+            _ => (None, None),
+        };
         let event = Event::GaveUp {
             failures,
             effective_limit: limit,
@@ -443,8 +460,8 @@ pub fn release_claim_in(
             trigger_outcome: release.outcome.to_owned(),
             retry_status: Some(retry),
             sticky: sticky.then_some(true),
-            systemic_workers: None,
-            error_fingerprint: None,
+            systemic_workers,
+            error_fingerprint,
         };
         append_event(tx, id, release.run_id, &event, now)?;
     }

@@ -279,6 +279,11 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
             d.status
         ));
     }
+    for id in &report.systemic {
+        out.push(format!(
+            "systemic   {id}: its worker died with the same error as at least two others this tick"
+        ));
+    }
     for id in &report.gave_up {
         out.push(format!("gave up    {id}: blocked by the failure breaker"));
     }

@@ -31,7 +31,7 @@
 //! Every board write is a fenced compare-and-swap; a refusal means someone else acted first and
 //! the row is simply skipped.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -51,6 +51,50 @@ pub const TERMINAL_REAP_GRACE_SECONDS: i64 = 120;
 /// Closed runs the terminal-worker reaper looks at per tick (bounds the first tick on a board
 /// whose history predates the reaper).
 const TERMINAL_REAP_BATCH: usize = 256;
+
+/// Workers dying in one tick with the same error fingerprint that make the cause systemic: each
+/// of their tasks is blocked at once instead of retried (reference: 3).
+pub const SYSTEMIC_CRASH_THRESHOLD: usize = 3;
+
+/// A dead worker classified, before its claim is released.
+struct Death<'r> {
+    task: &'r RunningTask,
+    pid: i64,
+    exit: WorkerExit,
+    class: ExitClass,
+    outcome: &'static str,
+    event: Event,
+    failure: Failure<'static>,
+    error: String,
+    fingerprint: String,
+}
+
+/// The error fingerprint of the crash breaker, the original's normalisation: `pid <n>` becomes
+/// `pid N`, a number of 10 digits or more (a timestamp) `<TS>`, lower-cased, at most 80
+/// characters. Masking comes before the cut (the original cuts first, so two pids of different
+/// lengths shift the window and the same error reads as two).
+pub fn error_fingerprint(error: &str) -> String {
+    let lower = error.to_lowercase();
+    let mut out = String::with_capacity(lower.len());
+    let mut rest = lower.as_str();
+    while let Some(c) = rest.chars().next() {
+        if c.is_ascii_digit() {
+            let digits = rest.len() - rest.trim_start_matches(|d: char| d.is_ascii_digit()).len();
+            if out.ends_with("pid ") {
+                out.push('n');
+            } else if digits >= 10 {
+                out.push_str("<ts>");
+            } else {
+                out.push_str(&rest[..digits]);
+            }
+            rest = &rest[digits..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out.chars().take(80).collect()
+}
 
 /// A worker the tick started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -108,6 +152,9 @@ pub struct TickReport {
     pub timed_out: Vec<String>,
     /// Tasks the failure breaker (or a terminal exit) blocked this tick.
     pub gave_up: Vec<String>,
+    /// Tasks blocked by the systemic crash breaker (also in `gave_up`): their workers died in
+    /// this tick with the same error as at least two others.
+    pub systemic: Vec<String>,
     pub promoted: Vec<String>,
     pub spawned: Vec<SpawnedWorker>,
     /// (task id, error)
@@ -290,7 +337,7 @@ impl Tick<'_> {
         })
     }
 
-    fn counted(&self, id: &str) -> Result<Failure, BoardError> {
+    fn counted(&self, id: &str) -> Result<Failure<'static>, BoardError> {
         let (limit, source) = self.limit_for(id, self.settings.failure_limit)?;
         Ok(Failure::Counted { limit, source })
     }
@@ -712,6 +759,7 @@ impl Tick<'_> {
             .into_iter()
             .filter(|t| t.claim_lock.is_some() && t.claim_expires.is_some())
             .collect();
+        let mut deaths: Vec<Death<'_>> = Vec::new();
         for task in candidates {
             let Some(pid) = task.worker_pid else { continue };
             match self.liveness(task) {
@@ -820,20 +868,52 @@ impl Tick<'_> {
                     },
                 ),
             };
-            let release = Release {
-                claim_lock: task.claim_lock.as_deref(),
-                run_id: task.run_id,
+            deaths.push(Death {
+                task,
+                pid,
+                exit,
+                class,
                 outcome,
                 event,
                 failure,
+                fingerprint: error_fingerprint(&error),
                 error,
+            });
+        }
+        // The systemic crash breaker: the same error from SYSTEMIC_CRASH_THRESHOLD workers or more
+        // in one tick is the environment's fault (a broken binary, a dead provider, a full
+        // disk), so retrying each task into the same wall only burns its budget.
+        let mut same: HashMap<&str, usize> = HashMap::new();
+        for d in deaths.iter().filter(|d| d.class == ExitClass::Crashed) {
+            *same.entry(d.fingerprint.as_str()).or_default() += 1;
+        }
+        for d in &deaths {
+            let workers = same.get(d.fingerprint.as_str()).copied().unwrap_or(0);
+            let failure = if d.class == ExitClass::Crashed && workers >= SYSTEMIC_CRASH_THRESHOLD {
+                Failure::Systemic {
+                    workers,
+                    fingerprint: &d.fingerprint,
+                }
+            } else {
+                d.failure
             };
-            if let Some(status) = self.release(&task.id, &release)? {
+            let release = Release {
+                claim_lock: d.task.claim_lock.as_deref(),
+                run_id: d.task.run_id,
+                outcome: d.outcome,
+                event: d.event.clone(),
+                failure,
+                error: d.error.clone(),
+            };
+            if let Some(status) = self.release(&d.task.id, &release)? {
+                if matches!(failure, Failure::Systemic { .. }) {
+                    self.report.systemic.push(d.task.id.clone());
+                }
                 self.report.exited.push(DeadWorker {
-                    task_id: task.id.clone(),
-                    pid,
-                    exit,
-                    class,
+                    task_id: d.task.id.clone(),
+                    pid: d.pid,
+                    exit: d.exit,
+                    class: d.class,
                     status,
                 });
             }

@@ -424,3 +424,88 @@ fn a_guarded_task_does_not_keep_until_idle_waiting_unless_it_cools_down() {
     assert_eq!(r.respawn_guarded.len(), 1);
     assert!(r.is_idle(), "an open PR needs a person, not a wait");
 }
+
+#[test]
+fn four_workers_failing_identically_in_one_tick_are_all_blocked_as_systemic() {
+    let mut e = env();
+    e.settings.max_spawn = 8;
+    let ids: Vec<String> = (0..4)
+        .map(|i| e.create(&format!("w{i}"), 0, vec![]))
+        .collect();
+    let other = e.create("fails differently", 0, vec![]);
+    assert_eq!(e.tick().spawned.len(), 5);
+    for id in &ids {
+        e.fake.exit(id, WorkerExit::Exited { code: 1 });
+    }
+    e.fake.exit(&other, WorkerExit::Signaled { signal: 9 });
+    let r = e.tick();
+    let mut systemic = r.systemic.clone();
+    systemic.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(systemic, expected);
+    assert!(
+        r.spawned.iter().all(|s| s.task_id == other),
+        "{:?}",
+        r.spawned
+    );
+    for id in &ids {
+        let t = e.board.get_task(id).unwrap();
+        assert_eq!(t.status, Status::Blocked, "{id}");
+        let gave_up: Vec<_> = e
+            .board
+            .events(id, None)
+            .unwrap()
+            .into_iter()
+            .filter(|ev| ev.kind == "gave_up")
+            .collect();
+        assert_eq!(gave_up.len(), 1, "{id}");
+        let p = gave_up[0].payload.clone().unwrap();
+        assert_eq!(p["systemic_workers"], 4);
+        assert_eq!(p["sticky"], true);
+        assert_eq!(p["limit_source"], "systemic");
+        assert_eq!(p["error_fingerprint"], "pid n exited with code 1");
+    }
+    // Sticky: later ticks leave them blocked.
+    e.clock.advance(3600);
+    e.tick();
+    assert!(ids.iter().all(|id| e.status(id) == Status::Blocked));
+    // The different failure was counted normally and retried.
+    assert_eq!(e.board.get_task(&other).unwrap().consecutive_failures, 1);
+}
+
+#[test]
+fn two_identical_failures_are_not_systemic() {
+    let mut e = env();
+    let ids: Vec<String> = (0..2)
+        .map(|i| e.create(&format!("w{i}"), 0, vec![]))
+        .collect();
+    e.tick();
+    for id in &ids {
+        e.fake.exit(id, WorkerExit::Exited { code: 1 });
+    }
+    let r = e.tick();
+    assert!(r.systemic.is_empty());
+    assert!(r.gave_up.is_empty());
+    assert!(
+        ids.iter().all(|id| e.status(id) == Status::Running),
+        "retried"
+    );
+}
+
+#[test]
+fn the_error_fingerprint_masks_pids_and_timestamps_and_keeps_80_characters() {
+    use tick::error_fingerprint as fp;
+    assert_eq!(
+        fp("pid 4242 exited with code 1"),
+        "pid n exited with code 1"
+    );
+    assert_eq!(
+        fp("Worker PID 7 died at 1800000123: boom"),
+        "worker pid n died at <ts>: boom"
+    );
+    assert_eq!(fp("pid 1 x"), fp("pid 123456 x"));
+    assert_ne!(fp("exit 12"), fp("exit 13"));
+    let long = format!("pid 9 {}", "x".repeat(200));
+    assert_eq!(fp(&long).chars().count(), 80);
+}
