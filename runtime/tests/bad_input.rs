@@ -470,6 +470,62 @@ const BAD_CONFIGS: &[(&str, &str, &[&str])] = &[
         "[cron]\ntimezone = \"Mars/Olympus\"\n",
         &["timezone", "IANA"],
     ),
+    // One past the top of every range.
+    (
+        "max_in_progress past",
+        "[dispatch]\nmax_in_progress = 65537\n",
+        &["max_in_progress", "65536"],
+    ),
+    (
+        "failure_limit past",
+        "[dispatch]\nfailure_limit = 1001\n",
+        &["failure_limit", "1000"],
+    ),
+    (
+        "crash grace past",
+        "[dispatch]\ncrash_grace_seconds = 31536001\n",
+        &["crash_grace_seconds"],
+    ),
+    (
+        "cooldown past",
+        "[dispatch]\nrate_limit_cooldown_seconds = 31536001\n",
+        &["rate_limit_cooldown_seconds"],
+    ),
+    (
+        "staleness past",
+        "[dispatch]\nheartbeat_max_stale_seconds = 31536001\n",
+        &["heartbeat_max_stale_seconds"],
+    ),
+    (
+        "kill wait past",
+        "[dispatch]\nkill_wait_seconds = 3600.5\n",
+        &["kill_wait_seconds"],
+    ),
+    (
+        "interval past",
+        "[dispatch]\ninterval_seconds = 86400.5\n",
+        &["interval_seconds"],
+    ),
+    (
+        "interval under",
+        "[dispatch]\ninterval_seconds = 0.009\n",
+        &["interval_seconds", "0.01"],
+    ),
+    (
+        "cron parallel past",
+        "[cron]\nmax_parallel = 257\n",
+        &["max_parallel", "256"],
+    ),
+    (
+        "cron ttl past",
+        "[cron]\nclaim_ttl_seconds = 31536001\n",
+        &["[cron] claim_ttl_seconds"],
+    ),
+    (
+        "cron interval under",
+        "[cron]\ninterval_seconds = 0.05\n",
+        &["[cron] interval_seconds", "0.1"],
+    ),
 ];
 
 #[test]
@@ -497,6 +553,23 @@ fn every_malformed_config_is_refused_by_every_command_that_reads_it() {
                 run.stderr
             );
         }
+    }
+    // Every key at the edges of its range is accepted.
+    for edge in [
+        "[dispatch]\nmax_spawn = 1\nmax_in_progress = 1\nfailure_limit = 1\nclaim_ttl_seconds = 1\n\
+         crash_grace_seconds = 0\nrate_limit_cooldown_seconds = 0\nstale_timeout_seconds = 0\n\
+         heartbeat_max_stale_seconds = 1\nkill_wait_seconds = 0.0\ninterval_seconds = 0.01\n\
+         [cron]\nmax_parallel = 1\nclaim_ttl_seconds = 1\ninterval_seconds = 0.1\n",
+        "[dispatch]\nmax_spawn = 1024\nmax_in_progress = 65536\nfailure_limit = 1000\n\
+         claim_ttl_seconds = 31536000\ncrash_grace_seconds = 31536000\n\
+         rate_limit_cooldown_seconds = 31536000\nstale_timeout_seconds = 31536000\n\
+         heartbeat_max_stale_seconds = 31536000\nkill_wait_seconds = 3600.0\n\
+         interval_seconds = 86400.0\n[cron]\nmax_parallel = 256\nclaim_ttl_seconds = 31536000\n\
+         interval_seconds = 86400.0\ntimezone = \"Europe/Berlin\"\n",
+    ] {
+        std::fs::write(&config, edge).unwrap();
+        let run = k.run(&["dispatch", "--dry-run"]);
+        assert_eq!(run.code, 0, "{edge}\n{}", run.stderr);
     }
     std::fs::write(&config, b"[dispatch]\nmode = \"direct\xff\"\n").unwrap();
     refused(
