@@ -470,6 +470,21 @@ const BAD_CONFIGS: &[(&str, &str, &[&str])] = &[
         "[cron]\ntimezone = \"Mars/Olympus\"\n",
         &["timezone", "IANA"],
     ),
+    (
+        "turn backoff 1e20",
+        "[dispatch]\nturn_recovery_backoff_seconds = [1e20]\n",
+        &["turn_recovery_backoff_seconds", "3600"],
+    ),
+    (
+        "turn backoff empty",
+        "[dispatch]\nturn_recovery_backoff_seconds = []\n",
+        &["turn_recovery_backoff_seconds"],
+    ),
+    (
+        "goal turns zero",
+        "[profiles.a]\nagent = \"builtin:shell\"\ngoal_max_turns = 0\n",
+        &["[profiles.a] goal_max_turns", "1000"],
+    ),
     // One past the top of every range.
     (
         "max_in_progress past",
