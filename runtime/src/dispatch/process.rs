@@ -34,6 +34,26 @@ fn stat_of(pid: i32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// When this host booted, in epoch seconds (`btime` of `/proc/stat`).
+fn boot_time() -> Option<i64> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// When process `pid` started, in epoch seconds (whole seconds; `None` when unreadable). A claim
+/// older than its claimer's process was not made by that process: the pid was recycled.
+pub fn started_at(pid: i64) -> Option<i64> {
+    let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
+    let (_, ticks) = stat_of(pid)?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Some(boot_time()? + i64::try_from(ticks / hz).ok()?)
+}
+
 /// The fingerprint of a live process, `"<boot id>|<start time>"`; `None` if it cannot be read.
 pub fn fingerprint(pid: i32) -> Option<String> {
     let (state, start) = stat_of(pid)?;
@@ -283,6 +303,20 @@ mod tests {
         let report = terminate(pid, Some("other-boot|1"), KillWait::default(), &mut || {});
         assert!(report.pid_recycled && report.terminated && !report.termination_attempted);
         // We are still here: nothing was signalled.
+    }
+
+    #[test]
+    fn our_own_start_is_in_the_past_and_after_boot() {
+        let me = i64::from(std::process::id());
+        let started = started_at(me).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        assert!(started <= now + 1, "{started} > {now}");
+        assert!(started >= boot_time().unwrap());
+        assert_eq!(started_at(0), None);
+        assert_eq!(started_at(i64::MAX), None);
     }
 
     #[test]

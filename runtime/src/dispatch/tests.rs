@@ -19,6 +19,8 @@ struct Fake {
     spawned: Vec<SpawnRequest>,
     terminated: Vec<i64>,
     tracked: HashMap<i64, Tracked>,
+    /// Start times (epoch seconds) of live processes, when a test sets them.
+    started: HashMap<i64, i64>,
 }
 
 impl Fake {
@@ -93,6 +95,9 @@ impl Workers for Fake {
     }
     fn untrack(&mut self, pid: i64) {
         self.tracked.remove(&pid);
+    }
+    fn started_at(&self, pid: i64) -> Option<i64> {
+        self.started.get(&pid).copied()
     }
 }
 
@@ -786,4 +791,25 @@ fn our_own_claim_whose_worker_died_unrecorded_is_released_but_not_while_it_lives
         .and_then(|ev| ev.payload)
         .unwrap();
     assert_eq!(payload["reason"], "worker_never_registered", "{payload}");
+}
+
+#[test]
+fn a_claimer_pid_recycled_by_a_younger_process_counts_as_gone() {
+    let mut e = env();
+    e.settings.crash_grace_seconds = 30;
+    let id = e.create("recycled claimer", 0, vec![]);
+    claim_by_dead_dispatcher(&e, &id, 4_000_200);
+    let claimed_at = e.clock.now();
+    // The pid is alive again — but as a process that started 2 s after the claim: still its
+    // claimer, within the slack for whole-second clocks.
+    e.fake.alive.insert(4_000_200);
+    e.fake.started.insert(4_000_200, claimed_at + 2);
+    e.clock.advance(60);
+    assert!(e.tick().abandoned.is_empty());
+    assert_eq!(e.status(&id), Status::Running);
+    // Started well after the claim: not the dispatcher that made it.
+    e.fake.started.insert(4_000_200, claimed_at + 40);
+    let r = e.tick();
+    assert_eq!(r.abandoned, [id.as_str()]);
+    assert_eq!(e.fake.spawns_of(&id), 1);
 }

@@ -285,8 +285,8 @@ impl Tick<'_> {
             self.reap_terminal_workers()?;
             // One snapshot for every reclaim phase; each write is fenced, so a stale row only
             // makes a compare-and-swap refuse.
-            self.superseded_workers()?;
             let running = self.board.running_tasks()?;
+            self.superseded_workers(&running)?;
             self.unstarted_claims(&running)?;
             self.expired_claims(&running)?;
             self.orphans(&running)?;
@@ -416,8 +416,16 @@ impl Tick<'_> {
     /// Stops remembered workers whose run an operator ended (`reclaimed`, or `abandoned`);
     /// forgets the others once their run is over. A worker (or group) still alive holds its
     /// task back from a new claim.
-    fn superseded_workers(&mut self) -> Result<(), BoardError> {
+    fn superseded_workers(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
+        // A worker whose run is still the current one of a running task needs no lookup.
+        let current: HashSet<(&str, i64)> = running
+            .iter()
+            .filter_map(|t| Some((t.id.as_str(), t.run_id?)))
+            .collect();
         for worker in self.workers.tracked() {
+            if current.contains(&(worker.task_id.as_str(), worker.run_id)) {
+                continue;
+            }
             let state = self.board.run_state(&worker.task_id, worker.run_id)?;
             if state
                 .as_ref()
@@ -566,7 +574,7 @@ impl Tick<'_> {
                     continue;
                 }
                 board::AbandonReason::WorkerNeverRegistered
-            } else if self.workers.liveness(claimer, None) == Liveness::Dead {
+            } else if self.claimer_gone(claimer, task.run_started_at) {
                 board::AbandonReason::ClaimerGone
             } else {
                 continue;
@@ -626,6 +634,19 @@ impl Tick<'_> {
         }
         self.board.forget_lingering_workers(&gone, self.now)?;
         Ok(())
+    }
+
+    /// The dispatcher that wrote a host-local claim at `claimed_at` is gone: no such process, or
+    /// the pid now belongs to a process that started after the claim (recycled; 2 s of slack
+    /// for whole-second clocks).
+    fn claimer_gone(&self, pid: i64, claimed_at: Option<i64>) -> bool {
+        match self.workers.liveness(pid, None) {
+            Liveness::Dead => true,
+            _ => match (self.workers.started_at(pid), claimed_at) {
+                (Some(started), Some(claimed)) => started > claimed + 2,
+                _ => false,
+            },
+        }
     }
 
     fn expired_claims(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {

@@ -57,6 +57,10 @@ pub trait Workers {
     fn group_alive(&self, _pid: i64) -> bool {
         false
     }
+    /// When a live process started, in epoch seconds (`None` when unknown).
+    fn started_at(&self, _pid: i64) -> Option<i64> {
+        None
+    }
     /// Remembers a worker running a run (replacing what was known of that pid).
     fn track(&mut self, _worker: Tracked) {}
     /// Every remembered worker.
@@ -188,6 +192,10 @@ impl Workers for Processes {
 
     fn group_alive(&self, pid: i64) -> bool {
         process::group_exists(pid)
+    }
+
+    fn started_at(&self, pid: i64) -> Option<i64> {
+        process::started_at(pid)
     }
 
     fn track(&mut self, worker: Tracked) {
