@@ -244,6 +244,10 @@ fn outside_goal_mode_the_agent_stops_after_its_first_turn_and_two_nudges() {
 fn a_goal_past_its_turn_budget_is_blocked_with_blocked_budget_after_exactly_that_many_turns() {
     let t = setup("", &[("never", "", "")]);
     let id = t.create("never", &["--goal", "--max-turns", "2"]);
+    assert!(
+        t.ok(&["show", &id])
+            .contains("goal mode, at most 2 turns per run")
+    );
     t.until_idle();
     let task = t.home.board().get_task(&id).unwrap();
     assert_eq!(task.status, Status::Blocked);

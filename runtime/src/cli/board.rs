@@ -779,6 +779,12 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
         task.priority,
         line(task.assignee.as_deref().unwrap_or("-"))
     );
+    if task.goal_mode {
+        match task.goal_max_turns {
+            Some(n) => println!("goal mode, at most {n} turns per run"),
+            None => println!("goal mode, the profile's turn budget (default 20)"),
+        }
+    }
     if let (Some(lock), Some(exp)) = (&task.claim_lock, task.claim_expires) {
         println!(
             "claimed by {} until {exp} (run {})",

@@ -23,6 +23,7 @@
 //! The exit code is always the last turn's.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::agent::{Agent, OutputSink, Reply, Request, TurnExit};
 use crate::board::{BoardError, Event, RunStatus, TurnKind};
@@ -160,6 +161,24 @@ struct Loop<'a> {
     turns: u32,
     /// In-place retries used so far.
     recoveries: u32,
+    /// The host's log, remembering whether it is at the start of a line.
+    sink: Arc<LineSink>,
+}
+
+/// Wraps the task log so the loop's own lines always start a line, even after agent output that
+/// did not end with a newline.
+struct LineSink {
+    inner: Arc<dyn OutputSink>,
+    at_line_start: AtomicBool,
+}
+
+impl OutputSink for LineSink {
+    fn write(&self, bytes: &[u8]) {
+        if let Some(last) = bytes.last() {
+            self.inner.write(bytes);
+            self.at_line_start.store(*last == b'\n', Ordering::SeqCst);
+        }
+    }
 }
 
 /// A failed `run_turn`: the run was lost, or the board could not be read or written.
@@ -176,7 +195,12 @@ impl From<BoardError> for Stop {
 
 impl Loop<'_> {
     fn log(&self, line: &str) {
-        self.host.sink().write(format!("{line}\n").as_bytes());
+        let start = if self.sink.at_line_start.load(Ordering::SeqCst) {
+            ""
+        } else {
+            "\n"
+        };
+        self.sink.write(format!("{start}{line}\n").as_bytes());
     }
 
     /// One turn: delimiters, streamed output, the `turn` event.
@@ -190,7 +214,8 @@ impl Loop<'_> {
             script: self.plan.script,
             workdir: self.plan.workdir,
         };
-        let reply = match self.agent.run_streaming(&request, self.host.sink()) {
+        let sink: Arc<dyn OutputSink> = self.sink.clone();
+        let reply = match self.agent.run_streaming(&request, &sink) {
             Ok(reply) => reply,
             Err(err) => {
                 let message = format!("agent failed: {}", crate::error_chain(&err));
@@ -471,6 +496,10 @@ pub fn drive(
         plan,
         turns: 0,
         recoveries: 0,
+        sink: Arc::new(LineSink {
+            inner: host.sink().clone(),
+            at_line_start: AtomicBool::new(true),
+        }),
     };
     let result = match &plan.goal {
         Some(goal) => state.goal(goal),
@@ -514,9 +543,46 @@ mod tests {
         }
     }
 
-    struct Discard;
-    impl OutputSink for Discard {
-        fn write(&self, _bytes: &[u8]) {}
+    #[derive(Default)]
+    struct Collect(Mutex<Vec<u8>>);
+    impl OutputSink for Collect {
+        fn write(&self, bytes: &[u8]) {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+        }
+    }
+
+    /// An agent that prints without a final newline.
+    struct Unterminated;
+    impl Agent for Unterminated {
+        fn run(&mut self, _request: &Request<'_>) -> Result<Reply, AgentError> {
+            unreachable!("the loop streams")
+        }
+        fn run_streaming(
+            &mut self,
+            _request: &Request<'_>,
+            sink: &Arc<dyn OutputSink>,
+        ) -> Result<Reply, AgentError> {
+            sink.write(b"no newline");
+            Ok(Reply {
+                exit: TurnExit::Failed(2),
+                final_response: String::new(),
+                output: String::new(),
+            })
+        }
+    }
+
+    #[test]
+    fn turn_delimiters_always_start_a_line() {
+        let collect = Arc::new(Collect::default());
+        let mut host = Fake::new(&[], &[]);
+        host.sink = collect.clone();
+        drive(&mut Unterminated, &host, &plan(None, 0)).unwrap();
+        let log = String::from_utf8(collect.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            log,
+            "[kanban-turn] turn=1 kind=first\nno newline\n\
+             [kanban-turn-end] turn=1 exit=failed code=2 seconds=0\n"
+        );
     }
 
     /// A board in memory: the run's status after each status read, the writes it saw.
@@ -537,7 +603,7 @@ mod tests {
                 blocks: RefCell::default(),
                 turns: RefCell::default(),
                 waits: RefCell::default(),
-                sink: Arc::new(Discard),
+                sink: Arc::new(Collect::default()),
             }
         }
         fn kinds(&self) -> Vec<TurnKind> {
