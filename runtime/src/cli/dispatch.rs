@@ -181,7 +181,8 @@ impl Lines {
     /// ticks only, plus every `--once` / `--dry-run` tick).
     pub(crate) fn print(&mut self, board: &Board, report: &TickReport, json: bool) {
         if json {
-            if report.is_active() || report.skipped_locked || report.dry_run {
+            let newly_held = report.respawn_guarded.iter().any(|g| g.noted);
+            if report.is_active() || report.skipped_locked || report.dry_run || newly_held {
                 let _ = crate::cli::print_json(report);
             }
             return;
@@ -312,7 +313,12 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
             )),
         }
     }
-    for g in &report.respawn_guarded {
+    // Once per guard episode (when it is noted on the board), or on every dry run.
+    for g in report
+        .respawn_guarded
+        .iter()
+        .filter(|g| g.noted || report.dry_run)
+    {
         out.push(format!(
             "held       {}: respawn guard {}",
             g.task_id,

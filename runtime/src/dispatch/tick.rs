@@ -69,18 +69,26 @@ struct Death<'r> {
     fingerprint: String,
 }
 
-/// The error fingerprint of the crash breaker, the original's normalisation: `pid <n>` becomes
-/// `pid N`, a number of 10 digits or more (a timestamp) `<TS>`, lower-cased, at most 80
-/// characters. Masking comes before the cut (the original cuts first, so two pids of different
-/// lengths shift the window and the same error reads as two).
+/// The error fingerprint of the crash breaker, after the original's normalisation: `pid <n>`
+/// (and `pid=<n>`) becomes `pid n`, a number of 10 digits or more (a timestamp) `<ts>`,
+/// lower-cased, at most 80 characters. Two additions make the same failure of different tasks
+/// read the same: the worker's own log chrome (from `[kanban-` to the end of its line, and lines
+/// starting `kanban worker:`, which name the task, run and pid) is dropped, and task ids `t_<hex>` become `t_<id>`; and
+/// masking comes before the cut (the original cuts first, so pids of different lengths shift the
+/// window).
 pub fn error_fingerprint(error: &str) -> String {
-    let lower = error.to_lowercase();
+    let kept: Vec<&str> = error
+        .lines()
+        .map(|l| l.find("[kanban-").map_or(l, |at| &l[..at]))
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("kanban worker:"))
+        .collect();
+    let lower = kept.join("\n").to_lowercase();
     let mut out = String::with_capacity(lower.len());
     let mut rest = lower.as_str();
     while let Some(c) = rest.chars().next() {
         if c.is_ascii_digit() {
             let digits = rest.len() - rest.trim_start_matches(|d: char| d.is_ascii_digit()).len();
-            if out.ends_with("pid ") {
+            if out.ends_with("pid ") || out.ends_with("pid=") {
                 out.push('n');
             } else if digits >= 10 {
                 out.push_str("<ts>");
@@ -88,6 +96,16 @@ pub fn error_fingerprint(error: &str) -> String {
                 out.push_str(&rest[..digits]);
             }
             rest = &rest[digits..];
+        } else if rest.starts_with("t_")
+            && !out.ends_with(|p: char| p.is_alphanumeric() || p == '_')
+            && rest[2..].starts_with(|h: char| h.is_ascii_hexdigit())
+        {
+            let hex = rest[2..].len()
+                - rest[2..]
+                    .trim_start_matches(|h: char| h.is_ascii_hexdigit())
+                    .len();
+            out.push_str("t_<id>");
+            rest = &rest[2 + hex..];
         } else {
             out.push(c);
             rest = &rest[c.len_utf8()..];
@@ -115,6 +133,8 @@ pub struct GuardedTask {
     pub task_id: String,
     pub lane: Status,
     pub guard: Guard,
+    /// Whether this tick noted it on the board (the first tick of this guard on this task).
+    pub noted: bool,
 }
 
 /// A dead worker whose task the crash sweep released.
@@ -1032,14 +1052,15 @@ impl Tick<'_> {
                     s.rate_limit_cooldown_seconds,
                 );
                 if let Some(g) = held {
-                    if !s.dry_run {
-                        self.board
+                    let noted = !s.dry_run
+                        && self
+                            .board
                             .note_respawn_guarded(&c.id, g.reason(), self.now)?;
-                    }
                     self.report.respawn_guarded.push(GuardedTask {
                         task_id: c.id.clone(),
                         lane,
                         guard: g,
+                        noted,
                     });
                     continue;
                 }

@@ -506,6 +506,18 @@ fn the_error_fingerprint_masks_pids_and_timestamps_and_keeps_80_characters() {
     );
     assert_eq!(fp("pid 1 x"), fp("pid 123456 x"));
     assert_ne!(fp("exit 12"), fp("exit 13"));
+    // The worker's log chrome and task ids do not split one failure into many.
+    assert_eq!(
+        fp(
+            "pid 9806 exited with code 1: [kanban-run] run=1 task=t_e78a61f6 pid=9806\n\
+            kanban worker: task t_e78a61f6 run 1\ncannot reach the model server"
+        ),
+        fp(
+            "pid 12 exited with code 1: [kanban-run] run=7 task=t_00ab12cd pid=12\n\
+            kanban worker: task t_00ab12cd run 7\ncannot reach the model server"
+        ),
+    );
+    assert_eq!(fp("lost t_0badf00d"), "lost t_<id>");
     let long = format!("pid 9 {}", "x".repeat(200));
     assert_eq!(fp(&long).chars().count(), 80);
 }
