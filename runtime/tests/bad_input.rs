@@ -1006,3 +1006,32 @@ fn a_read_only_home_still_reads_and_every_write_names_the_file() {
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert_eq!(k.json(&["show", &id])["task"]["status"], "ready");
 }
+
+#[test]
+fn a_missing_agent_program_stops_the_dispatcher_before_any_claim() {
+    let k = kanban();
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[profiles.default]\nagent = \"command\"\ncommand = [\"no-such-agent-9f2\", \"--print\"]\n",
+    )
+    .unwrap();
+    let id = k.create("would have been blocked", &[]);
+    let home = k.home().to_path_buf();
+    for argv in [vec!["dispatch", "--dry-run"], vec!["dispatch", "--once"]] {
+        let mut cmd = args(&k, &argv);
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        refused(
+            &home,
+            cmd,
+            1,
+            &[
+                "kanban.toml",
+                "[profiles.default] command",
+                "no-such-agent-9f2",
+            ],
+        );
+    }
+    assert_eq!(k.status(&id), "ready");
+}

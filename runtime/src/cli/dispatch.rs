@@ -93,6 +93,13 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
         .map(|s| config::check_float("--interval", s, config::DISPATCH_INTERVAL_SECONDS))
         .transpose()?;
     let (mut settings, config) = settings_for(globals)?;
+    // A profile whose agent program cannot start is a configuration error seen now, before a
+    // task is claimed for it (the workers inherit this process's PATH).
+    dispatch::settings::check_programs(
+        &config,
+        &settings.root,
+        std::env::var_os("PATH").as_deref(),
+    )?;
     settings.dry_run = args.dry_run;
     if let Some(n) = max_spawn.and_then(|n| u32::try_from(n).ok()) {
         settings.max_spawn = n;

@@ -7,7 +7,8 @@
 //! ranges as one read from the file.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::board::BoardLocation;
@@ -145,6 +146,61 @@ impl Settings {
     }
 }
 
+/// Checks, before anything is claimed, that the program of every `agent = "command"` profile can
+/// be started: an absolute path must be an executable file, a bare name must be one in a
+/// directory of the agent's `PATH` (the profile's `env.PATH`, else `search_path`). A relative
+/// path with a `/` is resolved in the task's workspace and is left to the worker. Without this a
+/// missing agent program would be found only by a claimed task's worker, whose failures block the
+/// task.
+pub fn check_programs(
+    config: &Config,
+    root: &Path,
+    search_path: Option<&OsStr>,
+) -> Result<(), ConfigError> {
+    for (name, profile) in &config.profiles {
+        if profile.agent != "command" {
+            continue;
+        }
+        let Some(program) = profile.command.first() else {
+            continue;
+        };
+        let path = profile.env.get("PATH").map(OsStr::new).or(search_path);
+        let found = if program.starts_with('/') {
+            is_executable(Path::new(program))
+        } else if program.contains('/') {
+            true
+        } else {
+            path.is_some_and(|p| {
+                std::env::split_paths(p).any(|dir| is_executable(&dir.join(program)))
+            })
+        };
+        if !found {
+            return Err(ConfigError::Invalid {
+                path: root.join(config::CONFIG_FILE),
+                problem: config::Problem {
+                    key: format!("[profiles.{name}] command"),
+                    value: format!("{:?}", profile.command),
+                    expected: format!(
+                        "`{program}` is not an executable file{}; install it, fix the name, or \
+                         give its absolute path (tasks of this profile would fail)",
+                        if program.starts_with('/') {
+                            String::new()
+                        } else {
+                            " in any directory of PATH".to_owned()
+                        }
+                    ),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// `min(ttl / 3, 60 s)`, at least 200 ms.
 pub fn heartbeat_interval(ttl_seconds: i64) -> Duration {
     let third_ms = u64::try_from(ttl_seconds.max(1)).unwrap_or(1) * 1000 / 3;
@@ -181,6 +237,46 @@ mod tests {
         assert_eq!(heartbeat_interval(30), Duration::from_secs(10));
         assert_eq!(heartbeat_interval(3), Duration::from_secs(1));
         assert_eq!(heartbeat_interval(0), Duration::from_millis(333));
+    }
+
+    #[test]
+    fn a_missing_agent_program_is_found_before_anything_is_claimed() {
+        let parse = |text: &str| Config::parse(text, Path::new("k.toml")).unwrap();
+        let root = Path::new("/h");
+        let path = Some(OsStr::new("/usr/bin:/bin"));
+        let ok = parse(
+            "[profiles.a]\nagent = \"command\"\ncommand = [\"sh\", \"-c\", \"true\"]\n\
+             [profiles.b]\nagent = \"command\"\ncommand = [\"/bin/sh\"]\n\
+             [profiles.c]\nagent = \"command\"\ncommand = [\"./in-the-workspace\"]\n\
+             [profiles.d]\nagent = \"builtin:shell\"\n",
+        );
+        check_programs(&ok, root, path).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("not-executable");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        for text in [
+            "[profiles.a]\nagent = \"command\"\ncommand = [\"no-such-agent-xyz\"]\n".to_owned(),
+            "[profiles.a]\nagent = \"command\"\ncommand = [\"/no/such/agent\"]\n".to_owned(),
+            format!("[profiles.a]\nagent = \"command\"\ncommand = [{:?}]\n", plain.display().to_string()),
+            "[profiles.a]\nagent = \"command\"\ncommand = [\"sh\"]\nenv = { PATH = \"/nowhere\" }\n".to_owned(),
+        ] {
+            let err = check_programs(&parse(&text), root, path).unwrap_err();
+            let err = err.to_string();
+            assert!(err.contains("/h/kanban.toml"), "{err}");
+            assert!(err.contains("[profiles.a] command"), "{err}");
+        }
+        assert!(
+            check_programs(
+                &parse("[profiles.a]\nagent = \"command\"\ncommand = [\"sh\"]\n"),
+                root,
+                None
+            )
+            .is_err()
+        );
     }
 
     #[test]
