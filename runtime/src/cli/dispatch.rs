@@ -94,12 +94,14 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
         .transpose()?;
     let (mut settings, config) = settings_for(globals)?;
     // A profile whose agent program cannot start is a configuration error seen now, before a
-    // task is claimed for it (the workers inherit this process's PATH).
-    dispatch::settings::check_programs(
-        &config,
-        &settings.root,
-        std::env::var_os("PATH").as_deref(),
-    )?;
+    // task is claimed for it (workers get this process's PATH, its own directory first).
+    let own_dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
+    let inherited = crate::identity::settings::path().unwrap_or_default();
+    let search = std::env::join_paths(own_dir.into_iter().chain(std::env::split_paths(&inherited)))
+        .unwrap_or(inherited);
+    dispatch::settings::check_programs(&config, &settings.root, Some(search.as_os_str()))?;
     settings.dry_run = args.dry_run;
     if let Some(n) = max_spawn.and_then(|n| u32::try_from(n).ok()) {
         settings.max_spawn = n;
