@@ -8,10 +8,10 @@
 //! identity gate reading the process environment, the `#[kanban_identity_gated]` gates and
 //! `identity::command`'s scrub. Stand-ins: the worker's claim on its task lives in SQLite in the
 //! product (`board::Board::heartbeat`, a compare-and-swap on task, claim lock and run id), so a
-//! beat extends [`TaskClaim`], a row behind a `loom::sync::Mutex`; the heartbeat's timer (loom
-//! has no timeouts, so under `--cfg loom` each interval elapses at once) is bounded by the model,
-//! whose beat closure asks the loop to stop after [`BEATS`] beats; the job's agent is a probe
-//! that records what it can see of the worker.
+//! beat extends [`TaskClaim`], a row behind a `loom::sync::Mutex`; the heartbeat waits on the
+//! real condition variable, and since loom has no timeouts the job's agent makes an interval
+//! elapse (`Shared::elapse`) while it runs; the beat closure still asks the loop to stop after
+//! [`BEATS`] beats; the job's agent is a probe that records what it can see of the worker.
 //!
 //! The gate only hands out an identity in a process whose environment is a worker's, and the
 //! process environment is never mutated, so the test re-runs itself in a child process started
@@ -103,6 +103,8 @@ struct Seen {
 struct ProbeAgent {
     seen: Arc<Mutex<Seen>>,
     claim: Arc<TaskClaim>,
+    /// The worker's heartbeat: time passes while the job runs (`Shared::elapse`).
+    heartbeat: Arc<Shared>,
 }
 
 impl ProbeAgent {
@@ -151,6 +153,8 @@ impl ProbeAgent {
 
 impl Agent for ProbeAgent {
     fn run(&mut self, _request: &Request<'_>) -> Result<Reply, AgentError> {
+        // A heartbeat interval passes while the job runs: the worker's loop may beat now.
+        self.heartbeat.elapse();
         self.look();
         Ok(Reply {
             exit: TurnExit::Success,
@@ -164,6 +168,7 @@ impl Agent for ProbeAgent {
 struct ProbeAgents {
     seen: Arc<Mutex<Seen>>,
     claim: Arc<TaskClaim>,
+    heartbeat: Arc<Shared>,
 }
 
 impl AgentSource for ProbeAgents {
@@ -171,6 +176,7 @@ impl AgentSource for ProbeAgents {
         let agent = ProbeAgent {
             seen: self.seen.clone(),
             claim: self.claim.clone(),
+            heartbeat: self.heartbeat.clone(),
         };
         agent.look();
         Ok(Box::new(agent))
@@ -261,6 +267,7 @@ fn cron_job_beside_worker_heartbeat_never_sees_the_worker() {
                 let agents = ProbeAgents {
                     seen: seen.clone(),
                     claim: claim.clone(),
+                    heartbeat: shared.clone(),
                 };
                 let cron = identity::spawn("cron-pool", move || {
                     assert!(identity::gate().is_some(), "a pool thread starts owned");

@@ -43,7 +43,7 @@ fn sibling_scopes_never_lower_each_other() {
         let steps = Arc::new(AtomicUsize::new(0));
 
         let s = steps.clone();
-        let non_owned = thread::spawn(move || {
+        let non_owned = identity::spawn("non-owned-sibling", move || {
             assert!(is_dispatcher_owned_worker_context());
             let scope = non_dispatcher_owned_context();
             s.fetch_add(1, SeqCst);
@@ -61,7 +61,7 @@ fn sibling_scopes_never_lower_each_other() {
         });
 
         let s = steps.clone();
-        let delegated = thread::spawn(move || {
+        let delegated = identity::spawn("delegated-sibling", move || {
             assert!(is_dispatcher_owned_worker_context());
             let scope = delegated_child_context();
             s.fetch_add(1, SeqCst);
@@ -79,8 +79,8 @@ fn sibling_scopes_never_lower_each_other() {
         steps.load(SeqCst);
         assert!(is_dispatcher_owned_worker_context());
         assert!(!is_delegated_child());
-        non_owned.join().unwrap();
-        delegated.join().unwrap();
+        non_owned.unwrap().join().unwrap();
+        delegated.unwrap().join().unwrap();
         assert!(is_dispatcher_owned_worker_context());
         assert_eq!(steps.load(SeqCst), 6);
     });
@@ -244,21 +244,41 @@ fn out_of_order_scope_exits_never_raise_authority() {
         let tick = Arc::new(AtomicUsize::new(0));
 
         let (t, forwards) = (tick.clone(), close_orders());
-        let a = thread::spawn(move || {
+        let a = identity::spawn("closer-a", move || {
             for order in forwards {
                 open_and_close(order, lowered, &t);
             }
         });
         let (t, mut backwards) = (tick.clone(), close_orders());
         backwards.reverse();
-        let b = thread::spawn(move || {
+        let b = identity::spawn("closer-b", move || {
             for order in backwards {
                 open_and_close(order, lowered, &t);
             }
         });
-        a.join().unwrap();
-        b.join().unwrap();
+        a.unwrap().join().unwrap();
+        b.unwrap().join().unwrap();
         assert_eq!(tick.load(SeqCst), 48);
+        assert!(is_dispatcher_owned_worker_context());
+    });
+}
+
+/// Invariant (fail closed): a thread not started through `identity::spawn` — a library's pool, a
+/// raw spawn — is never owned, even while its parent is; what it captures carries "not owned",
+/// so a thread it starts through `identity::spawn` is not owned either. The main thread stays
+/// owned throughout.
+#[test]
+fn raw_thread_is_never_owned() {
+    check(|| {
+        assert_plain_process();
+        let raw = thread::spawn(|| {
+            assert!(!is_dispatcher_owned_worker_context());
+            assert!(!identity::capture_context().is_owned());
+            let child = identity::spawn("from-raw", is_dispatcher_owned_worker_context).unwrap();
+            assert!(!child.join().unwrap());
+        });
+        assert!(is_dispatcher_owned_worker_context());
+        raw.join().unwrap();
         assert!(is_dispatcher_owned_worker_context());
     });
 }

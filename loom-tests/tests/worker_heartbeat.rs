@@ -5,8 +5,9 @@
 //! counters, on `kanban_runtime::sync`) on a thread started by `identity::spawn`. Stand-ins: the
 //! claim row lives in SQLite in the product (`board::Board::heartbeat` is a compare-and-swap on
 //! claim lock and run id; a reclaim rewrites them), so it is [`Claim`] behind a
-//! `loom::sync::Mutex`; the heartbeat's timer elapses at once under `--cfg loom` (loom has no
-//! timeouts), so the model's beat asks the loop to stop after [`MAX_BEATS`] attempts.
+//! `loom::sync::Mutex`. The loop's wait is the real one on loom's condition variable; loom has no
+//! timeouts, so the model makes each interval elapse with `Shared::elapse` (a notify), and the
+//! beat still asks the loop to stop after [`MAX_BEATS`] attempts.
 #![cfg(loom)]
 // Test code: a panic is how a model reports the interleaving that broke its invariant.
 #![allow(clippy::unwrap_used)]
@@ -90,7 +91,13 @@ fn heartbeat_never_fights_for_a_lost_claim() {
         })
         .unwrap();
 
+        // The dispatcher's side: an interval passes, the claim is taken over, another interval
+        // passes, then the worker stops its heartbeat. The loop waits on the real condition
+        // variable; an `elapse` while it is not waiting is lost, as a wake-up would be.
+        shared.elapse();
         claim.take_over("host:2");
+        shared.elapse();
+        shared.request_stop();
         heartbeat.join().unwrap();
 
         let row = claim.row.lock().unwrap();

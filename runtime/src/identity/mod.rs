@@ -18,7 +18,11 @@
 //!   `std::process::Command`) that decides what the child inherits when it spawns: outside an
 //!   owned context every identity-bearing key ([`is_identity_key`]) is removed and the marker set.
 //!   Only `dispatch::default_spawn` grants identity, through [`grant::worker_command`].
-//! * [`spawn`] starts a thread that carries the caller's ownership context.
+//! * [`spawn`] starts a thread that carries the caller's ownership context; [`Job`] carries the
+//!   submitter's context into a pool. Fail closed: only the main thread and threads `spawn`
+//!   started from an owned context can be owned (see [`context`]).
+//! * [`settings`] is every other module's reader of the environment (clippy bans `std::env::var`
+//!   and friends outside this folder); no `Setting` is an identity key.
 //!
 //! This module never mutates the process environment and never caches what it reads.
 

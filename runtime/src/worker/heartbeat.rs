@@ -65,6 +65,13 @@ impl Shared {
         self.wake.notify_all();
     }
 
+    /// Under `--cfg loom`: the interval elapses now (wakes the loop without asking it to stop),
+    /// standing for the clock the model cannot run.
+    #[cfg(loom)]
+    pub fn elapse(&self) {
+        self.wake.notify_all();
+    }
+
     /// Whether a beat found the claim gone.
     pub fn lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
@@ -83,15 +90,9 @@ impl Shared {
         if *stop {
             return true;
         }
-        // loom 0.7's `wait_timeout` never times out, which would leave a model without beats:
-        // under `--cfg loom` the interval elapses at once (the models bound their beats).
-        #[cfg(loom)]
-        return {
-            let _ = interval;
-            false
-        };
-        // One timed wait: a spurious wake-up only makes one beat early, which is harmless.
-        #[cfg(not(loom))]
+        // One timed wait: a spurious wake-up only makes one beat early, which is harmless. Under
+        // `--cfg loom` this is loom's condition variable, whose timed wait never times out: a
+        // model makes the interval elapse with `Shared::elapse`.
         match self.wake.wait_timeout(stop, interval) {
             Ok((stop, _)) => *stop,
             Err(_) => true,
