@@ -11,6 +11,8 @@
 //! so a test never sees the identity of a worker it happens to run inside, and never mutates this
 //! process's environment. Add variables per command with [`Kanban::cmd`] + `.env(k, v)`.
 
+pub mod web_bench;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

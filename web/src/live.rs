@@ -164,3 +164,120 @@ impl Hub {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    use super::*;
+    use crate::{BoardView, CronView, HealthView, TaskView};
+
+    #[derive(Default)]
+    struct Fake {
+        version: Arc<AtomicI64>,
+        log: Arc<AtomicU64>,
+        watchers: AtomicUsize,
+    }
+
+    struct FakeWatcher {
+        version: Arc<AtomicI64>,
+        log: Arc<AtomicU64>,
+    }
+
+    impl Watcher for FakeWatcher {
+        fn version(&mut self) -> Result<i64, SourceError> {
+            Ok(self.version.load(Ordering::SeqCst))
+        }
+        fn open_logs(&mut self) -> Vec<(String, u64)> {
+            vec![("t_1".to_owned(), self.log.load(Ordering::SeqCst))]
+        }
+    }
+
+    impl Source for Fake {
+        fn boards(&self) -> Vec<String> {
+            vec!["b".to_owned()]
+        }
+        fn board(&self, _: &str, _: bool) -> Result<Option<BoardView>, SourceError> {
+            Ok(None)
+        }
+        fn task(&self, _: &str, _: &str) -> Result<Option<TaskView>, SourceError> {
+            Ok(None)
+        }
+        fn cron(&self) -> Result<CronView, SourceError> {
+            Ok(CronView::default())
+        }
+        fn health(&self) -> Result<HealthView, SourceError> {
+            Ok(HealthView::default())
+        }
+        fn watcher(&self, slug: &str) -> Result<Option<Box<dyn Watcher>>, SourceError> {
+            if slug != "b" {
+                return Ok(None);
+            }
+            self.watchers.fetch_add(1, Ordering::SeqCst);
+            Ok(Some(Box::new(FakeWatcher {
+                version: Arc::clone(&self.version),
+                log: Arc::clone(&self.log),
+            })))
+        }
+        fn spawn<F>(&self, name: &str, job: F) -> std::io::Result<()>
+        where
+            F: FnOnce() + Send + 'static,
+        {
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(job)
+                .map(drop)
+        }
+    }
+
+    const LIMIT: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn one_watcher_per_board_fans_changes_out_and_stops_after_the_last_subscriber() {
+        let source = Arc::new(Fake::default());
+        let hub = Arc::new(Hub::default());
+        assert!(hub.subscribe(&source, "nope").expect("subscribe").is_none());
+        let first = hub.subscribe(&source, "b").expect("ok").expect("served");
+        let second = hub.subscribe(&source, "b").expect("ok").expect("served");
+        assert_eq!(source.watchers.load(Ordering::SeqCst), 1);
+        assert_eq!(hub.watched_boards(), 1);
+
+        source.version.fetch_add(1, Ordering::SeqCst);
+        for sub in [&first, &second] {
+            assert_eq!(sub.changes.recv_timeout(LIMIT), Ok(Change::Board));
+        }
+        source.log.fetch_add(10, Ordering::SeqCst);
+        for sub in [&first, &second] {
+            assert_eq!(
+                sub.changes.recv_timeout(LIMIT),
+                Ok(Change::Log("t_1".to_owned()))
+            );
+        }
+
+        hub.leave(first);
+        source.version.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(second.changes.recv_timeout(LIMIT), Ok(Change::Board));
+        hub.leave(second);
+        let deadline = Instant::now() + LIMIT;
+        while hub.watched_boards() != 0 {
+            assert!(Instant::now() < deadline, "the watcher did not stop");
+            std::thread::sleep(POLL);
+        }
+        // A new subscriber starts a new watcher.
+        let third = hub.subscribe(&source, "b").expect("ok").expect("served");
+        assert_eq!(source.watchers.load(Ordering::SeqCst), 2);
+        hub.leave(third);
+    }
+
+    #[test]
+    fn a_change_committed_right_after_subscribing_is_delivered() {
+        let source = Arc::new(Fake::default());
+        let hub = Arc::new(Hub::default());
+        let sub = hub.subscribe(&source, "b").expect("ok").expect("served");
+        // No wait at all between subscribing and the change.
+        source.version.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(sub.changes.recv_timeout(LIMIT), Ok(Change::Board));
+        hub.leave(sub);
+    }
+}

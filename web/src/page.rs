@@ -169,7 +169,12 @@ fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView) {
     out.push_str("</article>");
 }
 
-/// The board page: the filter form, then one column per status.
+/// Cards shown per column; the rest are counted ("N more"), so a 10 000-task board stays a page
+/// a browser re-renders quickly on every live update.
+pub const COLUMN_LIMIT: usize = 200;
+
+/// The board page: the filter form, then one column per status (at most [`COLUMN_LIMIT`] cards
+/// each, in board order: priority, then age).
 pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> String {
     let mut header = String::new();
     if boards.len() > 1 {
@@ -223,8 +228,15 @@ pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> 
             s = escape(status),
             n = cards.len()
         );
-        for card in cards {
+        for card in cards.iter().take(COLUMN_LIMIT) {
             card_html(&mut main, &view.slug, view.now, card);
+        }
+        if cards.len() > COLUMN_LIMIT {
+            let _ = write!(
+                main,
+                "<p class=\"more\">{} more; narrow with the filter</p>",
+                cards.len() - COLUMN_LIMIT
+            );
         }
         main.push_str("</section>");
     }
@@ -513,6 +525,19 @@ mod tests {
         assert!(!html.contains("<b>second"));
         assert!(!html.contains("t_3"));
         assert!(html.contains("href=\"/task/t_1?board=default\""));
+        let many = BoardView {
+            cards: (0..COLUMN_LIMIT + 5)
+                .map(|i| card(&format!("t_{i}"), "ready", "x"))
+                .collect(),
+            ..view.clone()
+        };
+        let html = board_page(&many, &BoardFilter::default(), &[]);
+        assert_eq!(html.matches("<article").count(), COLUMN_LIMIT);
+        assert!(html.contains(&format!(
+            "<span class=\"count\">{}</span>",
+            COLUMN_LIMIT + 5
+        )));
+        assert!(html.contains("5 more; narrow with the filter"));
         let all = BoardFilter {
             archived: true,
             ..BoardFilter::default()

@@ -21,16 +21,27 @@ impl Board {
     /// Every task (archived ones only with `include_archived`) in [`Board::list_tasks`] order,
     /// with its attempt count and block reason.
     pub fn board_cards(&self, include_archived: bool) -> Result<Vec<BoardCard>> {
-        let columns = TASK_COLUMNS
-            .split(", ")
-            .map(|c| format!("t.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ");
         let filter = if include_archived {
             ""
         } else {
             "WHERE t.status != 'archived'"
         };
+        self.cards(filter, &[])
+    }
+
+    /// One task as a card, or [`super::BoardError::TaskNotFound`].
+    pub fn task_card(&self, id: &str) -> Result<BoardCard> {
+        self.cards("WHERE t.id = ?1", &[id])?
+            .pop()
+            .ok_or_else(|| super::BoardError::TaskNotFound { id: id.to_owned() })
+    }
+
+    fn cards(&self, filter: &str, args: &[&str]) -> Result<Vec<BoardCard>> {
+        let columns = TASK_COLUMNS
+            .split(", ")
+            .map(|c| format!("t.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
         let sql = format!(
             "SELECT {columns}, \
                (SELECT COUNT(*) FROM task_runs r WHERE r.task_id = t.id), \
@@ -41,8 +52,8 @@ impl Board {
              FROM tasks t {filter} ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC"
         );
         let width = TASK_COLUMNS.split(", ").count();
-        let mut stmt = self.conn().prepare(&sql)?;
-        let rows = stmt.query_map([], |r| {
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
             let task = Task::from_row(r)?;
             let attempts: i64 = r.get(width)?;
             let latest: Option<String> = r.get(width + 1)?;
@@ -151,6 +162,53 @@ mod tests {
         );
         assert_eq!(cards[1].attempts, 0);
         assert_eq!(board.board_cards(true).expect("all").len(), 3);
+        let one = board.task_card(&blocked).expect("card");
+        assert_eq!(one, cards[0]);
+        assert!(matches!(
+            board.task_card("t_00000000"),
+            Err(super::super::BoardError::TaskNotFound { .. })
+        ));
         assert!(board.given_up_tasks().expect("given up").is_empty());
+    }
+
+    #[test]
+    fn given_up_tasks_are_the_blocked_ones_whose_latest_block_is_a_give_up() {
+        use super::super::{StoredEvent, append_event};
+        let (_dir, board) = board();
+        let gave_up = task(&board, "failed twice");
+        let merely_blocked = task(&board, "needs input");
+        for id in [&gave_up, &merely_blocked] {
+            board
+                .block(id, None, "stop", None, 101)
+                .expect("block")
+                .into_result()
+                .expect("blocked");
+        }
+        // Built from its stored form, as the breaker writes it.
+        let gave_up_event = StoredEvent {
+            id: 0,
+            task_id: gave_up.clone(),
+            run_id: None,
+            kind: "gave_up".to_owned(),
+            payload: Some(serde_json::json!({
+                "failures": 2, "effective_limit": 2, "limit_source": "config",
+                "error": "agent crashed", "trigger_outcome": "crashed", "retry_status": null,
+            })),
+            created_at: 102,
+        }
+        .decode()
+        .expect("a gave_up event");
+        board
+            .write(|tx| append_event(tx, &gave_up, None, &gave_up_event, 102))
+            .expect("event");
+        let ids: Vec<String> = board
+            .given_up_tasks()
+            .expect("given up")
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(ids, std::slice::from_ref(&gave_up));
+        let card = board.task_card(&gave_up).expect("card");
+        assert_eq!(card.block_reason.as_deref(), Some("agent crashed"));
     }
 }

@@ -255,29 +255,18 @@ impl kanban_web::Source for HomeSource {
             return Ok(None);
         };
         let board = self.open(location)?;
-        let task = match board.get_task(id) {
-            Ok(t) => t,
+        let card = match board.task_card(id) {
+            Ok(c) => c,
             Err(BoardError::TaskNotFound { .. }) => return Ok(None),
             Err(e) => return Err(failure_chain(&e)),
         };
+        let task = card.task.clone();
         let now = self.clock.now();
         let chain = |e: BoardError| failure_chain(&e);
         let runs = board.runs(id).map_err(chain)?;
         let events = board.events(id, None).map_err(chain)?;
         let classes = exit_classes(&events);
-        let block_reason = board
-            .board_cards(true)
-            .ok()
-            .and_then(|cards| cards.into_iter().find(|c| c.task.id == id))
-            .and_then(|c| c.block_reason);
-        let card = self.card(
-            &BoardCard {
-                task: task.clone(),
-                attempts: runs.len() as i64,
-                block_reason,
-            },
-            now,
-        );
+        let card = self.card(&card, now);
         let log = paths::find_log(&self.root, slug, id);
         let first_shown = events.len().saturating_sub(PAGE_EVENTS);
         Ok(Some(TaskView {

@@ -630,6 +630,27 @@ fn main() -> anyhow::Result<()> {
         ratio: "targets < 10 MB / < 40 MB (original ≈ 30 MB)".to_owned(),
     });
 
+    eprintln!("bench: kanban serve (10 000-task board page, 50 idle live connections)…");
+    let web = kanban_tests::web_bench::measure(&kanban_bin()?, dir.path())?;
+    rows.push(Row {
+        measure: format!(
+            "`kanban serve` board page, 10 000-task board (ms, median of 20; {} KiB)",
+            web.board_page_bytes / 1024
+        ),
+        value: format!("{:.1}", web.board_page_ms),
+        baseline: format!("{:.2} ms (a static asset, same server)", web.asset_ms),
+        ratio: format!(
+            "{:.1}× the asset; target < 100 ms",
+            web.board_page_ms / web.asset_ms
+        ),
+    });
+    rows.push(Row {
+        measure: "`kanban serve` CPU with 50 idle live connections (5 s)".to_owned(),
+        value: format!("{:.2} %", web.idle_streams_cpu_percent),
+        baseline: "one core".to_owned(),
+        ratio: "target < 1 %".to_owned(),
+    });
+
     let mut table =
         String::from("| measure | value | baseline (same run) | ratio |\n|---|---|---|---|\n");
     for r in &rows {

@@ -1,0 +1,163 @@
+//! The web view's figures for `cargo xtask bench` (run by `kanban-bench`): the board page of a
+//! 10 000-task board served by the release `kanban serve`, next to a static asset of the same
+//! server as the baseline, and the CPU that 50 idle live connections cost the server.
+
+// Benchmark code drives the real binary.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kanban_runtime::board::{self, Board, Completion, NewTask, OpenOptions};
+
+/// What [`measure`] found.
+#[derive(Debug, Clone)]
+pub struct WebFigures {
+    /// Median of 20 `GET /` of the 10 000-task board (ms), and the page's size (bytes).
+    pub board_page_ms: f64,
+    pub board_page_bytes: usize,
+    /// Median of 20 `GET /assets/app.css` from the same server (ms).
+    pub asset_ms: f64,
+    /// CPU of the server over 5 s with 50 idle event streams open (% of one core).
+    pub idle_streams_cpu_percent: f64,
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+fn get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, usize)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or(0, |(_, b)| b.len());
+    Ok((status, body))
+}
+
+fn timed(addr: SocketAddr, path: &str) -> anyhow::Result<(f64, usize)> {
+    let mut times = Vec::new();
+    let mut size = 0;
+    for _ in 0..20 {
+        let start = Instant::now();
+        let (status, body) = get(addr, path)?;
+        times.push(start.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(status == 200, "GET {path} answered {status}");
+        size = body;
+    }
+    Ok((median(times), size))
+}
+
+/// Seeds `<dir>/web` with a 10 000-task board (9 000 done, 1 000 ready), runs `bin serve` on it
+/// and measures.
+pub fn measure(bin: &Path, dir: &Path) -> anyhow::Result<WebFigures> {
+    let home = dir.join("web");
+    let board = Board::open(
+        &board::paths::resolve(&home, Some("default"))?,
+        &OpenOptions::create(),
+    )?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as i64;
+    board.write(|tx| -> anyhow::Result<()> {
+        for i in 0..10_000 {
+            let created = board::tasks::create_task_in(
+                tx,
+                &NewTask {
+                    title: format!("web bench task {i}"),
+                    body: Some(format!("body of task {i}")),
+                    assignee: Some(format!("agent{}", i % 7)),
+                    ..NewTask::default()
+                },
+                now,
+            )?;
+            if i % 10 != 0 {
+                board::tasks::complete_in(tx, &created.id, &Completion::default(), now)?;
+            }
+        }
+        Ok(())
+    })?;
+    drop(board);
+
+    let mut child = Command::new(bin)
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let server = KillOnDrop(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let addr: SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .ok_or_else(|| anyhow::anyhow!("kanban serve printed no address: {line:?}"))?
+        .parse()?;
+
+    let _ = get(addr, "/")?; // warm the page cache
+    let (board_page_ms, board_page_bytes) = timed(addr, "/")?;
+    let (asset_ms, _) = timed(addr, "/assets/app.css")?;
+
+    let mut streams = Vec::new();
+    for _ in 0..50 {
+        let mut stream = TcpStream::connect(addr)?;
+        stream.write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+        let mut reader = BufReader::new(stream);
+        loop {
+            let mut l = String::new();
+            anyhow::ensure!(reader.read_line(&mut l)? > 0, "event stream closed");
+            if l.starts_with(": connected") {
+                break;
+            }
+        }
+        streams.push(reader);
+    }
+    let pid = server.0.id();
+    std::thread::sleep(Duration::from_millis(500));
+    let cpu0 = cpu_ticks(pid).unwrap_or(0);
+    let window = Duration::from_secs(5);
+    std::thread::sleep(window);
+    let cpu1 = cpu_ticks(pid).unwrap_or(0);
+    let idle_streams_cpu_percent =
+        cpu1.saturating_sub(cpu0) as f64 / 100.0 / window.as_secs_f64() * 100.0;
+    drop(streams);
+    Ok(WebFigures {
+        board_page_ms,
+        board_page_bytes,
+        asset_ms,
+        idle_streams_cpu_percent,
+    })
+}
