@@ -9,6 +9,7 @@
 //! * [`board`] — the SQLite store; every transition is a compare-and-swap with a typed outcome.
 //! * [`dispatch`] — the tick, reclaim phases, spawn budget, `default_spawn`.
 //! * [`worker`] — the spawned worker process.
+//! * [`admission`] — owner mode: the owner daemon, `kanban.run`, the submitter.
 //! * [`agent`] — the `Agent` trait and the built-in agents.
 //! * [`cron`] — job store, schedule grammar, scheduler, `run_job`.
 //! * [`config`] — `kanban.toml`.
@@ -18,6 +19,7 @@
 // Lets `#[kanban_identity_gated]` expand to `::kanban_runtime::…` paths inside this crate too.
 extern crate self as kanban_runtime;
 
+pub mod admission;
 pub mod agent;
 pub mod board;
 pub mod cli;

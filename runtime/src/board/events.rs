@@ -323,28 +323,6 @@ pub enum Event {
         parent: String,
         child: String,
     },
-    /// The owner daemon admitted a dispatcher claim (admission, DESIGN §8).
-    OwnerAdmitted {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        request_id: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        session_id: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        profile: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        claim_lock: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        receipt: Option<serde_json::Value>,
-    },
-    /// A managed worker bound to its admitted run (admission, DESIGN §8).
-    WorkerBound {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pid: Option<i64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        session_id: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        claim_lock: Option<String>,
-    },
     /// A status change without a dedicated kind (the original's `status` event), e.g. a task
     /// reopened by an operator, or a descendant sent back to `todo` by an ancestor's reopen.
     Status {
@@ -407,6 +385,25 @@ pub enum Event {
         exit_code: i32,
         /// How long the turn took, in whole seconds.
         seconds: i64,
+    },
+    /// An owner admitted this run (owner mode): written once per run, in the board transaction
+    /// that re-proves the claim. `db` is the owner's `state.db`; `pid`/`birth` name the owner.
+    OwnerAdmitted {
+        db: String,
+        session_id: String,
+        request_id: String,
+        pid: i64,
+        birth: Option<String>,
+    },
+    /// The owner's managed worker bound itself to this run (the claim re-proved in the same
+    /// transaction). The run's `worker_pid` stays the submitter's.
+    WorkerBound {
+        pid: i64,
+        claim_lock: String,
+        started_at: Option<String>,
+        /// The submitter the worker watches, as the owner saw it at admission.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        submitter_pid: Option<i64>,
     },
     /// What a worker process reported when it finished.
     WorkerResult {

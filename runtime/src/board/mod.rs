@@ -11,6 +11,7 @@
 //! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks),
 //! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop).
 
+pub mod admission;
 mod error;
 pub mod events;
 pub mod fsck;

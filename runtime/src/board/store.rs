@@ -245,6 +245,40 @@ impl Board {
         Ok(board)
     }
 
+    /// Opens (creating it and its folder) a database that is not a board, with the board's
+    /// pragmas, busy handling and [`Board::write`]: the owner's `state.db`. `schema` is applied
+    /// in one write transaction (idempotent `CREATE … IF NOT EXISTS` statements); the file is put
+    /// in WAL mode. The board's own migrations never run on it.
+    pub(crate) fn open_store(path: &Path, schema: &str) -> Result<Board> {
+        let busy_ms = busy_timeout_from_env()?;
+        check_file(path)?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| folder_error(parent, source))?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        let store = Board {
+            conn,
+            path: path.to_path_buf(),
+            busy_timeout: Duration::from_millis(busy_ms),
+            read_only: false,
+        };
+        store
+            .configure(&OpenOptions::create())
+            .map_err(|e| store.classify(e))?;
+        store
+            .conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+            .map_err(sqlite_err(path))?;
+        store
+            .write(|tx| tx.execute_batch(schema).map_err(BoardError::from))
+            .map_err(|e| store.classify(e))?;
+        Ok(store)
+    }
+
     /// True when this board was opened with [`OpenOptions::read_only`].
     pub fn is_read_only(&self) -> bool {
         self.read_only

@@ -20,7 +20,7 @@ pub enum DispatchCommand {
     Dispatch(DispatchArgs),
     /// The worker process the dispatcher spawns (not for interactive use).
     #[command(hide = true)]
-    Worker,
+    Worker(WorkerArgs),
     /// A self-contained demonstration on a temporary home: a small task graph run to completion.
     Demo(DemoArgs),
 }
@@ -49,6 +49,23 @@ pub struct DispatchArgs {
     pub fault_die_before_spawn: Option<u32>,
 }
 
+/// `kanban worker` flags: only the owner passes them (its managed worker).
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// Run as the owner's managed worker (README "Owner admission").
+    #[arg(long, requires_all = ["submitter_pid", "owner_pid"])]
+    pub managed: bool,
+    /// The submitter's pid, as the owner saw it at admission.
+    #[arg(long, value_name = "PID", requires = "managed")]
+    pub submitter_pid: Option<i64>,
+    /// The submitter's fingerprint, as the owner saw it at admission.
+    #[arg(long, value_name = "FP", requires = "managed")]
+    pub submitter_fingerprint: Option<String>,
+    /// The owner's pid.
+    #[arg(long, value_name = "PID", requires = "managed")]
+    pub owner_pid: Option<i64>,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
     /// Keep the demo home after the run (default: a temporary directory that is removed).
@@ -59,7 +76,7 @@ pub struct DemoArgs {
 pub fn run(command: DispatchCommand, globals: &Globals) -> CmdResult {
     match command {
         DispatchCommand::Dispatch(args) => dispatch_cmd(&args, globals),
-        DispatchCommand::Worker => worker_cmd(globals),
+        DispatchCommand::Worker(args) => worker_cmd(&args, globals),
         DispatchCommand::Demo(args) => demo_cmd(&args, globals),
     }
 }
@@ -350,15 +367,32 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
     }
 }
 
-fn worker_cmd(globals: &Globals) -> CmdResult {
+fn worker_cmd(args: &WorkerArgs, globals: &Globals) -> CmdResult {
     let root: PathBuf = board::paths::root_dir(globals.home.as_deref())?;
     let interrupted = crate::worker::interrupt_flag();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut stdout = std::io::stdout();
-    match crate::worker::run(&root, clock, &interrupted, &mut stdout)? {
+    let watch = match (args.managed, args.submitter_pid, args.owner_pid) {
+        (true, Some(submitter_pid), Some(owner_pid)) => Some(crate::worker::managed::Watch {
+            submitter_pid,
+            submitter_fingerprint: args.submitter_fingerprint.clone(),
+            owner_pid,
+        }),
+        _ => None,
+    };
+    let managed = watch.is_some();
+    let end = match watch {
+        Some(watch) => crate::worker::run_managed(&root, clock, &interrupted, &mut stdout, watch)?,
+        None => crate::worker::run(&root, clock, &interrupted, &mut stdout)?,
+    };
+    match end {
         crate::worker::WorkerEnd::Superseded => Ok(Exit::OK),
         crate::worker::WorkerEnd::Exit(rc) => {
-            eprintln!("{}", crate::worker::trailer(rc));
+            // The managed worker's verdict is its worker_result: the exit trailer in the task
+            // log belongs to the submitter, the process the dispatcher watches.
+            if !managed {
+                eprintln!("{}", crate::worker::trailer(rc));
+            }
             Ok(Exit(u8::try_from(rc).unwrap_or(1)))
         }
     }

@@ -17,6 +17,7 @@ mod dispatch;
 mod escape;
 mod identity;
 mod logs;
+mod owner;
 mod review;
 mod serve;
 
@@ -64,6 +65,14 @@ enum Command {
     },
     /// Serve a read-only, live web view of the boards (README "Web view").
     Serve(serve::ServeArgs),
+    /// The profile's owner (README "Owner admission"): serve, status, resolve.
+    Owner {
+        #[command(subcommand)]
+        command: owner::OwnerCommand,
+    },
+    /// The owner-mode submitter the dispatcher spawns (not for interactive use).
+    #[command(hide = true)]
+    Submit,
 }
 
 /// An error that means "refused" (exit 3): a lost compare-and-swap, a stale claim, not the owner.
@@ -93,6 +102,8 @@ pub fn main() -> ExitCode {
         Command::Logs(args) => logs::run(args, &cli.globals),
         Command::Cron { command } => cron::run(command, &cli.globals),
         Command::Serve(args) => serve::run(args, &cli.globals),
+        Command::Owner { command } => owner::run(command, &cli.globals),
+        Command::Submit => owner::submit(&cli.globals),
     };
     match result {
         Ok(Exit(code)) => ExitCode::from(code),

@@ -140,19 +140,12 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     }
     check_profile_name("[dispatch] default_profile", &d.default_profile)?;
     match d.mode.as_str() {
-        "direct" => {}
-        "owner" => {
-            return Err(Problem::new(
-                "[dispatch] mode",
-                "\"owner\"",
-                "owner admission is not built yet; the accepted value is \"direct\"",
-            ));
-        }
+        "direct" | "owner" => {}
         other => {
             return Err(Problem::new(
                 "[dispatch] mode",
                 format!("{other:?}"),
-                "the accepted value is \"direct\" (\"owner\" is reserved for owner admission, not built yet)",
+                "the accepted values are \"direct\" (the dispatcher starts workers) and \"owner\" (admission through the profile's owner)",
             ));
         }
     }
@@ -366,10 +359,13 @@ mod tests {
     }
 
     #[test]
-    fn mode_accepts_direct_only_and_names_owner_as_not_built() {
+    fn mode_accepts_direct_and_owner_only() {
         let err = problem("[dispatch]\nmode = \"bogus\"");
-        assert!(err.contains("\"direct\""), "{err}");
-        let err = problem("[dispatch]\nmode = \"owner\"");
-        assert!(err.contains("not built yet"), "{err}");
+        assert!(
+            err.contains("\"direct\"") && err.contains("\"owner\""),
+            "{err}"
+        );
+        let owner = Config::parse("[dispatch]\nmode = \"owner\"", Path::new("k.toml")).unwrap();
+        assert_eq!(owner.dispatch.mode, "owner");
     }
 }

@@ -39,7 +39,7 @@ pub mod workers;
 
 pub use daemon::{Health, LoopOptions, Mode, run_tick};
 pub use settings::{Settings, SettingsError};
-pub use spawn::{SpawnError, SpawnRequest, default_spawn};
+pub use spawn::{SpawnError, SpawnRequest, SpawnRole, default_spawn};
 pub use tick::{DeadWorker, SpawnedWorker, TickError, TickReport, tick};
 pub use workers::{NoSpawn, Processes, Reaped, Tracked, Workers};
 

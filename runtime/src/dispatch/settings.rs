@@ -70,6 +70,9 @@ pub struct Settings {
     pub dry_run: bool,
     /// Dispatch `review` tasks to their reviewer after the ready lane.
     pub review_dispatch: bool,
+    /// `[dispatch] mode = "owner"`: start `kanban submit` (admission through the profile's
+    /// owner) instead of `kanban worker`.
+    pub owner_mode: bool,
 }
 
 fn env_seconds(setting: Setting, min: i64) -> Result<Option<i64>, SettingsError> {
@@ -129,6 +132,7 @@ impl Settings {
             host_prefix: process::host_prefix(),
             dry_run: false,
             review_dispatch: d.review_dispatch,
+            owner_mode: d.mode == "owner",
         })
     }
 

@@ -4,7 +4,8 @@
 //! `identity::KANBAN_ENV_KEYS` / `BEHAVIOR_ONLY_ENV_KEYS` / `INHERITABLE_ENV_KEYS` (the drift
 //! guard parses this function: keep the `.env("LITERAL", …)` shape). It never touches the board; the tick records the pid and fingerprint right after.
 //!
-//! The worker is `<current executable> worker --home <root>` with cwd = its workspace, stdin null,
+//! The worker is `<current executable> worker --home <root>` (`submit` in owner mode, `worker
+//! --managed …` when the owner starts it: [`SpawnRole`]) with cwd = its workspace, stdin null,
 //! stdout and stderr appended to the task log, leading its own process group (so TERM/KILL reach
 //! its agent's children too), with the executable's directory first on `PATH` so the agent finds
 //! `kanban` for its lifecycle commands.
@@ -41,6 +42,26 @@ pub struct SpawnRequest {
     pub goal_mode: bool,
     pub goal_max_turns: Option<i64>,
     pub tenant: Option<String>,
+    /// What the granted process is: a direct worker, the owner-mode submitter, or the owner's
+    /// managed worker.
+    pub role: SpawnRole,
+}
+
+/// Which process `default_spawn` starts for a claimed run (the granted identity is the same).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SpawnRole {
+    /// `kanban worker`: runs the agent itself (`[dispatch] mode = "direct"`).
+    #[default]
+    Worker,
+    /// `kanban submit`: asks the profile's owner to run the turn (`mode = "owner"`).
+    Submitter,
+    /// `kanban worker --managed …`, started by the owner for one admitted turn: it watches the
+    /// submitter (pid and fingerprint as the owner saw them at admission) and the owner.
+    Managed {
+        submitter_pid: i64,
+        submitter_fingerprint: Option<String>,
+        owner_pid: i64,
+    },
 }
 
 /// Why a worker could not be started (booked as `spawn_failed`, a counted failure).
@@ -115,8 +136,27 @@ pub fn default_spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
     if let Some(path) = path {
         cmd.env("PATH", path);
     }
-    cmd.arg("worker")
-        .arg("--home")
+    match &req.role {
+        SpawnRole::Worker => cmd.arg("worker"),
+        SpawnRole::Submitter => cmd.arg("submit"),
+        SpawnRole::Managed {
+            submitter_pid,
+            submitter_fingerprint,
+            owner_pid,
+        } => {
+            cmd.arg("worker")
+                .arg("--managed")
+                .arg("--submitter-pid")
+                .arg(submitter_pid.to_string())
+                .arg("--owner-pid")
+                .arg(owner_pid.to_string());
+            if let Some(fp) = submitter_fingerprint {
+                cmd.arg("--submitter-fingerprint").arg(fp);
+            }
+            &mut cmd
+        }
+    };
+    cmd.arg("--home")
         .arg(&req.root)
         .current_dir(&req.workspace)
         .stdin(Stdio::null())

@@ -1161,6 +1161,11 @@ impl Tick<'_> {
                 goal_mode: c.goal_mode,
                 goal_max_turns: c.goal_max_turns,
                 tenant: c.tenant.clone(),
+                role: if s.owner_mode {
+                    super::spawn::SpawnRole::Submitter
+                } else {
+                    super::spawn::SpawnRole::Worker
+                },
             };
             match self.workers.spawn(&request) {
                 Ok(pid) => {

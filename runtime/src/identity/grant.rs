@@ -22,3 +22,20 @@ pub fn worker_command(program: impl AsRef<OsStr>) -> std::process::Command {
     cmd.env_remove(super::DELEGATED_CHILD_MARKER);
     cmd
 }
+
+/// A command for the profile's **owner** daemon (`kanban owner serve`), started by a submitter
+/// that itself carries a granted identity. The owner acts for no task: it is given no identity
+/// (every identity-bearing key of the process environment is removed, whatever the current
+/// context) and no delegated-child marker (it is a principal in its own right, whose managed
+/// workers `dispatch::default_spawn` grants their identity). Called only by the submitter's
+/// `start_owner` (clippy's `disallowed-methods` bans it elsewhere; the drift guard checks that
+/// no identity key is set on it).
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)] // the owner's launch boundary
+pub fn owner_command(program: impl AsRef<OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    for key in super::process_identity_keys() {
+        cmd.env_remove(key);
+    }
+    cmd.env_remove(super::DELEGATED_CHILD_MARKER);
+    cmd
+}

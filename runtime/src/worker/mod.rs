@@ -35,6 +35,7 @@
 
 pub mod heartbeat;
 pub mod logs;
+pub mod managed;
 pub mod prompt;
 pub mod turns;
 
@@ -137,6 +138,8 @@ struct Bound {
     /// The board file (from `HERMES_KANBAN_DB`).
     db: PathBuf,
     behaviour: Behaviour,
+    /// A managed worker's claim TTL, from the run's `claimed` event (`None`: the settings').
+    claim_ttl: Option<i64>,
 }
 
 impl Bound {
@@ -215,6 +218,29 @@ pub fn run(
     interrupted: &AtomicBool,
     log: &mut dyn std::io::Write,
 ) -> Result<WorkerEnd, WorkerError> {
+    run_as(root, clock, interrupted, log, None)
+}
+
+/// Runs the owner's managed worker (README "Owner admission"): as [`run`], except that it binds
+/// with `worker_bound` (the run's `worker_pid` stays the submitter's), takes its claim TTL from
+/// the run's `claimed` event, and watches the submitter and the owner ([`managed`]).
+pub fn run_managed(
+    root: &Path,
+    clock: Arc<dyn Clock>,
+    interrupted: &AtomicBool,
+    log: &mut dyn std::io::Write,
+    watch: managed::Watch,
+) -> Result<WorkerEnd, WorkerError> {
+    run_as(root, clock, interrupted, log, Some(watch))
+}
+
+fn run_as(
+    root: &Path,
+    clock: Arc<dyn Clock>,
+    interrupted: &AtomicBool,
+    log: &mut dyn std::io::Write,
+    watch: Option<managed::Watch>,
+) -> Result<WorkerEnd, WorkerError> {
     let identity = gates::owned_identity().ok_or(WorkerError::NotAWorker)?;
     let task = identity.task.clone();
     let incomplete = |what| WorkerError::Incomplete {
@@ -251,14 +277,39 @@ pub fn run(
     let pid = i64::from(std::process::id());
     let fingerprint = process::fingerprint(std::process::id() as i32)
         .unwrap_or_else(|| process::UNVERIFIED.to_owned());
-    match board
-        .register_worker(&task, run_id, &claim_lock, pid, &fingerprint, clock.now())
+    let mut claim_ttl = None;
+    if let Some(watch) = &watch {
+        match managed::bind(
+            &board,
+            &task,
+            run_id,
+            &claim_lock,
+            pid,
+            &fingerprint,
+            watch,
+            clock.now(),
+        )
         .map_err(board_err)?
-    {
-        Outcome::Done(_) => {}
-        Outcome::Refused(refusal) => {
-            let _ = writeln!(log, "kanban worker: not starting: {refusal}");
-            return Ok(WorkerEnd::Superseded);
+        {
+            Some(ttl) => claim_ttl = ttl,
+            None => {
+                let _ = writeln!(
+                    log,
+                    "kanban worker: not starting: the claim is no longer current"
+                );
+                return Ok(WorkerEnd::Superseded);
+            }
+        }
+    } else {
+        match board
+            .register_worker(&task, run_id, &claim_lock, pid, &fingerprint, clock.now())
+            .map_err(board_err)?
+        {
+            Outcome::Done(_) => {}
+            Outcome::Refused(refusal) => {
+                let _ = writeln!(log, "kanban worker: not starting: {refusal}");
+                return Ok(WorkerEnd::Superseded);
+            }
         }
     }
     let bound = Bound {
@@ -273,6 +324,28 @@ pub fn run(
             goal_mode: identity.goal_mode,
             goal_max_turns: identity.goal_max_turns,
         },
+        claim_ttl,
+    };
+    // The managed worker's watch: ends the attempt (with a worker_result) when the submitter or
+    // the owner is gone.
+    let settled = Arc::new(AtomicBool::new(false));
+    let watcher = match watch {
+        Some(watch) => Some(
+            managed::start_watch(
+                watch,
+                managed::Attempt {
+                    db: db.clone(),
+                    task: task.clone(),
+                    run_id,
+                    claim_lock: claim_lock.clone(),
+                    pid,
+                },
+                Arc::clone(&settled),
+                clock.clone(),
+            )
+            .map_err(WorkerError::Thread)?,
+        ),
+        None => None,
     };
 
     // The run header: `kanban logs --run N` finds a run's part of the task log by it.
@@ -321,6 +394,13 @@ pub fn run(
         exit_code: rc,
         last_output: (!output.is_empty()).then_some(output.as_str()),
     };
+    if settled.swap(true, Ordering::SeqCst) {
+        // The watch is ending this attempt (its submitter or owner is gone) and recorded it.
+        return Ok(WorkerEnd::Exit(code::FAILED));
+    }
+    if let Some(w) = watcher {
+        w.stop();
+    }
     if let Err(err) = bound.board.record_worker_result(&result, clock.now()) {
         let _ = writeln!(
             log,
@@ -359,7 +439,7 @@ fn work(
                         claim_lock: target.claim_lock,
                         run_id: target.run_id,
                     },
-                    ttl_seconds: settings.claim_ttl_seconds,
+                    ttl_seconds: bound.claim_ttl.unwrap_or(settings.claim_ttl_seconds),
                     interval: settings.heartbeat_interval(),
                 },
                 clock.clone(),

@@ -1,0 +1,807 @@
+//! The owner daemon (`kanban owner serve --profile P`).
+//!
+//! One per (home, profile): a non-blocking `flock` on `owner.lock` proves it. The folder
+//! `<home>/owner/<profile>/` is made `0700`; a fresh ticket is written `0600` at every start. The
+//! socket is accepted on the main thread only; every connection is served on its own thread
+//! (`identity::spawn`), and every board or `state.db` write happens there or on a turn's executor
+//! thread, so a contended board never stalls the accept loop or another session.
+//!
+//! A peer is served only if its socket credentials name this process's effective uid **and** it
+//! presented the ticket (`session.authenticate`); otherwise every request is `permission_denied`
+//! and nothing changes.
+//!
+//! `kanban.run`, in order (each step a separate commit; the README's crash-window table says what
+//! a kill between two of them leaves and why a retry is safe):
+//! 1. the closed, typed params; request id and session id;
+//! 2. a saved session: every param must equal the frozen one (`permission_denied`), the board is
+//!    not re-read; a new one: the claim is proved read-only (task and run current, lock equal,
+//!    assignee's profile = this owner's, no foreign `owner_admitted`);
+//! 3. **A** (`state.db`): session + frozen receipt + `queued` turn, one transaction (a replay
+//!    returns the original row, a different payload is `admission_conflict`);
+//! 4. **B** (board): `owner_admitted`, appended in the transaction that re-proves the claim (or an
+//!    existing marker naming this session accepted);
+//! 5. **C** (`state.db`): the marker confirmed on the turn;
+//! 6. **D** (`state.db`): `queued → started` — only now is the managed worker started, so a kill
+//!    after D leaves `started`, which the next start turns into `unknown` (never replayed);
+//! 7. the worker's `worker_result` (claim-bound) settles the turn `completed` / `failed`; no
+//!    result is `unknown`.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::protocol::{self, Capabilities, Code, KanbanRun, RpcError};
+use crate::board::admission::{Admitted, MarkerOutcome, NewAdmission, StateDb};
+use crate::board::{self, Board, BoardError, Event, OpenOptions};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::dispatch::{SpawnRequest, SpawnRole, process};
+
+/// A test-only fault point: the owner kills itself (SIGKILL) right after this commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// After A: session and queued turn in `state.db`.
+    AfterSession,
+    /// After B: the board's `owner_admitted` marker.
+    AfterMarker,
+    /// After C: the marker confirmed in `state.db`.
+    AfterConfirm,
+    /// After D: the turn `started`, before the worker is spawned.
+    AfterStarted,
+}
+
+/// Why the owner could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerError {
+    #[error("cannot prepare the owner folder {path}")]
+    Folder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("an owner for profile `{profile}` already runs under this home (lock {path})")]
+    AlreadyRunning { profile: String, path: PathBuf },
+    #[error("cannot listen on {path}")]
+    Listen {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the owner's state.db")]
+    State(#[source] BoardError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// How to run an owner.
+pub struct ServeOptions {
+    pub root: PathBuf,
+    pub profile: String,
+    pub config: Config,
+    pub clock: Arc<dyn Clock>,
+    pub fault: Option<Fault>,
+    /// Set (by SIGTERM/SIGINT) to drain: refuse new runs, wait for running turns, exit.
+    pub stop: Arc<AtomicBool>,
+}
+
+struct Owner {
+    root: PathBuf,
+    profile: String,
+    default_profile: String,
+    uid: u32,
+    ticket: String,
+    epoch: i64,
+    state: Mutex<StateDb>,
+    executing: Mutex<HashSet<String>>,
+    draining: AtomicBool,
+    fault: Option<Fault>,
+    clock: Arc<dyn Clock>,
+}
+
+/// Creates `dir` (and parents) and makes it `0700`, refusing one another user owns.
+fn private_dir(dir: &Path) -> Result<(), OwnerError> {
+    let err = |source| OwnerError::Folder {
+        path: dir.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    Ok(())
+}
+
+/// 32 random hex digits from the kernel.
+fn random_ticket() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Writes the ticket `0600` (a temporary file renamed into place).
+fn write_ticket(path: &Path, ticket: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(ticket.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Runs the owner until `stop` is set and its running turns ended.
+pub fn serve(opts: ServeOptions) -> Result<(), OwnerError> {
+    let dir = super::owner_dir(&opts.root, &opts.profile);
+    private_dir(&dir)?;
+    let lock_path = super::lock_path(&opts.root, &opts.profile);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(|source| OwnerError::Folder {
+            path: lock_path.clone(),
+            source,
+        })?;
+    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        return Err(OwnerError::AlreadyRunning {
+            profile: opts.profile,
+            path: lock_path,
+        });
+    }
+    let state =
+        StateDb::open(&super::state_path(&opts.root, &opts.profile)).map_err(OwnerError::State)?;
+    let now = opts.clock.now();
+    let (epoch, lost) = state.begin_epoch(now).map_err(OwnerError::State)?;
+    for row in &lost {
+        eprintln!(
+            "kanban owner: turn {} of task {} run {} was started by an earlier owner: now unknown (never replayed; `kanban owner resolve {}`)",
+            row.admission_id, row.task_id, row.run_id, row.task_id
+        );
+    }
+    reconcile_markers(&opts.root, &state, now);
+
+    let ticket_path = super::ticket_path(&opts.root, &opts.profile);
+    let ticket = random_ticket()
+        .and_then(|t| write_ticket(&ticket_path, &t).map(|()| t))
+        .map_err(|source| OwnerError::Folder {
+            path: ticket_path.clone(),
+            source,
+        })?;
+    let socket = super::socket_path(&opts.root, &opts.profile);
+    // We hold the lock: a socket file left here belongs to a dead owner.
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).map_err(|source| OwnerError::Listen {
+        path: socket.clone(),
+        source,
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| OwnerError::Listen {
+            path: socket.clone(),
+            source,
+        })?;
+    let owner = Arc::new(Owner {
+        root: opts.root.clone(),
+        profile: opts.profile.clone(),
+        default_profile: opts.config.dispatch.default_profile.trim().to_lowercase(),
+        uid: rustix::process::geteuid().as_raw(),
+        ticket,
+        epoch,
+        state: Mutex::new(state),
+        executing: Mutex::new(HashSet::new()),
+        draining: AtomicBool::new(false),
+        fault: opts.fault,
+        clock: opts.clock.clone(),
+    });
+    eprintln!(
+        "kanban owner: serving profile `{}` on {} (epoch {epoch})",
+        opts.profile,
+        socket.display()
+    );
+    loop {
+        if opts.stop.load(Ordering::SeqCst) {
+            owner.draining.store(true, Ordering::SeqCst);
+            if owner.executing.lock().map(|e| e.is_empty()).unwrap_or(true) {
+                break;
+            }
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let owner = Arc::clone(&owner);
+                let _ = stream.set_nonblocking(false);
+                if let Err(e) =
+                    crate::identity::spawn("kanban-owner-conn", move || owner.serve_peer(stream))
+                {
+                    eprintln!("kanban owner: cannot start a connection thread: {e}");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                eprintln!("kanban owner: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&socket);
+    drop(lock);
+    Ok(())
+}
+
+/// At start: a queued turn whose marker was committed on the board but not confirmed in
+/// `state.db` (a kill between B and C) is confirmed now, so the window needs no operator.
+fn reconcile_markers(root: &Path, state: &StateDb, now: i64) {
+    let Ok(rows) = state.list() else {
+        return;
+    };
+    for row in rows
+        .iter()
+        .filter(|r| r.status == "queued" && !r.marker_confirmed)
+    {
+        let Ok(Some(receipt)) = state.receipt(&row.session_id) else {
+            continue;
+        };
+        let Ok(receipt) = serde_json::from_str::<Value>(&receipt) else {
+            continue;
+        };
+        let Some(db) = receipt["db_path"].as_str() else {
+            continue;
+        };
+        let _ = root;
+        let Ok(board) = Board::open_path(Path::new(db), &OpenOptions::read_only()) else {
+            continue;
+        };
+        if let Ok(Some(view)) = board.claim_view(&row.task_id, row.run_id)
+            && view
+                .marker
+                .as_ref()
+                .is_some_and(|(sid, _)| sid == &row.session_id)
+        {
+            let _ = state.confirm_marker(&row.admission_id, now);
+        }
+    }
+}
+
+/// The credentials of the peer at the other end of `stream`: (pid, uid).
+fn peer(stream: &UnixStream) -> Option<(i64, u32)> {
+    let cred = rustix::net::sockopt::socket_peercred(stream).ok()?;
+    Some((
+        i64::from(cred.pid.as_raw_nonzero().get()),
+        cred.uid.as_raw(),
+    ))
+}
+
+impl Owner {
+    fn fault(&self, point: Fault) {
+        if self.fault == Some(point) {
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
+        }
+    }
+
+    fn serve_peer(self: Arc<Self>, stream: UnixStream) {
+        let peer = peer(&stream);
+        let Ok(read) = stream.try_clone() else {
+            return;
+        };
+        let mut out = stream;
+        let mut caps: Option<Capabilities> = None;
+        for line in BufReader::new(read).lines() {
+            let Ok(line) = line else {
+                return;
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let reply = self.answer(&line, peer, &mut caps);
+            if out
+                .write_all(reply.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    fn answer(
+        self: &Arc<Self>,
+        line: &str,
+        peer: Option<(i64, u32)>,
+        caps: &mut Option<Capabilities>,
+    ) -> String {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            return protocol::protocol_error(&Value::Null, -32700, "parse_error");
+        };
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let (Some("2.0"), Some(method)) = (
+            msg.get("jsonrpc").and_then(Value::as_str),
+            msg.get("method").and_then(Value::as_str),
+        ) else {
+            return protocol::protocol_error(&id, -32600, "invalid_request");
+        };
+        let params = msg.get("params").cloned().unwrap_or(json!({}));
+        match self.dispatch(method, &params, peer, caps) {
+            Ok(Some(result)) => protocol::response(&id, result),
+            Ok(None) => protocol::protocol_error(&id, -32601, "method_not_found"),
+            Err(err) => protocol::error_response(&id, &err),
+        }
+    }
+
+    fn dispatch(
+        self: &Arc<Self>,
+        method: &str,
+        params: &Value,
+        peer: Option<(i64, u32)>,
+        caps: &mut Option<Capabilities>,
+    ) -> Result<Option<Value>, RpcError> {
+        let denied = |reason: &str| RpcError::new(Code::PermissionDenied, reason);
+        let Some((peer_pid, uid)) = peer else {
+            return Err(denied("peer_credentials_unreadable"));
+        };
+        if uid != self.uid {
+            return Err(denied("peer_uid"));
+        }
+        if method == "session.authenticate" {
+            let presented = params.get("ticket").and_then(Value::as_str).unwrap_or("");
+            if !constant_time_eq(presented.as_bytes(), self.ticket.as_bytes()) {
+                *caps = None;
+                return Err(denied("bad_ticket"));
+            }
+            let operator = params.get("operator").and_then(Value::as_bool) == Some(true);
+            let granted = Capabilities::granted(operator);
+            *caps = Some(granted);
+            return Ok(Some(json!({
+                "profile": self.profile,
+                "capabilities": granted.names(),
+                "epoch": self.epoch,
+            })));
+        }
+        let Some(caps) = *caps else {
+            return Err(denied("not_authenticated"));
+        };
+        let principal = format!("uid:{uid}");
+        match method {
+            "kanban.run" => {
+                if !caps.create || !caps.submit {
+                    return Err(denied("missing_capability:session:create"));
+                }
+                if self.draining.load(Ordering::SeqCst) {
+                    return Err(RpcError::new(Code::RuntimeDraining, "owner_draining"));
+                }
+                let run = protocol::parse_kanban_run(params)?;
+                self.kanban_run(&run, &principal, peer_pid).map(Some)
+            }
+            "kanban.receipt" => {
+                if !caps.read {
+                    return Err(denied("missing_capability:session:read"));
+                }
+                let Some(sid) = params.get("session_id").and_then(Value::as_str) else {
+                    return Err(RpcError::new(
+                        Code::InvalidParams,
+                        "not_a_string:session_id",
+                    ));
+                };
+                let row = self.lock_state()?.by_session(sid)?;
+                match row {
+                    Some(row) if row.principal_id == principal || caps.operator => {
+                        Ok(Some(receipt(&row)))
+                    }
+                    Some(_) => Err(denied("other_principal")),
+                    None => Err(RpcError::new(Code::NotFound, "unknown_session")),
+                }
+            }
+            "owner.status" => {
+                if !caps.read {
+                    return Err(denied("missing_capability:session:read"));
+                }
+                let rows = self.lock_state()?.list()?;
+                Ok(Some(json!({
+                    "profile": self.profile,
+                    "pid": std::process::id(),
+                    "epoch": self.epoch,
+                    "draining": self.draining.load(Ordering::SeqCst),
+                    "turns": rows.iter().map(receipt).collect::<Vec<_>>(),
+                })))
+            }
+            "owner.resolve" => {
+                if !caps.operator {
+                    return Err(denied("missing_capability:session:operator"));
+                }
+                self.resolve(params).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn lock_state(&self) -> Result<std::sync::MutexGuard<'_, StateDb>, RpcError> {
+        self.state
+            .lock()
+            .map_err(|_| RpcError::new(Code::StorageUnavailable, "state_lock_poisoned"))
+    }
+
+    /// Proves the claim read-only and builds the frozen receipt of a new session.
+    fn prove(
+        &self,
+        run: &KanbanRun,
+        request_id: &str,
+        session_id: &str,
+    ) -> Result<Value, RpcError> {
+        let claim = |reason: &str| RpcError::new(Code::InvalidKanbanClaim, reason);
+        let stale = |reason: &str| RpcError::new(Code::StaleKanbanClaim, reason);
+        board::paths::validate_slug(&run.board).map_err(|_| claim("invalid_board_slug"))?;
+        let db = match &run.db {
+            Some(db) => std::fs::canonicalize(db).map_err(|_| claim("db_not_found"))?,
+            None => {
+                let path = board::paths::db_path(&self.root, &run.board);
+                if !path.exists() {
+                    return Err(RpcError::new(Code::NotFound, "unknown_board"));
+                }
+                std::fs::canonicalize(&path).map_err(|_| claim("db_not_found"))?
+            }
+        };
+        let b = Board::open_path(&db, &OpenOptions::read_only())
+            .map_err(|_| claim("board_unreadable"))?;
+        let view = b
+            .claim_view(&run.task_id, run.run_id)?
+            .ok_or_else(|| claim("unknown_task"))?;
+        let Some((run_task, run_status, run_lock)) = &view.run else {
+            return Err(claim("unknown_run"));
+        };
+        if run_task != &run.task_id {
+            return Err(claim("run_of_another_task"));
+        }
+        if view.task_status != "running" || view.current_run_id != Some(run.run_id) {
+            return Err(stale("run_superseded"));
+        }
+        if view.claim_lock.as_deref() != Some(run.claim_lock.as_str()) {
+            return Err(stale("claim_lock_mismatch"));
+        }
+        if run_status != "running" || run_lock.as_deref() != Some(run.claim_lock.as_str()) {
+            return Err(stale("run_not_running"));
+        }
+        let assignee = view
+            .assignee
+            .as_deref()
+            .map(|a| a.trim().to_lowercase())
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| self.default_profile.clone());
+        if assignee != self.profile {
+            return Err(RpcError::new(Code::ProfileMismatch, "assignee_profile"));
+        }
+        if let Some((sid, rid)) = &view.marker
+            && (sid != session_id || rid != request_id)
+        {
+            return Err(stale("foreign_owner_marker"));
+        }
+        let workspace = board::paths::find_workspace(&self.root, &run.board, &run.task_id);
+        Ok(json!({
+            "source": "kanban",
+            "toolset": "kanban",
+            "profile": self.profile,
+            "cwd": workspace,
+            "params": run,
+            "db_path": db,
+            "request_id": request_id,
+            "session_id": session_id,
+        }))
+    }
+
+    fn kanban_run(
+        self: &Arc<Self>,
+        run: &KanbanRun,
+        principal: &str,
+        peer_pid: i64,
+    ) -> Result<Value, RpcError> {
+        let request_id = protocol::request_id(&run.board, &run.task_id, run.run_id);
+        let session_id = protocol::session_id(&self.profile, principal, &request_id);
+        let saved = self.lock_state()?.receipt(&session_id)?;
+        let receipt_json = match saved {
+            Some(saved) => {
+                // Retry: every param must equal the frozen one; the card is never re-read.
+                let frozen: Value = serde_json::from_str(&saved)
+                    .map_err(|_| RpcError::new(Code::StorageUnavailable, "receipt_unreadable"))?;
+                if frozen["params"] != serde_json::to_value(run).unwrap_or(Value::Null) {
+                    return Err(RpcError::new(
+                        Code::PermissionDenied,
+                        "saved_claim_mismatch",
+                    ));
+                }
+                saved
+            }
+            None => self.prove(run, &request_id, &session_id)?.to_string(),
+        };
+        let frozen: Value = serde_json::from_str(&receipt_json).unwrap_or(Value::Null);
+        let db = PathBuf::from(frozen["db_path"].as_str().unwrap_or_default());
+        let payload = protocol::turn_payload(&run.task_id);
+        let admission_id = format!("adm-{}", random_ticket().unwrap_or_default());
+        let new = NewAdmission {
+            principal_id: principal,
+            session_id: &session_id,
+            request_id: &request_id,
+            receipt_json: &receipt_json,
+            payload_json: &payload,
+            task_id: &run.task_id,
+            run_id: run.run_id,
+            admission_id: &admission_id,
+        };
+        let now = self.clock.now();
+        let mut row = match self.lock_state()?.admit(&new, self.epoch, now)? {
+            Admitted::Created(row) | Admitted::Replay(row) => row,
+            Admitted::Conflict => {
+                return Err(RpcError::new(Code::AdmissionConflict, "payload_differs"));
+            }
+        };
+        self.fault(Fault::AfterSession);
+        if row.status == "queued" && !row.marker_confirmed {
+            let b = Board::open_path(&db, &OpenOptions::default())?;
+            let marker = Event::OwnerAdmitted {
+                db: self.lock_state()?.path().display().to_string(),
+                session_id: session_id.clone(),
+                request_id: request_id.clone(),
+                pid: i64::from(std::process::id()),
+                birth: process::fingerprint(std::process::id() as i32),
+            };
+            match b.append_owner_marker(
+                &run.task_id,
+                run.run_id,
+                &run.claim_lock,
+                &marker,
+                &session_id,
+                now,
+            )? {
+                MarkerOutcome::Appended | MarkerOutcome::Existing => {}
+                MarkerOutcome::Foreign => {
+                    self.lock_state()?.refuse_queued(
+                        &row.admission_id,
+                        "foreign_owner_marker",
+                        now,
+                    )?;
+                    return Err(RpcError::new(
+                        Code::StaleKanbanClaim,
+                        "foreign_owner_marker",
+                    ));
+                }
+                MarkerOutcome::Stale => {
+                    self.lock_state()?.refuse_queued(
+                        &row.admission_id,
+                        "claim_not_current",
+                        now,
+                    )?;
+                    return Err(RpcError::new(Code::StaleKanbanClaim, "claim_not_current"));
+                }
+            }
+            self.fault(Fault::AfterMarker);
+            self.lock_state()?.confirm_marker(&row.admission_id, now)?;
+            self.fault(Fault::AfterConfirm);
+            row = self
+                .lock_state()?
+                .get(&row.admission_id)?
+                .ok_or_else(|| RpcError::new(Code::StorageUnavailable, "admission_vanished"))?;
+        }
+        if row.status == "queued" && row.marker_confirmed {
+            self.start(&row.admission_id, run.clone(), db, peer_pid)?;
+        }
+        let row = self.lock_state()?.get(&row.admission_id)?.unwrap_or(row);
+        Ok(json!({"session_id": session_id, "receipt": receipt(&row)}))
+    }
+
+    /// Starts the turn's executor thread (once per admission in this process).
+    fn start(
+        self: &Arc<Self>,
+        admission_id: &str,
+        run: KanbanRun,
+        db: PathBuf,
+        submitter_pid: i64,
+    ) -> Result<(), RpcError> {
+        {
+            let mut executing = self
+                .executing
+                .lock()
+                .map_err(|_| RpcError::new(Code::StorageUnavailable, "executor_lock_poisoned"))?;
+            if !executing.insert(admission_id.to_owned()) {
+                return Ok(());
+            }
+        }
+        let now = self.clock.now();
+        let started = self
+            .lock_state()?
+            .mark_started(admission_id, self.epoch, now);
+        match started {
+            Ok(true) => {}
+            Ok(false) => {
+                self.done(admission_id);
+                return Ok(());
+            }
+            Err(e) => {
+                self.done(admission_id);
+                return Err(e.into());
+            }
+        }
+        self.fault(Fault::AfterStarted);
+        let fingerprint = i32::try_from(submitter_pid)
+            .ok()
+            .and_then(process::fingerprint);
+        let request = self.spawn_request(&run, &db, submitter_pid, fingerprint);
+        let owner = Arc::clone(self);
+        let id = admission_id.to_owned();
+        let spawned = crate::identity::spawn("kanban-owner-turn", move || {
+            owner.execute(&id, &run, request);
+        });
+        if let Err(e) = spawned {
+            let _ = self.lock_state()?.settle(
+                admission_id,
+                self.epoch,
+                "failed",
+                Some(1),
+                Some(&format!("cannot start the turn thread: {e}")),
+                now,
+            );
+            self.done(admission_id);
+        }
+        Ok(())
+    }
+
+    fn done(&self, admission_id: &str) {
+        if let Ok(mut e) = self.executing.lock() {
+            e.remove(admission_id);
+        }
+    }
+
+    fn spawn_request(
+        &self,
+        run: &KanbanRun,
+        db: &Path,
+        submitter_pid: i64,
+        submitter_fingerprint: Option<String>,
+    ) -> Result<SpawnRequest, BoardError> {
+        let b = Board::open_path(db, &OpenOptions::read_only())?;
+        let task = b.get_task(&run.task_id)?;
+        let workspace = board::paths::find_workspace(&self.root, &run.board, &run.task_id);
+        Ok(SpawnRequest {
+            task_id: run.task_id.clone(),
+            run_id: run.run_id,
+            claim_lock: run.claim_lock.clone(),
+            profile: self.profile.clone(),
+            root: self.root.clone(),
+            board: run.board.clone(),
+            db: db.to_owned(),
+            workspaces_root: workspace.parent().map_or_else(
+                || board::paths::workspaces_root(&self.root, &run.board),
+                Path::to_path_buf,
+            ),
+            workspace,
+            log: board::paths::log_path(&self.root, &run.board, &run.task_id),
+            branch: task.branch_name.clone(),
+            goal_mode: task.goal_mode,
+            goal_max_turns: task.goal_max_turns,
+            tenant: task.tenant.clone(),
+            role: SpawnRole::Managed {
+                submitter_pid,
+                submitter_fingerprint,
+                owner_pid: i64::from(std::process::id()),
+            },
+        })
+    }
+
+    /// Runs one started turn in a managed worker and settles it from its `worker_result`.
+    fn execute(
+        &self,
+        admission_id: &str,
+        run: &KanbanRun,
+        request: Result<SpawnRequest, BoardError>,
+    ) {
+        let settle = |status: &str, code: Option<i32>, output: Option<&str>| {
+            if let Ok(state) = self.state.lock() {
+                let _ = state.settle(
+                    admission_id,
+                    self.epoch,
+                    status,
+                    code,
+                    output,
+                    self.clock.now(),
+                );
+            }
+        };
+        let outcome = request.map_err(|e| crate::error_chain(&e)).and_then(|req| {
+            crate::dispatch::default_spawn(&req).map_err(|e| crate::error_chain(&e))
+        });
+        match outcome {
+            Err(message) => settle("failed", Some(1), Some(&message)),
+            Ok(mut child) => {
+                if let Ok(state) = self.state.lock() {
+                    let _ = state.note_worker(admission_id, i64::from(child.id()));
+                }
+                let _ = child.wait();
+                let result = self.board_result(run);
+                match result {
+                    Some((0, out)) => settle("completed", Some(0), out.as_deref()),
+                    Some((code, out)) => settle("failed", Some(code), out.as_deref()),
+                    None => settle(
+                        "unknown",
+                        None,
+                        Some("the managed worker left no worker_result"),
+                    ),
+                }
+            }
+        }
+        self.done(admission_id);
+    }
+
+    fn board_result(&self, run: &KanbanRun) -> Option<(i32, Option<String>)> {
+        let db = self
+            .lock_state()
+            .ok()?
+            .receipt(&protocol::session_id(
+                &self.profile,
+                &format!("uid:{}", self.uid),
+                &protocol::request_id(&run.board, &run.task_id, run.run_id),
+            ))
+            .ok()??;
+        let frozen: Value = serde_json::from_str(&db).ok()?;
+        let b = Board::open_path(
+            Path::new(frozen["db_path"].as_str()?),
+            &OpenOptions::read_only(),
+        )
+        .ok()?;
+        b.worker_result_for(&run.task_id, run.run_id, &run.claim_lock)
+            .ok()?
+    }
+
+    /// `owner.resolve {task_id, as, requeue}`.
+    fn resolve(&self, params: &Value) -> Result<Value, RpcError> {
+        let bad = |r: &str| RpcError::new(Code::InvalidParams, r);
+        let task = params
+            .get("task_id")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| bad("not_a_string:task_id"))?;
+        let status = match params.get("as").and_then(Value::as_str) {
+            Some(s @ ("interrupted" | "failed" | "completed")) => s,
+            _ => return Err(bad("as_not_interrupted_failed_completed")),
+        };
+        let requeue = params
+            .get("requeue")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let row = self
+            .lock_state()?
+            .resolve(task, status, requeue, self.clock.now())?
+            .ok_or_else(|| RpcError::new(Code::NotFound, "no_unknown_turn"))?;
+        Ok(receipt(&row))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The receipt of a turn as the protocol shows it.
+pub fn receipt(row: &board::admission::AdmissionRow) -> Value {
+    json!({
+        "admission_id": row.admission_id,
+        "session_id": row.session_id,
+        "request_id": row.request_id,
+        "task_id": row.task_id,
+        "run_id": row.run_id,
+        "sequence": row.sequence,
+        "status": row.status,
+        "exit_code": row.exit_code,
+        "last_output": row.last_output,
+        "authority_epoch": row.authority_epoch,
+        "marker_confirmed": row.marker_confirmed,
+        "requeue": row.requeue,
+    })
+}

@@ -1,0 +1,182 @@
+//! `kanban owner serve|status|resolve` and `kanban submit` (README "Owner admission").
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use super::{CmdResult, Exit, Globals, Refused};
+use crate::admission::client::{Client, ClientError};
+use crate::admission::server::{self, Fault, ServeOptions};
+use crate::board;
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum OwnerCommand {
+    /// Run the owner of a profile: admit claimed runs over its socket and run them.
+    Serve(ServeArgs),
+    /// Show the owner's turns.
+    Status(ProfileArg),
+    /// Decide an `unknown` turn of TASK (the owner restarted while it ran).
+    Resolve(ResolveArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ProfileArg {
+    /// The profile whose owner to ask (default: [dispatch] default_profile).
+    #[arg(long, value_name = "P")]
+    pub profile: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub profile: ProfileArg,
+    /// Test-only fault point: SIGKILL the owner right after this commit.
+    #[arg(long, value_enum, hide = true)]
+    pub fault_after: Option<Fault>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ResolveArgs {
+    /// The task whose unknown turn to decide.
+    pub task: String,
+    /// What the turn is taken to have been.
+    #[arg(long = "as", value_parser = ["interrupted", "failed", "completed"])]
+    pub as_: String,
+    /// Release the card for a fresh run (an operator reclaim) instead of letting the submitter
+    /// exit with the decided outcome.
+    #[arg(long)]
+    pub requeue: bool,
+    #[command(flatten)]
+    pub profile: ProfileArg,
+}
+
+fn profile_of(arg: &ProfileArg, config: &Config) -> anyhow::Result<String> {
+    let profile = arg
+        .profile
+        .clone()
+        .unwrap_or_else(|| config.dispatch.default_profile.clone())
+        .trim()
+        .to_lowercase();
+    board::paths::validate_slug(&profile)
+        .map_err(|_| anyhow::anyhow!("invalid profile name {profile:?}"))?;
+    Ok(profile)
+}
+
+pub fn run(command: OwnerCommand, globals: &Globals) -> CmdResult {
+    let root = board::paths::root_dir(globals.home.as_deref())?;
+    let config = Config::load(&root)?;
+    match command {
+        OwnerCommand::Serve(args) => {
+            let profile = profile_of(&args.profile, &config)?;
+            config.profile(&profile, &root)?;
+            let stop = crate::worker::interrupt_flag();
+            server::serve(ServeOptions {
+                root,
+                profile,
+                config,
+                clock: Arc::new(SystemClock),
+                fault: args.fault_after,
+                stop,
+            })?;
+            Ok(Exit::OK)
+        }
+        OwnerCommand::Status(arg) => {
+            let profile = profile_of(&arg, &config)?;
+            let status = call(&root, &profile, false, "owner.status", json!({}))?;
+            if globals.json {
+                super::print_json(&status)?;
+            } else {
+                println!(
+                    "owner of `{profile}`: pid {} epoch {}{}",
+                    status["pid"],
+                    status["epoch"],
+                    if status["draining"] == json!(true) {
+                        " (draining)"
+                    } else {
+                        ""
+                    }
+                );
+                for t in status["turns"].as_array().into_iter().flatten() {
+                    println!(
+                        "{:<12} task {} run {} exit {}",
+                        t["status"].as_str().unwrap_or(""),
+                        super::escape::line(t["task_id"].as_str().unwrap_or("")),
+                        t["run_id"],
+                        t["exit_code"]
+                    );
+                }
+            }
+            Ok(Exit::OK)
+        }
+        OwnerCommand::Resolve(args) => {
+            let profile = profile_of(&args.profile, &config)?;
+            let row = call(
+                &root,
+                &profile,
+                true,
+                "owner.resolve",
+                json!({"task_id": args.task, "as": args.as_, "requeue": args.requeue}),
+            )?;
+            let mut line = format!(
+                "turn of task {} run {} resolved as {}",
+                super::escape::line(row["task_id"].as_str().unwrap_or("")),
+                row["run_id"],
+                args.as_
+            );
+            if args.requeue {
+                let location = board::paths::resolve(&root, globals.board.as_deref())?;
+                let b = board::Board::open(&location, &board::OpenOptions::default())?;
+                let task = row["task_id"].as_str().unwrap_or_default();
+                match b.reclaim(task, Some("owner resolve --requeue"), SystemClock.now())? {
+                    board::Outcome::Done(r) => {
+                        line.push_str(&format!("; card released, now {}", r.retry_status));
+                    }
+                    board::Outcome::Refused(r) => {
+                        line.push_str(&format!("; card not released: {r}"));
+                    }
+                }
+            }
+            if globals.json {
+                super::print_json(&row)?;
+            } else {
+                println!("{line}");
+            }
+            Ok(Exit::OK)
+        }
+    }
+}
+
+fn call(
+    root: &std::path::Path,
+    profile: &str,
+    operator: bool,
+    method: &str,
+    params: Value,
+) -> anyhow::Result<Value> {
+    let mut client = Client::open(root, profile, operator).with_context(|| {
+        format!("is the owner of `{profile}` running? (`kanban owner serve --profile {profile}`)")
+    })?;
+    match client.call(method, params) {
+        Ok(v) => Ok(v),
+        Err(ClientError::Refused { code, reason }) => {
+            Err(Refused(format!("the owner refused: {code} ({reason})")).into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `kanban submit`: the submitter the dispatcher starts in owner mode.
+pub fn submit(globals: &Globals) -> CmdResult {
+    let root = board::paths::root_dir(globals.home.as_deref())?;
+    let mut stdout = std::io::stdout();
+    match crate::admission::client::submit(&root, Arc::new(SystemClock), &mut stdout) {
+        None => Ok(Exit::OK),
+        Some(rc) => {
+            eprintln!("{}", crate::worker::trailer(rc));
+            Ok(Exit(u8::try_from(rc).unwrap_or(1)))
+        }
+    }
+}
