@@ -4,6 +4,8 @@
 
 // Test code drives the real binary and real processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// Test helpers: a failed setup step should fail the test at once, with the panic message.
+#![allow(clippy::unwrap_used)]
 
 mod dispatch_support;
 
