@@ -195,3 +195,46 @@ fn the_event_stream_announces_a_board_change() {
         reader.read_line(&mut line).unwrap();
     }
 }
+
+#[test]
+fn every_board_of_the_home_is_served_unless_one_is_named() {
+    let k = kanban();
+    k.ok(&["boards", "create", "other"]);
+    let other = k.create("on the other board", &["--board", "other"]);
+    let home = k.create("on the default board", &[]);
+    let serve = Serve::start(&k, &[]);
+    let page = get(serve.addr, "/?board=other", "");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("on the other board"));
+    assert!(!page.body.contains("on the default board"));
+    assert!(
+        page.body.contains("href=\"/?board=default\""),
+        "no board switcher"
+    );
+    assert_eq!(
+        get(serve.addr, &format!("/task/{other}?board=other"), "").status,
+        200
+    );
+    assert_eq!(
+        get(serve.addr, &format!("/task/{other}?board=default"), "").status,
+        404
+    );
+    let health = get(serve.addr, "/health", "");
+    assert!(health.body.contains("board default") && health.body.contains("board other"));
+    drop(serve);
+
+    let only = Serve::start(&k, &["--board", "other"]);
+    assert_eq!(get(only.addr, "/?board=other", "").status, 200);
+    assert_eq!(get(only.addr, "/?board=default", "").status, 404);
+    assert_eq!(
+        get(only.addr, &format!("/task/{home}?board=default"), "").status,
+        404
+    );
+    drop(only);
+
+    let run = k.run(&["serve", "--board", "nosuch", "--listen", "127.0.0.1:0"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("nosuch"), "{}", run.stderr);
+    let run = k.run(&["serve", "--board", "../x", "--listen", "127.0.0.1:0"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+}
