@@ -552,3 +552,94 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
     drop(daemon);
     let _ = wait_output;
 }
+
+/// Kill -9 the owner right after each of its commits (test-only fault points); the submitter
+/// starts a fresh owner and retries with the same params. Never two managed workers for one run;
+/// the card ends done, or paused with its turn `unknown` when the kill came after `started`.
+#[test]
+fn a_kill_after_each_owner_commit_is_reconciled_without_an_operator() {
+    for (fault, ends_done) in [
+        ("after-session", true),
+        ("after-marker", true),
+        ("after-confirm", true),
+        ("after-started", false),
+    ] {
+        let home = Home::new(&owner_config());
+        let id = home.create(Home::task(fault, "done", None, vec![]));
+        let faulty = start_owner(&home, &["--fault-after", fault]);
+        let faulty_pid = i64::from(faulty.0.id());
+        let daemon = home.daemon();
+        wait_until("the faulty owner to die", Duration::from_secs(60), || {
+            !pid_alive(faulty_pid)
+        });
+        drop(faulty);
+        if ends_done {
+            home.wait_for(
+                &format!("{fault}: the card to be done"),
+                Duration::from_secs(90),
+                |b| b.get_task(&id).unwrap().status == Status::Done,
+            );
+            assert_eq!(home.run_outcomes(&id), ["completed"], "{fault}");
+        } else {
+            wait_until(
+                &format!("{fault}: the turn to read unknown"),
+                Duration::from_secs(60),
+                || {
+                    state(&home)
+                        .list()
+                        .is_ok_and(|t| t.iter().any(|t| t.status == "unknown"))
+                },
+            );
+            // Paused across ticks: the card keeps its one run and no worker ever started.
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                assert_eq!(home.board().get_task(&id).unwrap().status, Status::Running);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert_eq!(home.board().runs(&id).unwrap().len(), 1, "{fault}");
+        }
+        let kinds = home.kinds(&id);
+        assert_eq!(
+            kinds.iter().filter(|k| *k == "owner_admitted").count(),
+            1,
+            "{fault}: {kinds:?}"
+        );
+        assert!(
+            kinds.iter().filter(|k| *k == "worker_bound").count() <= 1,
+            "{fault}: {kinds:?}"
+        );
+        assert_eq!(state(&home).list().unwrap().len(), 1, "{fault}");
+        let submitter = home.board().get_task(&id).unwrap().worker_pid;
+        drop(daemon);
+        if let Some(pid) = submitter.filter(|p| pid_alive(*p)) {
+            kill("-KILL", pid);
+        }
+        stop_started_owner(&home);
+        assert_eq!(home.board().fsck().unwrap(), [], "{fault}");
+    }
+}
+
+#[test]
+fn two_hundred_tasks_in_owner_mode_are_all_done_with_one_run_each() {
+    let home = Home::new(&owner_config());
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        ids.push(home.create(Home::task(&format!("t{i}"), "done", None, vec![])));
+    }
+    let out = home.dispatch_until_idle(&[], Duration::from_secs(600));
+    stop_started_owner(&home);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let board = home.board();
+    for id in &ids {
+        assert_eq!(board.get_task(id).unwrap().status, Status::Done, "{id}");
+        assert_eq!(board.runs(id).unwrap().len(), 1, "{id}");
+    }
+    let turns = state(&home).list().unwrap();
+    assert_eq!(turns.len(), 200);
+    assert!(turns.iter().all(|t| t.status == "completed"));
+    assert_eq!(board.fsck().unwrap(), []);
+}
