@@ -724,11 +724,18 @@ impl Owner {
                 if let Ok(state) = self.state.lock() {
                     let _ = state.note_worker(admission_id, i64::from(child.id()));
                 }
+                let pid = i64::from(child.id());
                 let _ = child.wait();
-                let result = self.board_result(run);
-                match result {
+                match self.board_result(run) {
                     Some((0, out)) => settle("completed", Some(0), out.as_deref()),
                     Some((code, out)) => settle("failed", Some(code), out.as_deref()),
+                    // The worker never bound (its bind found the claim gone): nothing ran, a
+                    // clean failure rather than an `unknown` turn.
+                    None if self.bound_pid(run) != Some(pid) => settle(
+                        "failed",
+                        Some(1),
+                        Some("the claim was no longer current when the managed worker bound"),
+                    ),
                     None => settle(
                         "unknown",
                         None,
@@ -740,8 +747,14 @@ impl Owner {
         self.done(admission_id);
     }
 
-    fn board_result(&self, run: &KanbanRun) -> Option<(i32, Option<String>)> {
-        let db = self
+    fn bound_pid(&self, run: &KanbanRun) -> Option<i64> {
+        let b = Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()?;
+        b.bound_worker(&run.task_id, run.run_id).ok()?
+    }
+
+    /// The board file frozen in the run's receipt.
+    fn frozen_db(&self, run: &KanbanRun) -> Option<PathBuf> {
+        let receipt = self
             .lock_state()
             .ok()?
             .receipt(&protocol::session_id(
@@ -750,12 +763,12 @@ impl Owner {
                 &protocol::request_id(&run.board, &run.task_id, run.run_id),
             ))
             .ok()??;
-        let frozen: Value = serde_json::from_str(&db).ok()?;
-        let b = Board::open_path(
-            Path::new(frozen["db_path"].as_str()?),
-            &OpenOptions::read_only(),
-        )
-        .ok()?;
+        let frozen: Value = serde_json::from_str(&receipt).ok()?;
+        Some(PathBuf::from(frozen["db_path"].as_str()?))
+    }
+
+    fn board_result(&self, run: &KanbanRun) -> Option<(i32, Option<String>)> {
+        let b = Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()?;
         b.worker_result_for(&run.task_id, run.run_id, &run.claim_lock)
             .ok()?
     }

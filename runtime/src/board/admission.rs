@@ -194,6 +194,22 @@ impl Board {
         })
     }
 
+    /// The pid of the latest `worker_bound` of a run, if any (read-only).
+    pub fn bound_worker(&self, task: &str, run: i64) -> Result<Option<i64>> {
+        let payload: Option<Option<String>> = self
+            .conn()
+            .prepare_cached(
+                "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
+                 AND kind = 'worker_bound' ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row(params![task, run], |r| r.get(0))
+            .optional()?;
+        Ok(payload
+            .flatten()
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+            .and_then(|v| v.get("pid").and_then(serde_json::Value::as_i64)))
+    }
+
     /// The run's `worker_result` for exactly `lock`, else `None` (read-only).
     pub fn worker_result_for(
         &self,
@@ -572,4 +588,80 @@ fn get_in(conn: &rusqlite::Connection, admission_id: &str) -> Result<Option<Admi
         ))?
         .query_row(params![admission_id], row)
         .optional()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new<'a>(payload: &'a str, receipt: &'a str, id: &'a str) -> NewAdmission<'a> {
+        NewAdmission {
+            principal_id: "uid:1",
+            session_id: "local-s",
+            request_id: "kanban:[\"b\",\"t\",1]",
+            receipt_json: receipt,
+            payload_json: payload,
+            task_id: "t",
+            run_id: 1,
+            admission_id: id,
+        }
+    }
+
+    #[test]
+    fn a_replay_returns_the_original_row_and_a_changed_payload_conflicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+        let (epoch, lost) = db.begin_epoch(10).unwrap();
+        assert_eq!((epoch, lost.len()), (1, 0));
+        let first = match db.admit(&new("{\"p\":1}", "{}", "a1"), epoch, 10).unwrap() {
+            Admitted::Created(row) => row,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(first.status, "queued");
+        match db.admit(&new("{\"p\":1}", "{}", "a2"), epoch, 11).unwrap() {
+            Admitted::Replay(row) => assert_eq!(row.admission_id, "a1"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            db.admit(&new("{\"p\":2}", "{}", "a3"), epoch, 12).unwrap(),
+            Admitted::Conflict
+        );
+        assert_eq!(
+            db.admit(&new("{\"p\":1}", "{\"other\":1}", "a4"), epoch, 12)
+                .unwrap(),
+            Admitted::Conflict
+        );
+        assert_eq!(db.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn started_work_of_an_older_epoch_becomes_unknown_and_only_an_operator_settles_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+        let (epoch, _) = db.begin_epoch(10).unwrap();
+        db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
+        // Not confirmed: it cannot start.
+        assert!(!db.mark_started("a1", epoch, 11).unwrap());
+        db.confirm_marker("a1", 11).unwrap();
+        assert!(db.mark_started("a1", epoch, 11).unwrap());
+        assert!(
+            !db.mark_started("a1", epoch, 11).unwrap(),
+            "started once only"
+        );
+        drop(db);
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+        let (epoch2, lost) = db.begin_epoch(20).unwrap();
+        assert_eq!(epoch2, 2);
+        assert_eq!(lost.len(), 1);
+        assert_eq!(db.get("a1").unwrap().unwrap().status, "unknown");
+        // The old epoch cannot settle it, nor can it start again.
+        assert!(
+            !db.settle("a1", epoch, "completed", Some(0), None, 21)
+                .unwrap()
+        );
+        assert!(!db.mark_started("a1", epoch2, 21).unwrap());
+        let row = db.resolve("t", "interrupted", true, 22).unwrap().unwrap();
+        assert_eq!((row.status.as_str(), row.requeue), ("interrupted", true));
+        assert_eq!(db.resolve("t", "failed", false, 23).unwrap(), None);
+    }
 }
