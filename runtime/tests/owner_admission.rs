@@ -643,3 +643,42 @@ fn two_hundred_tasks_in_owner_mode_are_all_done_with_one_run_each() {
     assert!(turns.iter().all(|t| t.status == "completed"));
     assert_eq!(board.fsck().unwrap(), []);
 }
+
+#[test]
+fn the_demo_runs_through_owners_in_owner_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("demo");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kanban"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .arg("--home")
+        .arg(&home)
+        .args(["demo", "--mode", "owner"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(180));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("fsck: clean"), "{stdout}");
+    assert!(stdout.contains("stopped the `writer` owner"), "{stdout}");
+    let location = kanban_runtime::board::paths::resolve(&home, Some("default")).unwrap();
+    let board = Board::open(&location, &kanban_runtime::board::OpenOptions::default()).unwrap();
+    for task in board
+        .list_tasks(&kanban_runtime::board::TaskFilter::default())
+        .unwrap()
+    {
+        let admitted = board
+            .events(&task.id, None)
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == "owner_admitted")
+            .count();
+        assert_eq!(admitted, board.runs(&task.id).unwrap().len(), "{}", task.id);
+    }
+}

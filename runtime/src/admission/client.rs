@@ -335,3 +335,16 @@ fn run_superseded(db: &Path, task: &str, run_id: i64, lock: &str) -> bool {
         .and_then(|b| b.claim_view(task, run_id))
         .is_ok_and(|v| v.is_none_or(|v| !v.is_current(task, run_id, lock)))
 }
+
+/// Asks the owner of `profile` under `root` to drain and exit (SIGTERM to the pid it reports);
+/// returns that pid, or `None` when no owner answered.
+pub fn stop_owner(root: &Path, profile: &str) -> Option<i64> {
+    let status = Client::open(root, profile, false)
+        .and_then(|mut c| c.call("owner.status", json!({})))
+        .ok()?;
+    let pid = status["pid"].as_i64()?;
+    let raw = i32::try_from(pid).ok()?;
+    let pid_t = rustix::process::Pid::from_raw(raw)?;
+    rustix::process::kill_process(pid_t, rustix::process::Signal::TERM).ok()?;
+    Some(pid)
+}

@@ -71,6 +71,10 @@ pub struct DemoArgs {
     /// Keep the demo home after the run (default: a temporary directory that is removed).
     #[arg(long)]
     pub keep: bool,
+    /// `direct` (the dispatcher starts workers) or `owner` (every run is admitted and run by the
+    /// owner of its profile; README "Owner admission").
+    #[arg(long, value_parser = ["direct", "owner"], default_value = "direct")]
+    pub mode: String,
 }
 
 pub fn run(command: DispatchCommand, globals: &Globals) -> CmdResult {
@@ -405,9 +409,15 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         Some(dir) => (board::paths::absolute(dir)?, false),
         None => (dispatch::demo::temp_home(clock.now()), true),
     };
-    let tasks = dispatch::demo::setup(&home, clock.now())?;
+    let owner_mode = args.mode == "owner";
+    let tasks = dispatch::demo::setup_with(&home, clock.now(), owner_mode)?;
     println!("kanban demo: home {}", home.display());
     println!("kanban.toml: builtin:shell and builtin:complete profiles, rate-limit cooldown 1 s");
+    if owner_mode {
+        println!(
+            "mode = \"owner\": each run is admitted by its profile's owner (`kanban owner serve`, started on demand) and run by a managed worker"
+        );
+    }
     println!();
     for t in &tasks {
         println!("  {}  {:<28} {}", t.id, t.title, t.what);
@@ -440,6 +450,13 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         &mut print,
         &mut on_health,
     )?;
+    if owner_mode {
+        for profile in dispatch::demo::DEMO_PROFILES {
+            if let Some(pid) = crate::admission::client::stop_owner(&home, profile) {
+                println!("  stopped the `{profile}` owner (pid {pid})");
+            }
+        }
+    }
 
     let rows = dispatch::demo::summary(&board)?;
     let violations = board.fsck()?;

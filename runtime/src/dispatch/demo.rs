@@ -61,14 +61,32 @@ pub struct SummaryRow {
     pub outcomes: Vec<String>,
 }
 
+/// The demo's `kanban.toml` in owner mode (`kanban demo --mode owner`): the same, with
+/// `[dispatch] mode = "owner"`, so every run goes through the owner of its profile.
+pub fn demo_config(owner: bool) -> String {
+    if owner {
+        DEMO_CONFIG.replacen("[dispatch]\n", "[dispatch]\nmode = \"owner\"\n", 1)
+    } else {
+        DEMO_CONFIG.to_owned()
+    }
+}
+
+/// The profiles of the demo graph (one owner each in owner mode).
+pub const DEMO_PROFILES: [&str; 2] = ["shell", "writer"];
+
 /// Writes the config and creates the task graph in the default board of `home`.
 pub fn setup(home: &Path, now: i64) -> Result<Vec<DemoTask>, DemoError> {
+    setup_with(home, now, false)
+}
+
+/// [`setup`], in owner mode when `owner`.
+pub fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoTask>, DemoError> {
     let io = |source| DemoError::Io {
         path: home.to_owned(),
         source,
     };
     std::fs::create_dir_all(home).map_err(io)?;
-    std::fs::write(home.join(CONFIG_FILE), DEMO_CONFIG).map_err(io)?;
+    std::fs::write(home.join(CONFIG_FILE), demo_config(owner)).map_err(io)?;
     let location = board::paths::resolve(home, Some(board::DEFAULT_BOARD))?;
     let board = Board::open(&location, &OpenOptions::create())?;
     if !board.list_tasks(&board::TaskFilter::default())?.is_empty() {
