@@ -550,7 +550,6 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
         .collect();
     assert_eq!(statuses, ["interrupted", "completed"]);
     drop(daemon);
-    let _ = wait_output;
 }
 
 /// Kill -9 the owner right after each of its commits (test-only fault points); the submitter
