@@ -521,3 +521,27 @@ fn the_error_fingerprint_masks_pids_and_timestamps_and_keeps_80_characters() {
     let long = format!("pid 9 {}", "x".repeat(200));
     assert_eq!(fp(&long).chars().count(), 80);
 }
+
+#[test]
+fn reopening_an_ancestor_stops_the_worker_of_a_running_descendant() {
+    let mut e = env();
+    let parent = e.create("parent", 0, vec![]);
+    let child = e.create("child", 0, vec![parent.clone()]);
+    e.tick();
+    complete_as_worker(&e, &parent);
+    e.tick();
+    assert_eq!(e.status(&child), Status::Running);
+    let pid = e.fake.pid_of(&child);
+    let reopened = e
+        .board
+        .reopen(&parent, None, e.clock.now())
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(reopened.invalidated[0].worker_pid, Some(pid));
+    assert_eq!(e.status(&child), Status::Todo);
+    e.tick();
+    assert!(e.fake.terminated.contains(&pid), "{:?}", e.fake.terminated);
+    assert!(!e.fake.alive.contains(&pid));
+    assert_eq!(e.status(&child), Status::Todo);
+}
