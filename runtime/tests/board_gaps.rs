@@ -296,3 +296,24 @@ fn review_commands_hand_over_and_back_and_refuse_what_does_not_apply() {
     assert_eq!(changed[0]["payload"]["implementer"], "impl");
     k.assert_fsck_clean();
 }
+
+#[test]
+fn a_reviewer_run_reclaimed_goes_back_to_review() {
+    let k = kanban();
+    let id = k.create("feature", &["--assignee", "impl"]);
+    k.ok(&["review", "request", &id, "--reviewer", "rev"]);
+    k.json(&["claim", &id, "--claimer", "h:3"]);
+    assert_eq!(k.status(&id), "running");
+    let r = k.json(&["reclaim", &id, "--reason", "reviewer stuck"]);
+    assert_eq!(r["retry_status"], "review");
+    let show = k.json(&["show", &id]);
+    assert_eq!(show["task"]["status"], "review");
+    assert_eq!(show["task"]["assignee"], "rev");
+    let reclaimed = events_of(&k, &id, "reclaimed");
+    assert_eq!(reclaimed[0]["payload"]["retry_status"], "review");
+    // An implementer's run reclaimed goes back to ready, as before.
+    let other = k.create("plain", &[]);
+    k.json(&["claim", &other, "--claimer", "h:3"]);
+    assert_eq!(k.json(&["reclaim", &other])["retry_status"], "ready");
+    k.assert_fsck_clean();
+}

@@ -55,6 +55,9 @@ pub struct Candidate {
     pub goal_max_turns: Option<i64>,
     /// The error of the last counted or noted failure (a respawn guard reads it).
     pub last_failure_error: Option<String>,
+    /// Whether the task has a closed run or a recent comment: only then can a respawn guard
+    /// other than `blocker_auth` hold it, so a fresh task costs no [`Board::guard_facts`] query.
+    pub has_history: bool,
 }
 
 /// The facts the dispatcher's respawn guard decides on (see [`Board::guard_facts`]).
@@ -640,15 +643,25 @@ impl Board {
     /// for their reviewer) — by priority DESC, then created_at ASC, then creation order. Whether
     /// one may be spawned now (cooldowns, recent success, an open pull request) is the
     /// dispatcher's respawn guard, fed by [`Board::guard_facts`].
-    pub fn lane_candidates(&self, lane: Status, limit: usize) -> Result<Vec<Candidate>> {
+    /// `comments_since` bounds [`Candidate::has_history`]'s look at comments.
+    pub fn lane_candidates(
+        &self,
+        lane: Status,
+        comments_since: i64,
+        limit: usize,
+    ) -> Result<Vec<Candidate>> {
         let mut stmt = self.conn().prepare_cached(
-            "SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, \
-               t.goal_max_turns, t.last_failure_error \
-             FROM tasks t WHERE t.status = ?2 AND t.claim_lock IS NULL \
-             ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC LIMIT ?1",
+            "SELECT c.*, EXISTS (SELECT 1 FROM task_runs r WHERE r.task_id = c.id \
+                 AND r.ended_at IS NOT NULL) \
+               OR EXISTS (SELECT 1 FROM task_comments m WHERE m.task_id = c.id \
+                 AND m.created_at >= ?3) \
+             FROM (SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, \
+                 t.goal_max_turns, t.last_failure_error \
+               FROM tasks t WHERE t.status = ?2 AND t.claim_lock IS NULL \
+               ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC LIMIT ?1) c",
         )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![limit, lane.as_str()], |r| {
+        let rows = stmt.query_map(params![limit, lane.as_str(), comments_since], |r| {
             Ok(Candidate {
                 id: r.get(0)?,
                 lane,
@@ -659,6 +672,7 @@ impl Board {
                 goal_mode: r.get::<_, Option<i64>>(5)?.unwrap_or(0) != 0,
                 goal_max_turns: r.get(6)?,
                 last_failure_error: r.get::<_, Option<String>>(7)?.filter(|s| !s.is_empty()),
+                has_history: r.get(8)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -1035,15 +1035,18 @@ impl Tick<'_> {
         }
         // Skipped tasks do not use the budget, so look a little further.
         let limit = want + 64;
-        for c in self.board.lane_candidates(lane, limit)? {
+        let pr_since = self.now - guard::PR_WINDOW_SECONDS;
+        for c in self.board.lane_candidates(lane, pr_since, limit)? {
             if chosen.len() >= want {
                 break;
             }
             let profile = s.profile_for(c.assignee.as_deref());
             if s.profiles.contains(&profile) {
-                let facts = self
-                    .board
-                    .guard_facts(&c.id, self.now - guard::PR_WINDOW_SECONDS)?;
+                let facts = if c.has_history {
+                    self.board.guard_facts(&c.id, pr_since)?
+                } else {
+                    board::GuardFacts::default()
+                };
                 let held = guard::respawn_guard(
                     &facts,
                     c.last_failure_error.as_deref(),
