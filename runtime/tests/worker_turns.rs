@@ -458,7 +458,10 @@ fn a_judge_saying_done_twice_blocks_with_blocked_budget() {
 
 #[test]
 fn a_judge_saying_blocked_blocks_the_task_with_its_reason() {
-    let judge = "judge = [\"sh\", \"-c\", \"echo 'blocked: needs a human decision'\"]";
+    // The judge runs without the worker's identity: it could not act on the task.
+    let judge = "judge = [\"sh\", \"-c\", \"if [ -z \\\"$HERMES_KANBAN_TASK$HERMES_KANBAN_RUN_ID\\\" ] && \
+                 [ -n \\\"${HERMES_DELEGATED_CHILD_CONTEXT+set}\\\" ]; then echo 'blocked: needs a human decision'; \
+                 else echo 'blocked: the judge saw the worker identity'; fi\"]";
     let t = setup("", &[("stuck", "", judge)]);
     let id = t.create("stuck", &["--goal"]);
     t.until_idle();

@@ -439,8 +439,8 @@ impl Loop<'_> {
     }
 }
 
-/// Runs the judge command: one JSON object `{"task_id", "goal", "last_response"}` on its stdin,
-/// its stdout returned. A start failure or a non-zero exit is an error message.
+/// Runs the judge command outside the worker's identity: one JSON object `{"task_id", "goal",
+/// "last_response"}` on its stdin, its stdout returned. A start failure or a non-zero exit is an error message.
 fn run_judge(
     argv: &[String],
     goal: &Goal,
@@ -456,6 +456,9 @@ fn run_judge(
         "last_response": last,
     })
     .to_string();
+    // The judge only judges: it runs outside the worker's identity (a scrubbed environment with
+    // the delegated-child marker), so it cannot complete, block or otherwise act on the task.
+    let _not_the_worker = identity::non_dispatcher_owned_context();
     let mut cmd = identity::command(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::piped())
