@@ -79,6 +79,17 @@ fn state(home: &Home) -> StateDb {
     StateDb::open(&home.root.join("owner/done/state.db")).unwrap()
 }
 
+/// Waits until no turn is `queued` or `started`: a card is done as soon as its agent completed
+/// it, the owner settles the turn once the managed worker has exited.
+fn wait_settled(home: &Home) {
+    wait_until("the turns to settle", Duration::from_secs(60), || {
+        state(home).list().is_ok_and(|t| {
+            t.iter()
+                .all(|t| t.status != "started" && t.status != "queued")
+        })
+    });
+}
+
 #[test]
 fn bad_kanban_run_requests_get_their_exact_code_and_reason_and_change_nothing() {
     let home = Home::new(&config(""));
@@ -382,6 +393,15 @@ fn owner_config() -> String {
     config("mode = \"owner\"\nmax_spawn = 8")
 }
 
+/// Stops, on drop, the owner a submitter started.
+struct StartedOwner<'h>(&'h Home);
+
+impl Drop for StartedOwner<'_> {
+    fn drop(&mut self) {
+        stop_started_owner(self.0);
+    }
+}
+
 /// Stops an owner a submitter started (its pid from `kanban owner status --json`).
 fn stop_started_owner(home: &Home) {
     let out = home
@@ -402,9 +422,9 @@ fn owner_mode_runs_every_task_once_through_an_owner_the_submitter_started() {
     for i in 0..20 {
         ids.push(home.create(Home::task(&format!("t{i}"), "done", None, vec![])));
     }
+    let _owner = StartedOwner(&home);
     let out = home.dispatch_until_idle(&[], Duration::from_secs(240));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    stop_started_owner(&home);
     assert!(out.status.success(), "{stderr}");
     let board = home.board();
     for id in &ids {
@@ -424,6 +444,7 @@ fn owner_mode_runs_every_task_once_through_an_owner_the_submitter_started() {
             "{id}: {kinds:?}"
         );
     }
+    wait_settled(&home);
     let turns = state(&home).list().unwrap();
     assert_eq!(turns.len(), 20);
     assert!(
@@ -542,6 +563,9 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
         b.get_task(&id).unwrap().status == Status::Done
     });
     assert_eq!(home.board().runs(&id).unwrap().len(), 2);
+    // The card is done once the agent completed it; the owner settles the turn when the managed
+    // worker has exited.
+    wait_settled(&home);
     let statuses: Vec<String> = state(&home)
         .list()
         .unwrap()
@@ -625,8 +649,8 @@ fn two_hundred_tasks_in_owner_mode_are_all_done_with_one_run_each() {
     for i in 0..200 {
         ids.push(home.create(Home::task(&format!("t{i}"), "done", None, vec![])));
     }
+    let _owner = StartedOwner(&home);
     let out = home.dispatch_until_idle(&[], Duration::from_secs(600));
-    stop_started_owner(&home);
     assert!(
         out.status.success(),
         "{}",
@@ -637,6 +661,7 @@ fn two_hundred_tasks_in_owner_mode_are_all_done_with_one_run_each() {
         assert_eq!(board.get_task(id).unwrap().status, Status::Done, "{id}");
         assert_eq!(board.runs(id).unwrap().len(), 1, "{id}");
     }
+    wait_settled(&home);
     let turns = state(&home).list().unwrap();
     assert_eq!(turns.len(), 200);
     assert!(turns.iter().all(|t| t.status == "completed"));
