@@ -613,7 +613,7 @@ fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
     }
 }
 
-/// Prints `value` as JSON, or the human line.
+/// Prints `value` as JSON, or the human lines with their control characters escaped.
 pub(super) fn print_out<T: Serialize>(
     json: bool,
     value: &T,
@@ -622,7 +622,11 @@ pub(super) fn print_out<T: Serialize>(
     if json {
         print_json(value)?;
     } else {
-        println!("{}", human());
+        // Control characters of the stored text it quotes (a reviewer, an assignee) escaped;
+        // the lines the command itself writes (reopen lists each invalidated task) are kept.
+        let text = human();
+        let lines: Vec<_> = text.split('\n').map(line).collect();
+        println!("{}", lines.join("\n"));
     }
     Ok(Exit::OK)
 }
