@@ -385,11 +385,6 @@ const BAD_CONFIGS: &[(&str, &str, &[&str])] = &[
         "[dispatch]\nmode = \"bogus\"\n",
         &["mode", "\"direct\""],
     ),
-    (
-        "owner mode",
-        "[dispatch]\nmode = \"owner\"\n",
-        &["mode", "not built yet"],
-    ),
     ("unknown key", "[dispatch]\nmax_spwan = 3\n", &["max_spwan"]),
     ("unknown table", "[dispach]\nmax_spawn = 3\n", &["dispach"]),
     (
