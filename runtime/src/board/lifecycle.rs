@@ -8,8 +8,15 @@
 //!
 //! Failure accounting lives in [`release_claim_in`]: a counted failure increments
 //! `consecutive_failures`; at the task's `max_retries` (else the dispatcher's limit) the task goes
-//! `blocked` with `gave_up` instead of back to `ready`. `blocked` is sticky on this board (only an
-//! operator's `unblock` leaves it), so a gave-up or terminal-provider task stays parked.
+//! `blocked` with `gave_up` instead of back to its run's retry status (`ready`, or `review` for a
+//! reviewer's run: every release path keeps the review lane). A terminal-provider exit, an
+//! exhausted protocol budget and a systemic crash ([`Failure::Systemic`]) block at once.
+//! `blocked` is sticky on this board (only an operator's `unblock` leaves it), so a gave-up task
+//! stays parked.
+//!
+//! The reads feed the tick: claimable candidates of each lane, the facts of the respawn guard
+//! ([`Board::guard_facts`]), and closed runs whose worker may linger
+//! ([`Board::lingering_workers`]).
 
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;

@@ -19,6 +19,12 @@
 //!   a caller that passes the current run id, or `force`, passes it.
 //! * `archive` and `reclaim` never signal a worker; they return its pid so the caller can.
 //! * `promote` also takes a task out of `triage`.
+//! * The review lane: `claim_review` claims from `review` (event `claimed` {source_status:
+//!   review}); [`retry_status_for_run`] reads that event, so every release of a reviewer's run
+//!   goes back to `review`, and [`resume_status`] lets a block or a dependency wait resume there.
+//!   `request_review`, `request_changes` and `review_reopen` hand the task over and back.
+//! * `reopen` sends a done task back and invalidates every descendant in
+//!   `ready`/`review`/`running`/`done`; like `archive`, it signals nothing.
 
 use rusqlite::{OptionalExtension, params};
 
