@@ -206,8 +206,11 @@ impl TickReport {
             .iter()
             .filter(|g| g.lane == Status::Ready && !g.guard.expires_soon())
             .count();
+        // A task held back for its previous worker (of either lane: a `review` task is not in
+        // `workload.ready`) is claimed once that worker is gone.
         !self.skipped_locked
             && self.spawned.is_empty()
+            && self.held_back.is_empty()
             && self.workload.running == 0
             && self.workload.cooling_down == 0
             && !cooling
