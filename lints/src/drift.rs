@@ -442,6 +442,60 @@ fn classify(tree: &Tree, consts: &Consts, spawn: &FnDef<'_>, report: &mut Report
         &mut report.diagnostics,
     );
     settings_keys(tree, consts, &lists, &mut report.diagnostics);
+    owner_launch(tree, &mut report.diagnostics);
+}
+
+/// The owner's launch builder (`identity::grant::owner_command`: no identity, no marker).
+pub const OWNER_BUILDER: &str = "owner_command";
+/// The one function that may start an owner with it (the submitter's, in `admission/`).
+pub const OWNER_LAUNCH_FN: &str = "start_owner";
+
+/// The second grant boundary: `owner_command` is called only by `start_owner` (outside
+/// `identity/`). `start_owner` itself is not on the worker grant's walk, so [`outside_grant`]
+/// already refuses any identity key or marker removal it would put on the owner.
+fn owner_launch(tree: &Tree, out: &mut Vec<Diagnostic>) {
+    struct Calls<'o> {
+        out: &'o mut Vec<Span>,
+    }
+    impl<'a> Visit<'a> for Calls<'_> {
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            if p.path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == OWNER_BUILDER)
+            {
+                self.out.push(p.span());
+            }
+            visit::visit_expr_path(self, p);
+        }
+    }
+    for file in &tree.files {
+        if file.in_identity() {
+            continue;
+        }
+        crate::rules::for_each_fn_sig(&file.ast, |sig, block| {
+            if sig.ident == OWNER_LAUNCH_FN {
+                return;
+            }
+            let mut spans = Vec::new();
+            Calls { out: &mut spans }.visit_block(block);
+            for span in spans {
+                out.push(Diagnostic::error(
+                    &file.path,
+                    span,
+                    RULE,
+                    format!(
+                        "`{}` uses `identity::grant::{OWNER_BUILDER}`, the owner's launch \
+                         boundary, outside `{OWNER_LAUNCH_FN}`",
+                        sig.ident
+                    ),
+                    "only the submitter's `start_owner` starts an owner (no identity, no \
+                     marker); build other children with `identity::command`",
+                ));
+            }
+        });
+    }
 }
 
 /// The file whose `Setting::key` names every environment knob other modules may read.
