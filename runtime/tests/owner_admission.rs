@@ -574,6 +574,8 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
         .collect();
     assert_eq!(statuses, ["interrupted", "completed"]);
     drop(daemon);
+    // The submitter may have restarted the owner before the test did.
+    stop_started_owner(&home);
 }
 
 /// Kill -9 the owner right after each of its commits (test-only fault points); the submitter

@@ -4,7 +4,8 @@
 //! The submitter reads its identity only through the gate, never runs an agent, and:
 //! 1. finds the owner of the task's profile; if none answers it starts one
 //!    (`kanban owner serve`, built by `identity::grant::owner_command`: no `HERMES_KANBAN_*`
-//!    identity, no delegated-child marker) and waits for its socket (bounded);
+//!    identity, no delegated-child marker) and waits for its socket (bounded), launching again
+//!    every 2 s while none answers;
 //! 2. calls `kanban.run`; a dropped connection (the owner died) is retried with the same params
 //!    (a replay returns the original receipt), bounded in time;
 //! 3. polls `kanban.receipt` until the turn settles: `completed`/`failed` exit with the managed
@@ -157,6 +158,33 @@ fn start_owner(root: &Path, profile: &str, log: &Path) -> std::io::Result<()> {
     cmd.spawn().map(drop)
 }
 
+/// Starts the profile's owner when none answers, at most once per [`RELAUNCH`]: a launched
+/// owner that finds another holding the lock (one still dying, or one started meanwhile) exits at
+/// once, so trying again later is harmless.
+struct Launcher<'a> {
+    root: &'a Path,
+    profile: &'a str,
+    log: &'a Path,
+    last: Option<Instant>,
+}
+
+/// Pause between two owner launches by one submitter.
+const RELAUNCH: Duration = Duration::from_secs(2);
+
+impl Launcher<'_> {
+    fn ensure(&mut self, log: &mut dyn Write) {
+        if self.last.is_some_and(|at| at.elapsed() < RELAUNCH) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        if let Err(e) = std::fs::create_dir_all(super::owner_dir(self.root, self.profile))
+            .and_then(|()| start_owner(self.root, self.profile, self.log))
+        {
+            let _ = writeln!(log, "kanban submit: cannot start the owner: {e}");
+        }
+    }
+}
+
 /// Runs the submitter; returns the exit code (`None`: superseded, exit 0 without the trailer).
 pub fn submit(root: &Path, clock: Arc<dyn Clock>, log: &mut dyn Write) -> Option<i32> {
     match submit_inner(root, clock, log) {
@@ -208,7 +236,12 @@ fn submit_inner(
         "db": std::fs::canonicalize(&db).unwrap_or(db.clone()),
     });
     let owner_log = super::owner_dir(root, &profile).join("owner.log");
-    let mut started_owner = false;
+    let mut launcher = Launcher {
+        root,
+        profile: &profile,
+        log: &owner_log,
+        last: None,
+    };
     let deadline = Instant::now() + REACH_FOR;
     // Admission, with retries across owner restarts (same params: a replay).
     let mut admitted = loop {
@@ -218,17 +251,10 @@ fn submit_inner(
         }) {
             Ok(pair) => break pair,
             Err(e) if e.is_transport() || matches!(e, ClientError::Ticket { .. }) => {
-                if !started_owner {
-                    started_owner = true;
-                    std::fs::create_dir_all(super::owner_dir(root, &profile))
-                        .map_err(|e| e.to_string())?;
-                    if let Err(e) = start_owner(root, &profile, &owner_log) {
-                        let _ = writeln!(log, "kanban submit: cannot start the owner: {e}");
-                    }
-                }
                 if Instant::now() > deadline {
                     return Err(crate::error_chain(&e));
                 }
+                launcher.ensure(log);
                 std::thread::sleep(POLL);
             }
             Err(e) => return Err(crate::error_chain(&e)),
@@ -258,6 +284,7 @@ fn submit_inner(
                 if Instant::now() > deadline {
                     break Err(crate::error_chain(&e));
                 }
+                launcher.ensure(log);
                 std::thread::sleep(POLL);
                 if let Ok(mut c) = Client::open(root, &profile, false)
                     && c.call("kanban.run", params.clone()).is_ok()
