@@ -187,6 +187,23 @@ pub enum BoardError {
         message: String,
     },
 
+    #[error(
+        "task id prefix `{prefix}` is too short; give at least {min} characters of the id after `t_` (`kanban list` shows the ids)"
+    )]
+    IdPrefixTooShort { prefix: String, min: usize },
+
+    #[error("task id prefix `{prefix}` is ambiguous; it matches: {}", matches.join(", "))]
+    AmbiguousId {
+        prefix: String,
+        matches: Vec<String>,
+    },
+
+    #[error("nothing to edit; pass --title, --body, --body-file, --priority or --max-retries")]
+    NothingToEdit,
+
+    #[error("--max-retries must be a whole number from 1 to 1000, got {value}")]
+    InvalidMaxRetries { value: i64 },
+
     #[error("cannot encode an event payload")]
     Payload(#[from] serde_json::Error),
 }

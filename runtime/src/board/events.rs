@@ -304,6 +304,10 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worker_pid: Option<i64>,
     },
+    /// An operator's `kanban edit`: the names of the fields it changed (the original's key).
+    Edited {
+        fields: Vec<String>,
+    },
     Assigned {
         assignee: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,6 +12,7 @@
 //! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop).
 
 pub mod admission;
+mod edit;
 mod error;
 pub mod events;
 pub mod fsck;
@@ -26,6 +27,7 @@ pub mod tasks;
 pub mod turns;
 pub mod views;
 
+pub use edit::{Edit, Edited, ID_PREFIX_MIN, edit_in};
 pub use error::{BoardError, Result};
 pub use events::{Event, StoredEvent, Termination, append_event};
 pub use fsck::Violation;

@@ -93,10 +93,18 @@ pub enum BoardCommand {
         #[arg(long, value_name = "KIND")]
         kind: Option<String>,
     },
-    /// Move a blocked task back to ready (todo while a parent is unfinished).
-    Unblock { id: String },
-    /// Archive a task (from any status).
-    Archive { id: String },
+    /// Move blocked tasks back to ready (todo while a parent is unfinished); one line per id.
+    Unblock {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Archive tasks (from any status); one line per id.
+    Archive {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+    },
+    /// Change a task's title, body, priority or retry limit (records an `edited` event).
+    Edit(super::operator::EditArgs),
     /// Reopen a done task (→ ready, or todo while a parent is unfinished); every descendant in
     /// ready, review, running or done goes back to todo (claims cleared; the dispatcher
     /// terminates a worker whose run closed).
@@ -110,9 +118,10 @@ pub enum BoardCommand {
         #[command(subcommand)]
         command: super::review::ReviewCommand,
     },
-    /// Take a running task back from its worker (operator); it returns to ready.
+    /// Take running tasks back from their workers (operator); they return to ready.
     Reclaim {
-        id: String,
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
         #[arg(long)]
         reason: Option<String>,
     },
@@ -137,9 +146,10 @@ pub enum BoardCommand {
     Link { parent: String, child: String },
     /// Remove the dependency of CHILD on PARENT.
     Unlink { parent: String, child: String },
-    /// Move a triage, todo or blocked task to ready (refused while a parent is unfinished).
+    /// Move triage, todo or blocked tasks to ready (refused while a parent is unfinished).
     Promote {
-        id: String,
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
         #[arg(long)]
         reason: Option<String>,
     },
@@ -155,8 +165,12 @@ pub enum BoardCommand {
 #[derive(Debug, clap::Args)]
 pub struct CreateArgs {
     pub title: String,
-    #[arg(long)]
+    /// The task's body; `-` reads it from standard input.
+    #[arg(long, conflicts_with = "body_file")]
     pub body: Option<String>,
+    /// Read the body from this file.
+    #[arg(long, value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
     #[arg(long)]
     pub assignee: Option<String>,
     /// A task this one depends on (repeatable).
@@ -170,6 +184,9 @@ pub struct CreateArgs {
     /// Runtime cap of one attempt, in seconds.
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub max_runtime: Option<i64>,
+    /// Counted failures before the task is blocked (1-1000; default: the config's [dispatch] failure_limit, 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=1000))]
+    pub max_retries: Option<i64>,
     /// Start in triage.
     #[arg(long, conflicts_with = "blocked")]
     pub triage: bool,
@@ -206,6 +223,9 @@ pub enum BoardsCommand {
     Create { slug: String },
     /// Make SLUG the current board.
     Switch { slug: String },
+    /// Remove board SLUG and its folder (refused while one of its tasks has a live claim, and
+    /// for the default board).
+    Rm { slug: String },
 }
 
 /// The root, the resolved board and the open store.
@@ -214,7 +234,7 @@ pub(super) struct Opened {
     pub(super) board: Board,
 }
 
-fn root(globals: &Globals) -> anyhow::Result<PathBuf> {
+pub(super) fn root(globals: &Globals) -> anyhow::Result<PathBuf> {
     Ok(paths::root_dir(globals.home.as_deref())?)
 }
 
@@ -237,7 +257,7 @@ pub(super) fn open(globals: &Globals) -> anyhow::Result<Opened> {
 /// [`open`] for a command that only reads: when this user may not write the board file or its
 /// folder (a read-only home), the existing board is opened read-only instead, so reads work
 /// wherever SQLite can read the file.
-fn open_read(globals: &Globals) -> anyhow::Result<Opened> {
+pub(super) fn open_read(globals: &Globals) -> anyhow::Result<Opened> {
     match open(globals) {
         Ok(opened) => Ok(opened),
         Err(err) => {
@@ -263,7 +283,7 @@ pub(super) fn now() -> i64 {
 }
 
 /// The delegated-child fence (exit 3 when fenced).
-fn fence() -> anyhow::Result<()> {
+pub(super) fn fence() -> anyhow::Result<()> {
     identity::fence::check_board_mutation().map_err(|e| Refused(e.to_string()))?;
     Ok(())
 }
@@ -333,8 +353,9 @@ fn name_the_board(err: anyhow::Error, globals: &Globals) -> anyhow::Error {
     }
 }
 
-fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
+fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
     let json = globals.json;
+    super::operator::resolve_ids(&mut command, globals)?;
     match command {
         BoardCommand::Init => init(globals),
         BoardCommand::Create(args) => create(args, globals),
@@ -459,16 +480,16 @@ fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
             )?)?;
             print_out(json, &b, || format!("{} is now {}", b.task_id, b.status))
         }
-        BoardCommand::Unblock { id } => {
-            authorize(&id)?;
+        BoardCommand::Unblock { ids } => super::operator::each(&ids, globals, |id| {
+            authorize(id)?;
             let o = open(globals)?;
-            let m = done(o.board.unblock(&id, now())?)?;
+            let m = done(o.board.unblock(id, now())?)?;
             print_out(json, &m, || format!("{} is now {}", m.task_id, m.to))
-        }
-        BoardCommand::Archive { id } => {
-            authorize(&id)?;
+        }),
+        BoardCommand::Archive { ids } => super::operator::each(&ids, globals, |id| {
+            authorize(id)?;
             let o = open(globals)?;
-            let a = done(o.board.archive(&id, now())?)?;
+            let a = done(o.board.archive(id, now())?)?;
             print_out(json, &a, || {
                 let mut line = format!("archived {} (was {})", a.task_id, a.prev_status);
                 if let Some(pid) = a.worker_pid {
@@ -476,7 +497,8 @@ fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
                 }
                 line
             })
-        }
+        }),
+        BoardCommand::Edit(args) => super::operator::edit(args, globals),
         BoardCommand::Review { command } => super::review::run(command, globals),
         BoardCommand::Reopen { id, reason } => {
             authorize(&id)?;
@@ -499,10 +521,10 @@ fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
                 line
             })
         }
-        BoardCommand::Reclaim { id, reason } => {
-            authorize(&id)?;
+        BoardCommand::Reclaim { ids, reason } => super::operator::each(&ids, globals, |id| {
+            authorize(id)?;
             let o = open(globals)?;
-            let r = done(o.board.reclaim(&id, reason.as_deref(), now())?)?;
+            let r = done(o.board.reclaim(id, reason.as_deref(), now())?)?;
             print_out(json, &r, || {
                 let mut line = format!("reclaimed {}; now {}", r.task_id, r.retry_status);
                 if let Some(pid) = r.worker_pid {
@@ -510,7 +532,7 @@ fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
                 }
                 line
             })
-        }
+        }),
         BoardCommand::Assign { id, assignee, none } => {
             authorize(&id)?;
             let o = open(globals)?;
@@ -573,15 +595,15 @@ fn run_command(command: BoardCommand, globals: &Globals) -> CmdResult {
                 )
             })
         }
-        BoardCommand::Promote { id, reason } => {
-            authorize(&id)?;
+        BoardCommand::Promote { ids, reason } => super::operator::each(&ids, globals, |id| {
+            authorize(id)?;
             let o = open(globals)?;
             let m = done(
                 o.board
-                    .promote(&id, Some("operator"), reason.as_deref(), now())?,
+                    .promote(id, Some("operator"), reason.as_deref(), now())?,
             )?;
             print_out(json, &m, || format!("{} is now {}", m.task_id, m.to))
-        }
+        }),
         BoardCommand::Boards { command } => boards(command, globals),
         BoardCommand::Fsck => {
             let o = open_read(globals)?;
@@ -663,10 +685,11 @@ fn init(globals: &Globals) -> CmdResult {
 
 fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
     fence()?;
+    let body = super::operator::read_body(args.body, args.body_file.as_deref())?;
     let o = open(globals)?;
     let new = NewTask {
         title: args.title,
-        body: args.body,
+        body,
         assignee: args.assignee,
         parents: args.parents,
         priority: args.priority,
@@ -677,6 +700,7 @@ fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
         created_by: gates::default_task_id(None),
         goal_mode: args.goal,
         goal_max_turns: args.max_turns.map(i64::from),
+        max_retries: args.max_retries,
         ..NewTask::default()
     };
     let created = o.board.create_task(&new, now())?;
@@ -914,6 +938,7 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
                 || format!("created board {slug} at {}", path.display()),
             )
         }
+        BoardsCommand::Rm { slug } => super::operator::remove_board(&root, &slug, globals),
         BoardsCommand::Switch { slug } => {
             fence()?;
             paths::switch_board(&root, &slug)?;

@@ -27,7 +27,8 @@ pub struct LogsArgs {
     pub run: Option<i64>,
 }
 
-pub fn run(args: LogsArgs, globals: &Globals) -> CmdResult {
+pub fn run(mut args: LogsArgs, globals: &Globals) -> CmdResult {
+    super::operator::resolve_id(&mut args.id, globals)?;
     if args.follow && globals.json {
         anyhow::bail!("kanban logs: --json prints a finished log at once; drop --follow or --json");
     }

@@ -17,6 +17,7 @@ mod dispatch;
 mod escape;
 mod identity;
 mod logs;
+mod operator;
 mod owner;
 mod review;
 mod serve;

@@ -379,7 +379,8 @@ impl Runner {
             }
         };
         let heartbeat = Heartbeat::start(&self.root, job_id, &self.owner, self.clock.clone(), ttl)?;
-        let outcome = run_job(&claimed.job, self.agents.as_ref(), self.clock.as_ref());
+        let job = with_default_workdir(&self.root, &claimed.job);
+        let outcome = run_job(&job, self.agents.as_ref(), self.clock.as_ref());
         let lost = heartbeat.finish();
         let now = self.clock.now();
         let output_path = if lost {
@@ -498,6 +499,24 @@ pub fn save_output(
         prune_outputs(&dir, retention);
     }
     Ok(path)
+}
+
+/// `<root>/cron/work/<job>`: where a job given no `--workdir` runs (never the directory the
+/// scheduler or `kanban cron run` was started from).
+pub fn work_dir(root: &Path, job_id: &str) -> PathBuf {
+    store::cron_dir(root).join("work").join(job_id)
+}
+
+/// `job` with its workdir, the job's own [`work_dir`] (created) when it names none. A folder
+/// that cannot be created is still named: the run then fails saying the workdir is unusable.
+fn with_default_workdir(root: &Path, job: &Job) -> Job {
+    let mut job = job.clone();
+    if job.workdir.is_none() {
+        let dir = work_dir(root, &job.id);
+        let _ = std::fs::create_dir_all(&dir);
+        job.workdir = Some(dir);
+    }
+    job
 }
 
 /// `<root>/cron/output/<job>`.
