@@ -81,7 +81,8 @@ pub fn check_float(key: &str, value: f64, (min, max): (f64, f64)) -> Result<f64,
     } else {
         Err(Problem::new(
             key,
-            value,
+            // `1e20`, not twenty-one digits.
+            format!("{value:?}"),
             format!("expected a number of seconds from {min} to {max}"),
         ))
     }
