@@ -1,4 +1,4 @@
-//! The env-key drift guard (DESIGN §9): every `HERMES_KANBAN_*` key that
+//! The env-key drift guard (ARCHITECTURE.md §9): every `HERMES_KANBAN_*` key that
 //! `dispatch::default_spawn` puts into (or removes from) a worker's environment must be
 //! classified in `identity::KANBAN_ENV_KEYS` (identity and location: the scrubber removes them
 //! from non-owned children) or `identity::BEHAVIOR_ONLY_ENV_KEYS` (behaviour knobs).
@@ -182,7 +182,7 @@ pub fn analyze(tree: &Tree) -> Report {
                      so nothing shows which environment a worker is granted"
                 ),
                 fix: format!(
-                    "define `dispatch::{SPAWN_FN}` (contract name, DESIGN §5); if it was renamed, \
+                    "define `dispatch::{SPAWN_FN}` (contract name, ARCHITECTURE.md §5); if it was renamed, \
                      rename it back"
                 ),
             });

@@ -2,7 +2,7 @@
 //!
 //! Decision: the tree is found by walking `<root>/runtime/src` directly rather than asking
 //! `cargo metadata` for the package's targets. The checks only ever concern one crate whose
-//! folder is a contract (DESIGN §1), and walking it keeps `cargo xtask lint` a pure function of
+//! folder is a contract (ARCHITECTURE.md §1), and walking it keeps `cargo xtask lint` a pure function of
 //! the files (fast, works on a scratch copy with `--root`, no cargo subprocess).
 //!
 //! Test code is removed before any rule sees it: items under `#[cfg(test)]` (or `#[test]`),

@@ -1,5 +1,5 @@
 //! loom models of the ownership context, the cron fire claim and the cron-job-beside-heartbeat
-//! interleavings (DESIGN §4, §6, §9).
+//! interleavings (ARCHITECTURE.md §4, §6, §9).
 //!
 //! Built and run with `RUSTFLAGS="--cfg loom" cargo test -p kanban-loom-tests --release`, or
 //! `cargo xtask loom`, which does exactly that in its own target dir with a preemption bound.

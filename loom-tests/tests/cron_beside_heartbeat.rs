@@ -1,5 +1,5 @@
 //! Model of a cron job running inside a kanban worker's process while the worker's heartbeat
-//! thread keeps the worker's claim alive (DESIGN §4, §5, §6).
+//! thread keeps the worker's claim alive (ARCHITECTURE.md §4, §5, §6).
 //!
 //! Real code under loom: the ownership context; `identity::spawn` (both threads are started with
 //! it from the worker's owned context, as the worker's heartbeat and a cron pool thread are); the

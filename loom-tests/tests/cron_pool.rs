@@ -1,4 +1,4 @@
-//! Model of the cron scheduler's bounded run pool (`cron::scheduler::Pool`, DESIGN §6: "jobs run
+//! Model of the cron scheduler's bounded run pool (`cron::scheduler::Pool`, ARCHITECTURE.md §6: "jobs run
 //! on a bounded parallel pool"), real code: under `--cfg loom` its `Mutex`, `Condvar` and `Arc`
 //! come from loom through `kanban_runtime::sync`.
 #![cfg(loom)]

@@ -1,4 +1,4 @@
-//! Models of the cron fire claim (DESIGN §6): a durable claim with a lease, a heartbeat and an
+//! Models of the cron fire claim (ARCHITECTURE.md §6): a durable claim with a lease, a heartbeat and an
 //! owner-fenced completion stops two schedulers from running one occurrence of a job.
 //!
 //! The real claim lives in SQLite (`cron::store::Store::claim_fire`), which loom cannot run, so

@@ -1,5 +1,5 @@
 //! Models of the per-execution-context ownership state (`kanban_runtime::identity::context`,
-//! DESIGN §4): scopes lower only the thread that opens them, `identity::spawn` carries a lowered
+//! ARCHITECTURE.md §4): scopes lower only the thread that opens them, `identity::spawn` carries a lowered
 //! state for the whole life of the new thread, and closing scopes in any order never raises
 //! authority while one is still open.
 //!

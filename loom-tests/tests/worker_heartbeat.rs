@@ -1,4 +1,4 @@
-//! Model of the worker's heartbeat loop against a concurrent takeover of its claim (DESIGN §3:
+//! Model of the worker's heartbeat loop against a concurrent takeover of its claim (ARCHITECTURE.md §3:
 //! "it stops by itself once the claim is gone … it never fights for a claim it lost").
 //!
 //! Real code under loom: `worker::heartbeat::{Shared, run_beats}` (the loop, its stop flag and

@@ -1,5 +1,5 @@
 //! `cargo xtask bench`: builds `kanban` and `kanban-bench` in release mode and runs the benchmark
-//! suite (DESIGN §10), which prints a markdown table of figures, each next to a baseline measured
+//! suite (ARCHITECTURE.md §10), which prints a markdown table of figures, each next to a baseline measured
 //! in the same run, and writes it to `<target>/bench/latest.md` for the README.
 //!
 //! Speed and memory are only ever measured here, never asserted by timed tests.

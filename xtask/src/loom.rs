@@ -1,4 +1,4 @@
-//! `cargo xtask loom`: runs the loom models of `kanban-loom-tests` (DESIGN §9).
+//! `cargo xtask loom`: runs the loom models of `kanban-loom-tests` (ARCHITECTURE.md §9).
 //!
 //! It runs `cargo test -p kanban-loom-tests --release --no-fail-fast -- --nocapture` with `--cfg loom` added to
 //! `RUSTFLAGS`, `LOOM_MAX_PREEMPTIONS` set (the bound keeps the whole suite within a few

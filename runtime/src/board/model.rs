@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::BoardError;
 
-/// The nine task statuses (DESIGN §2).
+/// The nine task statuses (ARCHITECTURE.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -119,7 +119,7 @@ impl FromStr for BlockKind {
     }
 }
 
-/// One row of `tasks` (every column of DESIGN §2).
+/// One row of `tasks` (every column of ARCHITECTURE.md §2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     pub id: String,

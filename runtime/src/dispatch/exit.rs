@@ -2,7 +2,7 @@
 //! — for a worker another dispatcher spawned, or one spawned before a restart — from the trailer
 //! `[kanban-worker-exit] rc=<n>` the worker prints last into its task log.
 //!
-//! Classification (DESIGN §3): 0 while the task is still running = protocol violation; 75 = rate
+//! Classification (ARCHITECTURE.md §3): 0 while the task is still running = protocol violation; 75 = rate
 //! limited (requeue, no failure, cooldown); 78 = terminal provider (block, sticky); anything else,
 //! a signal, or no evidence at all = crash (counted). This module only reads; it never writes.
 
@@ -86,7 +86,7 @@ pub enum ExitClass {
     Crashed,
 }
 
-/// Classifies an exit (DESIGN §3).
+/// Classifies an exit (ARCHITECTURE.md §3).
 pub fn classify(exit: WorkerExit) -> ExitClass {
     match exit {
         WorkerExit::Exited { code: code::OK } => ExitClass::ProtocolViolation,

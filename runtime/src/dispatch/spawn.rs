@@ -107,7 +107,7 @@ fn open_log(path: &Path) -> Result<std::fs::File, SpawnError> {
         .map_err(err)
 }
 
-/// Starts the worker process for one claimed run and grants it its identity (DESIGN §5).
+/// Starts the worker process for one claimed run and grants it its identity (ARCHITECTURE.md §5).
 pub fn default_spawn(req: &SpawnRequest) -> Result<Child, SpawnError> {
     let exe = std::env::current_exe().map_err(SpawnError::Executable)?;
     std::fs::create_dir_all(&req.workspace).map_err(|source| SpawnError::Workspace {

@@ -1,5 +1,5 @@
 //! Tick tests on a real SQLite board with an injected clock and a scripted fake for processes:
-//! every lease rule of DESIGN §3 without waiting for anything.
+//! every lease rule of ARCHITECTURE.md §3 without waiting for anything.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,4 +1,4 @@
-//! One dispatcher tick on one board (DESIGN §5 phases, §3 lease rules):
+//! One dispatcher tick on one board (ARCHITECTURE.md §5 phases, §3 lease rules):
 //!
 //! 1. reap our exited children (their exit status feeds the crash sweep); stop **superseded
 //!    workers**: a worker we saw running a run that is no longer current (an operator's

@@ -1,7 +1,7 @@
 //! The spawned worker process (`kanban worker`): binds to its claim, heartbeats from its own
 //! thread, builds the prompt, runs the profile's agent, records a claim-bound `worker_result`.
 //!
-//! Life of a worker (DESIGN §5):
+//! Life of a worker (ARCHITECTURE.md §5):
 //! 1. its identity comes from the gate (`gates::owned_identity`); without one it refuses (exit 1);
 //! 2. it registers its pid and fingerprint on its run (`worker_registered`); if the run is no
 //!    longer current it exits 0 at once **without** the exit trailer (the log belongs to the

@@ -1,4 +1,4 @@
-//! `kanban-bench`: the benchmark suite behind `cargo xtask bench` (DESIGN §10).
+//! `kanban-bench`: the benchmark suite behind `cargo xtask bench` (ARCHITECTURE.md §10).
 //!
 //! Every figure is measured side by side in one run and reported as a ratio against a baseline
 //! measured in the same run, because absolute times vary between machines:
