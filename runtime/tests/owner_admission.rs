@@ -540,6 +540,16 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(home.events(&id).last().unwrap().id >= ticks_from);
+    // Even with its submitter killed, the dispatcher keeps the card paused (the owner's turn is
+    // unknown): no crash booked, no second run.
+    let submitter = home.board().get_task(&id).unwrap().worker_pid.unwrap();
+    kill("-KILL", submitter);
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        assert_eq!(home.board().get_task(&id).unwrap().status, Status::Running);
+        assert_eq!(home.board().runs(&id).unwrap().len(), 1);
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // The operator requeues it: it runs once more, to its end.
     let out = home
         .kanban(&[

@@ -36,6 +36,14 @@ impl ClaimView {
     }
 }
 
+/// A run's turn as its owner records it (see [`Board::owner_turn`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerTurn {
+    pub status: Option<String>,
+    pub owner_pid: Option<i64>,
+    pub owner_birth: Option<String>,
+}
+
 /// How the marker transaction ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MarkerOutcome {
@@ -192,6 +200,43 @@ impl Board {
             });
             Ok(Some(ttl))
         })
+    }
+
+    /// The owner's view of a run admitted in owner mode (read-only): `None` when the run carries
+    /// no `owner_admitted` marker; else the owner named by the marker and its turn's status in
+    /// the owner's `state.db` (`None`: no row, or the file cannot be read).
+    pub fn owner_turn(&self, task: &str, run: i64) -> Result<Option<OwnerTurn>> {
+        let payload: Option<Option<String>> = self
+            .conn()
+            .prepare_cached(
+                "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
+                 AND kind = 'owner_admitted' ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row(params![task, run], |r| r.get(0))
+            .optional()?;
+        let Some(Some(payload)) = payload else {
+            return Ok(None);
+        };
+        let v: serde_json::Value = serde_json::from_str(&payload)?;
+        let db = v.get("db").and_then(|d| d.as_str()).unwrap_or_default();
+        let status = rusqlite::Connection::open_with_flags(
+            db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .and_then(|c| {
+            c.query_row(
+                "SELECT status FROM session_admissions WHERE task_id = ?1 AND run_id = ?2 \
+                 ORDER BY seq DESC LIMIT 1",
+                params![task, run],
+                |r| r.get::<_, String>(0),
+            )
+        })
+        .ok();
+        Ok(Some(OwnerTurn {
+            status,
+            owner_pid: v.get("pid").and_then(serde_json::Value::as_i64),
+            owner_birth: v.get("birth").and_then(|b| b.as_str()).map(str::to_owned),
+        }))
     }
 
     /// The pid of the latest `worker_bound` of a run, if any (read-only).

@@ -309,6 +309,9 @@ impl Tick<'_> {
             // One snapshot for every reclaim phase; each write is fenced, so a stale row only
             // makes a compare-and-swap refuse.
             let running = self.board.running_tasks()?;
+            if self.settings.owner_mode {
+                self.owner_paused(&running)?;
+            }
             self.superseded_workers(&running)?;
             self.unstarted_claims(&running)?;
             self.expired_claims(&running)?;
@@ -413,6 +416,29 @@ impl Tick<'_> {
     }
 
     /// The snapshot's tasks no earlier phase acted on.
+    /// Owner mode (README "Owner admission"): a run whose owner turn is `unknown`, or `started`
+    /// under an owner that is gone, is paused — no reclaim phase touches it this tick — until
+    /// `kanban owner resolve` decides (never a second attempt of a run whose effects are unknown).
+    fn owner_paused(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
+        for task in running {
+            let Some(run) = task.run_id else { continue };
+            let Some(turn) = self.board.owner_turn(&task.id, run)? else {
+                continue;
+            };
+            let paused = match turn.status.as_deref() {
+                Some("unknown") => true,
+                Some("started") => turn.owner_pid.is_none_or(|pid| {
+                    !super::process::liveness(pid, turn.owner_birth.as_deref()).may_be_running()
+                }),
+                _ => false,
+            };
+            if paused {
+                self.handled.insert(task.id.clone());
+            }
+        }
+        Ok(())
+    }
+
     fn pending<'r>(&self, running: &'r [RunningTask]) -> Vec<&'r RunningTask> {
         running
             .iter()
