@@ -44,14 +44,27 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
         flags::Task::Check => check::run(&root, flags.tests),
-        flags::Task::Ci => check::run(&root, flags.tests).and_then(|()| {
-            loom::run(
-                &root,
-                loom::DEFAULT_PREEMPTIONS,
-                flags.target_dir.as_deref(),
-                true,
-            )
-        }),
+        // What `.ci/run` runs and the README's test command: the static checks, every test, a
+        // short fault run, and a build of the loom models (running them is `cargo xtask loom`).
+        flags::Task::Ci => check::run(&root, true)
+            .and_then(|()| {
+                chaos::run(
+                    &root,
+                    chaos::Options {
+                        tasks: chaos::DEFAULT_TASKS,
+                        kills: chaos::DEFAULT_KILLS,
+                        seed: 1,
+                    },
+                )
+            })
+            .and_then(|()| {
+                loom::run(
+                    &root,
+                    loom::DEFAULT_PREEMPTIONS,
+                    flags.target_dir.as_deref(),
+                    true,
+                )
+            }),
         flags::Task::Drift if flags.verbose => drift_verbose(&root),
         flags::Task::Drift => drift(&root),
         flags::Task::Lint => lint(&root),
