@@ -550,12 +550,34 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
         assert_eq!(home.board().runs(&id).unwrap().len(), 1);
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The operator requeues it: it runs once more, to its end.
+    // A task the board does not know is refused, and nothing changes.
+    let bad = home
+        .kanban(&[
+            "owner",
+            "resolve",
+            "t_nosuch",
+            "--as",
+            "failed",
+            "--profile",
+            "done",
+        ])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        state(&home)
+            .list()
+            .unwrap()
+            .iter()
+            .any(|t| t.status == "unknown")
+    );
+    // The operator requeues it (by a unique id prefix): it runs once more, to its end.
+    let prefix = &id[..id.len() - 2];
     let out = home
         .kanban(&[
             "owner",
             "resolve",
-            &id,
+            prefix,
             "--as",
             "interrupted",
             "--requeue",

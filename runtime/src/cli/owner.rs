@@ -113,12 +113,16 @@ pub fn run(command: OwnerCommand, globals: &Globals) -> CmdResult {
         }
         OwnerCommand::Resolve(args) => {
             let profile = profile_of(&args.profile, &config)?;
+            // A unique id prefix names the task, as everywhere else.
+            let location = board::paths::resolve(&root, globals.board.as_deref())?;
+            let task_id = board::Board::open(&location, &board::OpenOptions::read_only())?
+                .resolve_task_id(&args.task)?;
             let row = call(
                 &root,
                 &profile,
                 true,
                 "owner.resolve",
-                json!({"task_id": args.task, "as": args.as_, "requeue": args.requeue}),
+                json!({"task_id": task_id, "as": args.as_, "requeue": args.requeue}),
             )?;
             let mut line = format!(
                 "turn of task {} run {} resolved as {}",
