@@ -740,3 +740,57 @@ fn the_demo_runs_through_owners_in_owner_mode() {
         assert_eq!(admitted, board.runs(&task.id).unwrap().len(), "{}", task.id);
     }
 }
+
+#[test]
+fn a_draining_owner_refuses_new_runs_and_exits_once_its_turns_ended() {
+    let home = Home::new(&sleeper_config());
+    let board = home.board();
+    let long = home.create(Home::task("long", "done", Some("sleep 60"), vec![]));
+    let (run, lock) = claim(&board, &long);
+    let later = home.create(Home::task("later", "done", None, vec![]));
+    let (later_run, later_lock) = claim(&board, &later);
+    let mut owner = start_owner(&home, &[]);
+    let mut client = Client::open(&home.root, "done", false).unwrap();
+    client
+        .call("kanban.run", params(&long, run, &lock))
+        .unwrap();
+    home.wait_for("the managed worker to bind", Duration::from_secs(60), |b| {
+        b.events(&long, None)
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "worker_bound")
+    });
+    let worker = bound_worker_pid(&home, &long).unwrap();
+    kill("-TERM", i64::from(owner.0.id()));
+    // Still answering, but no new run is admitted.
+    wait_until("the owner to drain", Duration::from_secs(30), || {
+        matches!(
+            Client::open(&home.root, "done", false)
+                .and_then(|mut c| c.call("kanban.run", params(&later, later_run, &later_lock))),
+            Err(ClientError::Refused { ref code, ref reason })
+                if code == "runtime_draining" && reason == "owner_draining"
+        )
+    });
+    assert!(!home.kinds(&later).iter().any(|k| k == "owner_admitted"));
+    assert!(
+        owner.0.try_wait().unwrap().is_none(),
+        "it waits for its turn"
+    );
+    // The turn ends (its worker killed): the owner exits.
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{worker}")])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = owner.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the drained owner did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(!home.root.join("owner/done/owner.sock").exists());
+    let turns = state(&home).list().unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].status, "unknown");
+}
