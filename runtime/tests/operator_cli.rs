@@ -3,7 +3,7 @@
 //! job's own folder; each bad input a clear message with nothing changed.
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
-#![allow(clippy::disallowed_methods)] // test code drives the real binary (stdin piped)
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary (stdin piped), bash and groff
 
 use std::io::Write;
 use std::process::Stdio;
@@ -367,4 +367,123 @@ fn a_cron_job_without_workdir_runs_in_its_own_folder() {
         outcome["final_response"].as_str().unwrap().trim(),
         expected.canonicalize().unwrap().to_str().unwrap()
     );
+}
+
+/// What the bash completion of `kanban completions bash` offers for `words` (the last one being
+/// completed).
+fn bash_complete(k: &Kanban, words: &[&str]) -> Vec<String> {
+    let script = k.ok(&["completions", "bash"]);
+    let file = k.home().join("kanban.bash");
+    std::fs::write(&file, script).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; _kanban; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        file.display(),
+        quoted.join(" "),
+        words.len() - 1
+    );
+    let out = std::process::Command::new("bash")
+        .args(["--norc", "-c", &program])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn completions_follow_the_command_line() {
+    let k = kanban();
+    let boards = bash_complete(&k, &["kanban", "--json", "boards", ""]);
+    let words: Vec<&str> = boards
+        .iter()
+        .map(String::as_str)
+        .filter(|w| !w.starts_with('-'))
+        .collect();
+    assert_eq!(words, ["list", "create", "switch", "rm"]);
+    assert!(boards.iter().any(|w| w == "--board"), "{boards:?}");
+    assert_eq!(bash_complete(&k, &["kanban", "ed"]), ["edit"]);
+    let create = bash_complete(&k, &["kanban", "create", "x", "--"]);
+    for flag in [
+        "--body",
+        "--body-file",
+        "--max-retries",
+        "--parent",
+        "--home",
+    ] {
+        assert!(create.iter().any(|f| f == flag), "{flag} in {create:?}");
+    }
+    let cron = bash_complete(&k, &["kanban", "cron", ""]);
+    assert!(cron.iter().any(|c| c == "daemon"), "{cron:?}");
+    assert!(
+        !bash_complete(&k, &["kanban", ""])
+            .iter()
+            .any(|c| c == "worker"),
+        "hidden commands are not offered"
+    );
+
+    let zsh = k.ok(&["completions", "zsh"]);
+    assert!(zsh.starts_with("#compdef kanban"), "{zsh}");
+    assert!(zsh.contains("bashcompinit") && zsh.contains("complete -o default -F _kanban kanban"));
+    let fish = k.ok(&["completions", "fish"]);
+    assert!(
+        fish.contains("complete -c kanban -n '__fish_seen_subcommand_from boards; and not __fish_seen_subcommand_from list create switch rm' -a 'rm'"),
+        "{fish}"
+    );
+    let bad = k.run(&["completions", "powershell"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}
+
+#[test]
+fn the_man_page_lists_every_command_and_renders_cleanly() {
+    let k = kanban();
+    let page = k.ok(&["man"]);
+    assert!(page.starts_with(".TH KANBAN 1 "), "{page}");
+    for command in [
+        "kanban create",
+        "kanban edit",
+        "kanban boards rm",
+        "kanban cron daemon",
+        "kanban dispatch",
+        "kanban completions",
+    ] {
+        let roff_name = command.replace('-', "\\-");
+        assert!(
+            page.contains(&format!("\\fB{roff_name}\\fR")),
+            "{command} missing"
+        );
+    }
+    assert!(page.contains("[\\-\\-body\\-file PATH]"));
+    assert!(!page.contains("kanban worker"), "hidden commands stay out");
+    let groff = std::process::Command::new("groff")
+        .args(["-ww", "-man", "-Tutf8", "-P-cbou"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut groff) = groff else {
+        eprintln!("groff is not installed: the page's rendering is not checked");
+        return;
+    };
+    groff
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
+    let out = groff.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "groff warns about the page"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("kanban boards rm SLUG"), "{text}");
 }

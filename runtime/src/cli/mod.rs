@@ -9,11 +9,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod board;
 mod cron;
 mod dispatch;
+mod docs;
 mod escape;
 mod identity;
 mod logs;
@@ -71,6 +72,13 @@ enum Command {
         #[command(subcommand)]
         command: owner::OwnerCommand,
     },
+    /// Print a shell completion script (bash, zsh or fish) generated from this command line.
+    Completions {
+        #[arg(value_enum)]
+        shell: docs::Shell,
+    },
+    /// Print the man page (roff) generated from this command line: `kanban man | man -l -`.
+    Man,
     /// The owner-mode submitter the dispatcher spawns (not for interactive use).
     #[command(hide = true)]
     Submit,
@@ -105,6 +113,8 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args, &cli.globals),
         Command::Owner { command } => owner::run(command, &cli.globals),
         Command::Submit => owner::submit(&cli.globals),
+        Command::Completions { shell } => docs::completions(Cli::command(), shell),
+        Command::Man => docs::man(Cli::command()),
     };
     match result {
         Ok(Exit(code)) => ExitCode::from(code),
