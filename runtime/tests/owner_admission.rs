@@ -501,7 +501,21 @@ fn a_killed_submitter_ends_its_managed_worker_which_records_its_result() {
     let payload = results[0].payload.clone().unwrap();
     assert_eq!(payload["pid"], worker);
     assert_eq!(payload["exit_code"], 1);
+    // The dispatcher books the dead submitter and runs the card again (a new attempt).
+    home.wait_for("a second run", Duration::from_secs(60), |b| {
+        b.runs(&id).unwrap().len() >= 2
+    });
     drop(daemon);
+    // The second attempt's submitter goes first, so nobody launches an owner after the test.
+    if let Some(pid) = home
+        .board()
+        .get_task(&id)
+        .unwrap()
+        .worker_pid
+        .filter(|p| pid_alive(*p))
+    {
+        kill("-KILL", pid);
+    }
 }
 
 #[test]
