@@ -15,6 +15,9 @@
 //! * a full disk (a ballast file fills the tmpfs for a moment; skipped with a message when not
 //!   root or when no tmpfs can be mounted).
 //!
+//! After the faults it acts as an operator once: tasks the systemic crash breaker blocked (several
+//! workers dying with one error in one tick — what a full disk does) are unblocked, and counted.
+//!
 //! Throughout, it samples the live `kanban worker` processes of the home and records any task that
 //! has two *active* workers at once (a worker is active when its run row carries its pid). At the
 //! end it waits for every acknowledged task to be done, stops the dispatchers and checks: every
@@ -120,6 +123,8 @@ struct Counts {
     locks: u32,
     full_disks: u32,
     reclaims: u32,
+    /// Tasks the systemic crash breaker blocked that the run unblocked as an operator would.
+    systemic_unblocks: u32,
 }
 
 impl Counts {
@@ -213,7 +218,16 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
     };
     let result = run.go(options, started);
     run.stop_all();
+    let failed = !matches!(&result, Ok(summary) if summary.ok);
     if run.tmpfs {
+        if failed {
+            // The home lives on the tmpfs: keep a copy of the board and logs for inspection.
+            let _ = Command::new("cp")
+                .arg("-a")
+                .arg(&run.home)
+                .arg(dir.join("home-copy"))
+                .status();
+        }
         let _ = Command::new("umount").arg(&run.home).status();
     }
     match result {
@@ -397,6 +411,7 @@ impl Run {
         let recovered = loop {
             self.sample(&conn)?;
             self.keep_two_dispatchers()?;
+            self.unblock_systemic(&conn)?;
             let not_done = count_not_done(&conn, &ids)?;
             if not_done == 0 {
                 break Some(last_fault_end.elapsed());
@@ -409,6 +424,27 @@ impl Run {
         self.stop_dispatchers();
         self.wait_workers_gone(&conn)?;
         self.check(&conn, options, recovered, started)
+    }
+
+    /// What an operator does once the environment is healthy again: `kanban unblock` the tasks
+    /// the systemic crash breaker parked (several workers dying alike in one tick — a full disk
+    /// does that — blocks their tasks, sticky, until an operator unblocks them).
+    fn unblock_systemic(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
+        let ids: Vec<String> = {
+            let mut stmt = conn.prepare(
+                "SELECT t.id FROM tasks t WHERE t.status = 'blocked' AND EXISTS \
+                 (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'gave_up' \
+                  AND json_extract(e.payload, '$.limit_source') = 'systemic') ORDER BY t.id",
+            )?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        for id in ids {
+            if self.kanban(&["unblock", &id]).output()?.status.success() {
+                self.counts.systemic_unblocks += 1;
+            }
+        }
+        Ok(())
     }
 
     /// One fault (kills count towards `--kills`): the first ones go through every kind once, so
@@ -718,7 +754,7 @@ impl Run {
             "chaos: seed = {}, tasks = {}, kills = {} (dispatchers {}, workers {}, agents {}, \
              between claim and spawn {}), faults = {} (locked board {}, full disk {full_disk}, \
              operator reclaims {}), \
-             dispatchers = 2, lost = {lost}, duplicates = {duplicates}, stuck = {stuck}, \
+             dispatchers = 2, systemic unblocks = {}, lost = {lost}, duplicates = {duplicates}, stuck = {stuck}, \
              fsck = {}, integrity = {integrity}, recover = {recover}, elapsed = {:.1} s",
             options.seed,
             ids.len(),
@@ -730,6 +766,7 @@ impl Run {
             c.faults(),
             c.locks,
             c.reclaims,
+            c.systemic_unblocks,
             if fsck_ok { "clean" } else { "VIOLATIONS" },
             started.elapsed().as_secs_f64()
         );
@@ -849,6 +886,7 @@ mod tests {
             locks: 5,
             full_disks: 6,
             reclaims: 7,
+            systemic_unblocks: 8,
         };
         assert_eq!(c.kills(), 10);
         assert_eq!(c.faults(), 18);

@@ -235,9 +235,11 @@ pub fn kill_leftover_group(pid: i64) -> bool {
     rustix::process::kill_process_group(raw, Signal::KILL).is_ok()
 }
 
-/// Whether process group `pid` still has a member (EPERM counts: something is there). Used after
-/// the group's leader is gone: Linux never hands out a pid that is still a group's id, so a group
-/// `pid` without a process `pid` can only hold the old worker's descendants.
+/// Whether process group `pid` still has a running member. Used after the group's leader is gone:
+/// Linux never hands out a pid that is still a group's id, so a group `pid` without a process
+/// `pid` can only hold the old worker's descendants. Zombies do not count: an orphaned worker
+/// whose new parent does not reap it (pid 1 of a container may not) stays a zombie in its group
+/// forever, and it runs nothing.
 pub fn group_exists(pid: i64) -> bool {
     let Some(raw) = i32::try_from(pid)
         .ok()
@@ -246,10 +248,39 @@ pub fn group_exists(pid: i64) -> bool {
     else {
         return false;
     };
-    match rustix::process::test_kill_process_group(raw) {
+    let signalled = match rustix::process::test_kill_process_group(raw) {
         Ok(()) => true,
         Err(e) => e == rustix::io::Errno::PERM,
-    }
+    };
+    // The signal test counts zombies; confirm with a live (not zombie) member in /proc.
+    signalled && group_has_live_member(raw.as_raw_nonzero().get())
+}
+
+/// Whether any process in `/proc` belongs to group `pgid` and is not a zombie.
+fn group_has_live_member(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        // Without /proc, trust the signal test.
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<i32>().ok())
+            .and_then(group_and_state)
+            .is_some_and(|(group, state)| group == pgid && state != 'Z' && state != 'X')
+    })
+}
+
+/// The process group and state of `pid` (fields 5 and 3 of `/proc/<pid>/stat`).
+fn group_and_state(pid: i32) -> Option<(i32, char)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let group = fields.next()?.parse().ok()?;
+    Some((group, state))
 }
 
 /// The pid in a claim lock `"<hostname>:<pid>"` when the lock was written on this host.
@@ -391,6 +422,11 @@ mod tests {
         let pid = i64::from(child.id());
         assert!(group_exists(pid));
         child.kill().unwrap();
+        // Killed but not reaped yet: a zombie, which runs nothing, so the group counts as gone.
+        while liveness(pid, None) != Liveness::Dead {
+            std::thread::yield_now();
+        }
+        assert!(!group_exists(pid));
         child.wait().unwrap();
         assert!(!group_exists(pid));
         assert!(!group_exists(-3));
