@@ -15,7 +15,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dispatch_support::{Home, config, group_alive, now, pid_alive, wait_output};
+use dispatch_support::{Home, config, now, pid_alive, wait_output};
 use kanban_runtime::board::{ClaimOutcome, ClaimSpec, Status};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -25,6 +25,31 @@ fn dead_pid() -> i64 {
     let mut child = std::process::Command::new("true").spawn().unwrap();
     child.wait().unwrap();
     i64::from(child.id())
+}
+
+/// Whether any process of group `pgid` is still running. Zombies do not count: on a host whose
+/// pid 1 does not reap orphans, a killed agent stays a zombie forever, and it runs nothing.
+fn group_alive(pgid: i64) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i64>().ok())
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(rest) = stat.rsplit(')').next() else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[0] != "X" && fields[2] == pgid.to_string()
+    })
 }
 
 fn host_prefix() -> String {
