@@ -363,6 +363,14 @@ fn a_cron_job_without_workdir_runs_in_its_own_folder() {
     let outcome: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     let expected = k.home().join("cron").join("work").join(&job);
     assert!(expected.is_dir());
+    let shown = k.ok(&["cron", "show", &job]);
+    assert!(
+        shown.contains(&format!(
+            "workdir:        {} (its own folder)",
+            expected.display()
+        )),
+        "{shown}"
+    );
     assert_eq!(
         outcome["final_response"].as_str().unwrap().trim(),
         expected.canonicalize().unwrap().to_str().unwrap()

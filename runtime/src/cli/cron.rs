@@ -102,7 +102,7 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
             if globals.json {
                 print_json(&job)?;
             } else {
-                print_job(&job);
+                print_job(&root, &job);
             }
             Ok(Exit::OK)
         }
@@ -324,7 +324,7 @@ fn summary_line(job: &Job) -> String {
     )
 }
 
-fn print_job(job: &Job) {
+fn print_job(root: &Path, job: &Job) {
     println!("id:             {}", job.id);
     println!("name:           {}", line(&job.name));
     println!(
@@ -333,8 +333,12 @@ fn print_job(job: &Job) {
         job.schedule_spec.describe()
     );
     println!("profile:        {}", line(&job.profile));
-    if let Some(w) = &job.workdir {
-        println!("workdir:        {}", w.display());
+    match &job.workdir {
+        Some(w) => println!("workdir:        {}", w.display()),
+        None => println!(
+            "workdir:        {} (its own folder)",
+            cron::scheduler::work_dir(root, &job.id).display()
+        ),
     }
     println!(
         "state:          {:?}{}",
