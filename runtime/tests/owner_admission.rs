@@ -398,8 +398,36 @@ struct StartedOwner<'h>(&'h Home);
 
 impl Drop for StartedOwner<'_> {
     fn drop(&mut self) {
+        // Submitters still reading their receipt would launch a new owner if this one went
+        // first: let them finish (bounded), then stop whatever is left, submitters first.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !submitters_of(self.0).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for pid in submitters_of(self.0) {
+            kill("-KILL", pid);
+        }
         stop_started_owner(self.0);
     }
+}
+
+/// The `kanban submit` processes running for this home (read from /proc).
+fn submitters_of(home: &Home) -> Vec<i64> {
+    let root = home.root.to_string_lossy().into_owned();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<String> = c
+                    .split(|b| *b == 0)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                args.iter().any(|a| a == "submit") && args.iter().any(|a| *a == root)
+            }) && pid_alive(*pid)
+        })
+        .collect()
 }
 
 /// Stops an owner a submitter started (its pid from `kanban owner status --json`).
@@ -621,7 +649,7 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
     assert_eq!(statuses, ["interrupted", "completed"]);
     drop(daemon);
     // The submitter may have restarted the owner before the test did.
-    stop_started_owner(&home);
+    drop(StartedOwner(&home));
 }
 
 /// Kill -9 the owner right after each of its commits (test-only fault points); the submitter
@@ -685,7 +713,7 @@ fn a_kill_after_each_owner_commit_is_reconciled_without_an_operator() {
         if let Some(pid) = submitter.filter(|p| pid_alive(*p)) {
             kill("-KILL", pid);
         }
-        stop_started_owner(&home);
+        drop(StartedOwner(&home));
         assert_eq!(home.board().fsck().unwrap(), [], "{fault}");
     }
 }

@@ -254,6 +254,10 @@ fn submit_inner(
                 if Instant::now() > deadline {
                     return Err(crate::error_chain(&e));
                 }
+                // A run that is no longer current needs no owner (nor a new one launched).
+                if run_superseded(&db, &identity.task, run_id, &lock) {
+                    return Ok(None);
+                }
                 launcher.ensure(log);
                 std::thread::sleep(POLL);
             }
@@ -283,6 +287,11 @@ fn submit_inner(
                 // The owner went away: reconnect and replay `kanban.run` (same receipt).
                 if Instant::now() > deadline {
                     break Err(crate::error_chain(&e));
+                }
+                // The turn's end closed the run before its receipt was read (the owner went away
+                // meanwhile): the board has the outcome, no owner is needed any more.
+                if run_superseded(&db, &identity.task, run_id, &lock) {
+                    break Ok(None);
                 }
                 launcher.ensure(log);
                 std::thread::sleep(POLL);
