@@ -424,7 +424,7 @@ fn submitters_of(home: &Home) -> Vec<i64> {
                     .split(|b| *b == 0)
                     .map(|a| String::from_utf8_lossy(a).into_owned())
                     .collect();
-                args.iter().any(|a| a == "submit") && args.iter().any(|a| *a == root)
+                args.iter().any(|a| a == "submit") && args.contains(&root)
             }) && pid_alive(*pid)
         })
         .collect()
