@@ -495,3 +495,68 @@ fn the_man_page_lists_every_command_and_renders_cleanly() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("kanban boards rm SLUG"), "{text}");
 }
+
+#[test]
+fn show_says_why_a_task_is_blocked_and_how_its_last_run_crashed() {
+    let k = kanban();
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[profiles.default]\nagent = \"command\"\n\
+         command = [\"sh\", \"-c\", \"cat >/dev/null; echo the disk is on fire; exit 3\"]\n",
+    )
+    .unwrap();
+    let crashy = k.create("crashy", &[]);
+    let out = k.run(&["dispatch", "--until-idle", "--interval", "0.05"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let shown = k.ok(&["show", &crashy]);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(
+        lines[2], "blocked: gave up after 2 failed attempt(s) (limit 2)",
+        "{shown}"
+    );
+    assert_eq!(
+        lines[3], "last run 2 crashed: nonzero_exit, exit 1",
+        "{shown}"
+    );
+    assert_eq!(lines[4], "  | the disk is on fire", "{shown}");
+    assert!(
+        lines[5].starts_with("run 1 "),
+        "only the last run's lines: {shown}"
+    );
+
+    let waiting = k.create("waiting", &[]);
+    k.ok(&["claim", &waiting]);
+    k.ok(&[
+        "block",
+        &waiting,
+        "--reason",
+        "need a key",
+        "--kind",
+        "needs_input",
+    ]);
+    k.ok(&["comment", &waiting, "--body", "hi"]);
+    let shown = k.ok(&["show", &waiting]);
+    assert!(
+        shown.contains("\nblocked (needs_input): need a key\n"),
+        "{shown}"
+    );
+    let comment = shown.lines().find(|l| l.starts_with("comment by")).unwrap();
+    assert!(
+        comment.ends_with(" ago): hi") || comment.ends_with(" (now): hi"),
+        "a relative time, no epoch: {comment}"
+    );
+    let ready = k.create("ready", &[]);
+    k.ok(&["claim", &ready, "--ttl", "900"]);
+    let shown = k.ok(&["show", &ready]);
+    assert!(
+        shown.contains(" (in 14 m) (run ") || shown.contains(" (in 15 m) (run "),
+        "{shown}"
+    );
+    let events = k.ok(&["events", &ready]);
+    assert!(
+        events
+            .lines()
+            .all(|l| l.contains(" ago) ") || l.contains(" (now) ")),
+        "event times are local and relative: {events}"
+    );
+}

@@ -754,7 +754,8 @@ fn event_line(e: &board::StoredEvent) -> String {
         .unwrap_or_default();
     let run = e.run_id.map(|r| format!(" run={r}")).unwrap_or_default();
     // JSON escapes C0 controls but not DEL or the C1 range; escape the whole line.
-    line(&format!("{} {}{run}{payload}", e.created_at, e.kind)).into_owned()
+    let at = super::explain::when(e.created_at, now());
+    line(&format!("{at} {}{run}{payload}", e.kind)).into_owned()
 }
 
 /// `turn <n> of run <r>: <kind>, <exit class> (exit <code>), <seconds> s`.
@@ -813,10 +814,16 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
             None => println!("goal mode, the profile's turn budget (default 20)"),
         }
     }
+    let at = now();
+    let all_events = o.board.events(id, None)?;
+    for why in super::explain::why(&task, &runs, &all_events) {
+        println!("{}", line(&why));
+    }
     if let (Some(lock), Some(exp)) = (&task.claim_lock, task.claim_expires) {
         println!(
-            "claimed by {} until {exp} (run {})",
+            "claimed by {} until {} (run {})",
             line(lock),
+            super::explain::when(exp, at),
             task.current_run_id
                 .map_or("-".to_owned(), |r| r.to_string())
         );
@@ -862,7 +869,7 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
         println!(
             "comment by {} at {}: {}",
             line(&c.author),
-            c.created_at,
+            super::explain::when(c.created_at, at),
             line(&c.body)
         );
     }

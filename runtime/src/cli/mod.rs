@@ -16,6 +16,7 @@ mod cron;
 mod dispatch;
 mod docs;
 mod escape;
+mod explain;
 mod identity;
 mod logs;
 mod operator;

@@ -1,0 +1,109 @@
+//! Human output of `kanban show`: times as local ISO with a relative age ("3 s ago", "in 14 m"),
+//! and why a task waits: the reason it is blocked, and how its last run crashed (the exit class,
+//! the code, the last lines the worker wrote).
+
+use crate::board::{Run, Status, StoredEvent, Task};
+
+/// Worker output lines quoted for a crashed run.
+const TAIL_LINES: usize = 5;
+
+/// `epoch` as local ISO time and its distance from `now`: `2026-11-30T18:52:40+01:00 (3 s ago)`.
+pub fn when(epoch: i64, now: i64) -> String {
+    let local = chrono::DateTime::from_timestamp(epoch, 0)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%Y-%m-%dT%H:%M:%S%:z")
+                .to_string()
+        })
+        .unwrap_or_else(|| epoch.to_string());
+    format!("{local} ({})", relative(epoch - now))
+}
+
+/// `delta` seconds from now: `in 14 m`, `3 s ago`, `now`.
+fn relative(delta: i64) -> String {
+    let secs = delta.unsigned_abs();
+    let amount = match secs {
+        0 => return "now".to_owned(),
+        1..=59 => format!("{secs} s"),
+        60..=3599 => format!("{} m", secs / 60),
+        3600..=86_399 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86_400),
+    };
+    if delta > 0 {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
+    }
+}
+
+/// Why the task waits, as human lines (empty when there is nothing to explain): the last block
+/// of a blocked task, and the crash of its last run.
+pub fn why(task: &Task, runs: &[Run], events: &[StoredEvent]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if task.status == Status::Blocked
+        && let Some(e) = events
+            .iter()
+            .filter(|e| e.kind == "blocked" || e.kind == "gave_up")
+            .max_by_key(|e| e.id)
+    {
+        let p = e.payload.clone().unwrap_or_default();
+        if e.kind == "gave_up" {
+            lines.push(format!(
+                "blocked: gave up after {} failed attempt(s) (limit {})",
+                p["failures"], p["effective_limit"]
+            ));
+        } else {
+            let reason = p["reason"].as_str().unwrap_or("no reason given");
+            match p["kind"].as_str() {
+                Some(kind) => lines.push(format!("blocked ({kind}): {reason}")),
+                None => lines.push(format!("blocked: {reason}")),
+            }
+        }
+    }
+    if let Some(run) = runs.iter().max_by_key(|r| r.id)
+        && run.outcome.as_deref() == Some("crashed")
+    {
+        let meta = run.metadata.clone().unwrap_or_default();
+        let class = meta["exit_kind"].as_str().unwrap_or("crashed");
+        let code = meta["exit_code"]
+            .as_i64()
+            .map_or(String::new(), |c| format!(", exit {c}"));
+        lines.push(format!("last run {} crashed: {class}{code}", run.id));
+        let output = meta["worker_output"]
+            .as_str()
+            .or(run.error.as_deref())
+            .unwrap_or("");
+        // The log tail may begin with an earlier run's part: keep this run's (after its
+        // `[kanban-run]` marker) and the agent's own lines.
+        let all: Vec<&str> = output.lines().collect();
+        let start = all
+            .iter()
+            .rposition(|l| l.starts_with("[kanban-run]"))
+            .map_or(0, |i| i + 1);
+        let tail: Vec<&str> = all[start..]
+            .iter()
+            .copied()
+            .filter(|l| !l.starts_with("kanban worker: "))
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("[kanban-"))
+            .collect();
+        for l in &tail[tail.len().saturating_sub(TAIL_LINES)..] {
+            lines.push(format!("  | {l}"));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_ages_read_naturally() {
+        assert_eq!(relative(0), "now");
+        assert_eq!(relative(-3), "3 s ago");
+        assert_eq!(relative(14 * 60 + 5), "in 14 m");
+        assert_eq!(relative(-7200), "2 h ago");
+        assert_eq!(relative(3 * 86_400), "in 3 d");
+        assert!(when(0, 3).ends_with(" (3 s ago)"), "{}", when(0, 3));
+    }
+}
