@@ -560,3 +560,20 @@ fn show_says_why_a_task_is_blocked_and_how_its_last_run_crashed() {
         "event times are local and relative: {events}"
     );
 }
+
+#[test]
+fn dispatch_once_json_always_reports_and_a_stop_says_what_runs() {
+    let k = kanban();
+    k.ok(&["init"]);
+    let report = k.json(&["dispatch", "--once"]);
+    assert_eq!(report["spawned"], serde_json::json!([]), "{report}");
+    let idle = k.run(&["dispatch", "--until-idle", "--interval", "0.05"]);
+    assert_eq!(idle.code, 0, "{}", idle.stderr);
+    assert!(
+        idle.stderr
+            .trim_end()
+            .ends_with("kanban dispatch: stopped; no worker left running"),
+        "{}",
+        idle.stderr
+    );
+}

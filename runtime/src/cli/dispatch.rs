@@ -142,7 +142,12 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
 
     if args.once || args.dry_run {
         let report = dispatch::run_tick(&mut board, &settings, &clock, &mut workers)?;
-        print(&board, &report);
+        if json {
+            // A one-shot tick always answers, an empty report too.
+            crate::cli::print_json(&report)?;
+        } else {
+            print(&board, &report);
+        }
         return Ok(Exit::OK);
     }
     let stop = crate::worker::interrupt_flag();
@@ -175,7 +180,27 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
         &mut print,
         &mut on_health,
     )?;
+    eprintln!("kanban dispatch: {}", stop_line(&board)?);
     Ok(Exit::OK)
+}
+
+/// The one line the dispatcher prints when it stops: the workers it leaves running (their tasks
+/// stay claimed; a dispatcher started again finds them on the board).
+fn stop_line(board: &Board) -> anyhow::Result<String> {
+    let left: Vec<String> = board
+        .running_tasks()?
+        .into_iter()
+        .filter_map(|t| t.worker_pid.map(|pid| format!("{} (pid {pid})", t.id)))
+        .collect();
+    Ok(if left.is_empty() {
+        "stopped; no worker left running".to_owned()
+    } else {
+        format!(
+            "stopped; {} worker(s) left running: {}",
+            left.len(),
+            left.join(", ")
+        )
+    })
 }
 
 /// One line per change of the daemon's health.
