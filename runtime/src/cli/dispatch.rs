@@ -229,6 +229,31 @@ pub(crate) fn health_line(health: &dispatch::Health<'_>) -> String {
 #[derive(Debug, Default)]
 pub(crate) struct Lines {
     in_flight: std::collections::BTreeSet<String>,
+    /// The last "waiting" line printed, so a wait is said once, not at every tick.
+    waiting: Option<String>,
+}
+
+/// Why ready tasks are not being started, if they are not: the spawn budget is full (workers
+/// already running at the configured limits), or every ready task is in a rate-limit cooldown.
+fn wait_line(report: &TickReport) -> Option<String> {
+    let w = report.workload;
+    let startable = w.ready - w.cooling_down;
+    if report.dry_run || report.skipped_locked || !report.spawned.is_empty() {
+        return None;
+    }
+    if startable > 0 && report.budget == 0 {
+        return Some(format!(
+            "waiting: spawn budget full ({} running, {startable} ready); a worker must finish first",
+            w.running
+        ));
+    }
+    if w.ready > 0 && startable == 0 {
+        return Some(format!(
+            "waiting: {} ready task(s) in a rate-limit cooldown",
+            w.cooling_down
+        ));
+    }
+    None
 }
 
 impl Lines {
@@ -273,6 +298,11 @@ impl Lines {
             self.in_flight.remove(&id);
         }
         report_lines(report, &mut out);
+        let wait = wait_line(report);
+        if wait != self.waiting {
+            out.extend(wait.clone());
+            self.waiting = wait;
+        }
         for s in &report.spawned {
             if s.pid.is_some() {
                 self.in_flight.insert(s.task_id.clone());
@@ -529,5 +559,47 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         Err(anyhow::anyhow!(
             "the demo did not finish cleanly (see the table above)"
         ))
+    }
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+    use crate::board::Workload;
+
+    #[test]
+    fn a_wait_is_said_once_and_only_while_ready_work_cannot_start() {
+        let full = TickReport {
+            budget: 0,
+            workload: Workload {
+                running: 2,
+                ready: 3,
+                cooling_down: 0,
+            },
+            ..TickReport::default()
+        };
+        assert_eq!(
+            wait_line(&full).as_deref(),
+            Some("waiting: spawn budget full (2 running, 3 ready); a worker must finish first")
+        );
+        let cooling = TickReport {
+            budget: 4,
+            workload: Workload {
+                running: 0,
+                ready: 2,
+                cooling_down: 2,
+            },
+            ..TickReport::default()
+        };
+        assert_eq!(
+            wait_line(&cooling).as_deref(),
+            Some("waiting: 2 ready task(s) in a rate-limit cooldown")
+        );
+        assert_eq!(wait_line(&TickReport::default()), None, "nothing ready");
+        let dry = TickReport {
+            dry_run: true,
+            ..full.clone()
+        };
+        assert_eq!(wait_line(&dry), None);
     }
 }
