@@ -577,3 +577,42 @@ fn dispatch_once_json_always_reports_and_a_stop_says_what_runs() {
         idle.stderr
     );
 }
+
+#[test]
+fn until_idle_on_a_terminal_shows_progress_in_place() {
+    let k = kanban();
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[profiles.default]\nagent = \"builtin:complete\"\n",
+    )
+    .unwrap();
+    k.create("one", &[]);
+    k.create("two", &[]);
+    // `script` gives the command a pseudo-terminal as its stdout.
+    let command = format!(
+        "'{}' --home '{}' dispatch --until-idle --interval 0.05",
+        env!("CARGO_BIN_EXE_kanban"),
+        k.home().display()
+    );
+    let Ok(out) = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+    else {
+        eprintln!("`script` is not installed: the terminal progress line is not checked");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("\r\x1b[K"), "redrawn in place: {text:?}");
+    assert!(
+        text.contains("ready 0 · running 0 · done 2 · blocked 0"),
+        "{text:?}"
+    );
+    // Without a terminal there is no progress line.
+    let k2 = kanban();
+    k2.create("three", &[]);
+    let plain = k2.run(&["dispatch", "--until-idle", "--interval", "0.05"]);
+    assert!(!plain.stdout.contains("ready "), "{}", plain.stdout);
+}

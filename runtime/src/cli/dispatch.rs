@@ -138,7 +138,18 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
     };
     let json = globals.json;
     let mut lines = Lines::default();
-    let mut print = |board: &Board, report: &TickReport| lines.print(board, report, json);
+    // `--until-idle` on a terminal keeps one progress line at the bottom, redrawn in place.
+    let progress = args.until_idle && !json && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut print = |board: &Board, report: &TickReport| {
+        if progress {
+            print!("\r\x1b[K");
+        }
+        lines.print(board, report, json);
+        if progress {
+            print!("{}", progress_line(board, report));
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+        }
+    };
 
     if args.once || args.dry_run {
         let report = dispatch::run_tick(&mut board, &settings, &clock, &mut workers)?;
@@ -180,8 +191,32 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
         &mut print,
         &mut on_health,
     )?;
+    if progress {
+        println!();
+    }
     eprintln!("kanban dispatch: {}", stop_line(&board)?);
     Ok(Exit::OK)
+}
+
+/// `ready N · running N · done N · blocked N` (done and blocked counted on the board).
+fn progress_line(board: &Board, report: &TickReport) -> String {
+    let count = |status: Status| {
+        board
+            .list_tasks(&crate::board::TaskFilter {
+                statuses: vec![status],
+                assignee: None,
+                include_archived: false,
+                limit: None,
+            })
+            .map_or_else(|_| "?".to_owned(), |t| t.len().to_string())
+    };
+    format!(
+        "ready {} · running {} · done {} · blocked {}",
+        report.workload.ready,
+        report.workload.running,
+        count(Status::Done),
+        count(Status::Blocked)
+    )
 }
 
 /// The one line the dispatcher prints when it stops: the workers it leaves running (their tasks
