@@ -546,11 +546,20 @@ fn show_says_why_a_task_is_blocked_and_how_its_last_run_crashed() {
         "a relative time, no epoch: {comment}"
     );
     let ready = k.create("ready", &[]);
-    k.ok(&["claim", &ready, "--ttl", "900"]);
+    let claimed = k.ok(&["claim", &ready, "--ttl", "900"]);
+    assert!(
+        claimed.ends_with(" (in 15 m)") || claimed.ends_with(" (in 14 m)"),
+        "{claimed}"
+    );
     let shown = k.ok(&["show", &ready]);
     assert!(
         shown.contains(" (in 14 m) (run ") || shown.contains(" (in 15 m) (run "),
         "{shown}"
+    );
+    let beat = k.ok(&["heartbeat", &ready, "--ttl", "120"]);
+    assert!(
+        beat.ends_with(" (in 2 m)") || beat.ends_with(" (in 1 m)"),
+        "{beat}"
     );
     let events = k.ok(&["events", &ready]);
     assert!(

@@ -407,7 +407,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
                             line(&c.task_id),
                             c.run_id,
                             line(&c.claim_lock),
-                            c.claim_expires
+                            super::explain::when(c.claim_expires, now())
                         );
                     }
                     Ok(Exit::OK)
@@ -435,7 +435,11 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
                 now(),
             )?)?;
             print_out(json, &hb, || {
-                format!("heartbeat {}: claim until {}", hb.task_id, hb.claim_expires)
+                format!(
+                    "heartbeat {}: claim until {}",
+                    hb.task_id,
+                    super::explain::when(hb.claim_expires, now())
+                )
             })
         }
         BoardCommand::Complete {
