@@ -450,8 +450,10 @@ fn child_concurrent_jobs_keep_the_worker_identity_and_its_heartbeat() {
         "{:?}",
         failures.lock().unwrap()
     );
+    // Each job held its run open until two beats landed after it started; the two jobs may
+    // overlap, so together they prove at least two (not four) beats while a job ran.
     assert!(
-        beats.load(Ordering::SeqCst) >= 4,
+        beats.load(Ordering::SeqCst) >= 2,
         "the worker heartbeated while the jobs ran"
     );
     assert_eq!(
