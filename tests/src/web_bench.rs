@@ -147,10 +147,16 @@ pub fn measure(bin: &Path, dir: &Path) -> anyhow::Result<WebFigures> {
     }
     let pid = server.0.id();
     std::thread::sleep(Duration::from_millis(500));
-    let cpu0 = cpu_ticks(pid).unwrap_or(0);
+    // A failed read (the server exited) is an error, never a 0 % figure.
+    let read = || {
+        cpu_ticks(pid).ok_or_else(|| {
+            anyhow::anyhow!("cannot read /proc/{pid}/stat of `kanban serve` (did it exit?)")
+        })
+    };
+    let cpu0 = read()?;
     let window = Duration::from_secs(5);
     std::thread::sleep(window);
-    let cpu1 = cpu_ticks(pid).unwrap_or(0);
+    let cpu1 = read()?;
     let idle_streams_cpu_percent =
         cpu1.saturating_sub(cpu0) as f64 / 100.0 / window.as_secs_f64() * 100.0;
     drop(streams);

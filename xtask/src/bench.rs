@@ -1,6 +1,7 @@
 //! `cargo xtask bench`: builds `kanban` and `kanban-bench` in release mode and runs the benchmark
-//! suite (ARCHITECTURE.md §10), which prints a markdown table of figures, each next to a baseline measured
-//! in the same run, and writes it to `<target>/bench/latest.md` for the README.
+//! suite (ARCHITECTURE.md §10), which prints a markdown table of figures, each
+//! next to a baseline measured in the same run, and writes it to `<target>/bench/latest.md` (for
+//! the README) and the same rows with their samples' p50 / p90 to `<target>/bench/latest.json`.
 //!
 //! Speed and memory are only ever measured here, never asserted by timed tests.
 
@@ -36,17 +37,24 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let out = out_dir.join("latest.md");
+    let json = out_dir.join("latest.json");
     let bench = target.join("release").join("kanban-bench");
     let status = Command::new(&bench)
         .arg("--out")
         .arg(&out)
+        .arg("--json")
+        .arg(&json)
         .current_dir(root)
         .status()
         .with_context(|| format!("cannot run {}", bench.display()))?;
     if !status.success() {
         bail!("bench: {} failed ({status})", bench.display());
     }
-    eprintln!("bench: table written to {}", out.display());
+    eprintln!(
+        "bench: table written to {} and {}",
+        out.display(),
+        json.display()
+    );
     Ok(())
 }
 
