@@ -924,9 +924,9 @@ fn run() -> anyhow::Result<()> {
             samples: format!("n = {}, interleaved", v.n),
             value: rate_text(v),
             baseline: format!(
-                "{} cached / {} uncached (bare loop, same round)",
-                format_args!("{:.0}", rate(cached_stats.p50)),
-                format_args!("{:.0}", rate(bare_stats.p50))
+                "{:.0} cached / {:.0} uncached (bare loop p50, same rounds)",
+                rate(cached_stats.p50),
+                rate(bare_stats.p50)
             ),
             ratio: format!(
                 "{:.2}× cached, {:.2}× uncached (p50 of per-round ratios)",
