@@ -16,11 +16,14 @@ use kanban_runtime::board::{self, Board, Completion, NewTask, OpenOptions};
 /// What [`measure`] found.
 #[derive(Debug, Clone)]
 pub struct WebFigures {
-    /// Median of 20 `GET /` of the 10 000-task board (ms), and the page's size (bytes).
+    /// Median and p90 of 20 `GET /` of the 10 000-task board (ms), and the page's size (bytes).
     pub board_page_ms: f64,
+    pub board_page_p90_ms: f64,
     pub board_page_bytes: usize,
-    /// Median of 20 `GET /assets/app.css` from the same server (ms).
+    /// Median and p90 of 20 `GET /assets/app.css` from the same server (ms), each request
+    /// right after a board page request (interleaved).
     pub asset_ms: f64,
+    pub asset_p90_ms: f64,
     /// CPU of the server over 5 s with 50 idle event streams open (% of one core).
     pub idle_streams_cpu_percent: f64,
 }
@@ -34,9 +37,12 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// Median and p90 (nearest rank) of a non-empty set of samples.
+fn p50_p90(mut v: Vec<f64>) -> anyhow::Result<(f64, f64)> {
+    anyhow::ensure!(!v.is_empty(), "no sample was taken");
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    Ok((rank(0.5), rank(0.9)))
 }
 
 fn cpu_ticks(pid: u32) -> Option<u64> {
@@ -61,17 +67,13 @@ fn get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, usize)> {
     Ok((status, body))
 }
 
+/// One `GET path` (ms, body bytes); anything but 200 is an error.
 fn timed(addr: SocketAddr, path: &str) -> anyhow::Result<(f64, usize)> {
-    let mut times = Vec::new();
-    let mut size = 0;
-    for _ in 0..20 {
-        let start = Instant::now();
-        let (status, body) = get(addr, path)?;
-        times.push(start.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(status == 200, "GET {path} answered {status}");
-        size = body;
-    }
-    Ok((median(times), size))
+    let start = Instant::now();
+    let (status, body) = get(addr, path)?;
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    anyhow::ensure!(status == 200, "GET {path} answered {status}");
+    Ok((ms, body))
 }
 
 /// Seeds `<dir>/web` with a 10 000-task board (9 000 done, 1 000 ready), runs `bin serve` on it
@@ -128,8 +130,17 @@ pub fn measure(bin: &Path, dir: &Path) -> anyhow::Result<WebFigures> {
         .parse()?;
 
     let _ = get(addr, "/")?; // warm the page cache
-    let (board_page_ms, board_page_bytes) = timed(addr, "/")?;
-    let (asset_ms, _) = timed(addr, "/assets/app.css")?;
+    let mut pages = Vec::new();
+    let mut assets = Vec::new();
+    let mut board_page_bytes = 0;
+    for _ in 0..20 {
+        let (ms, bytes) = timed(addr, "/")?;
+        pages.push(ms);
+        board_page_bytes = bytes;
+        assets.push(timed(addr, "/assets/app.css")?.0);
+    }
+    let (board_page_ms, board_page_p90_ms) = p50_p90(pages)?;
+    let (asset_ms, asset_p90_ms) = p50_p90(assets)?;
 
     let mut streams = Vec::new();
     for _ in 0..50 {
@@ -162,8 +173,10 @@ pub fn measure(bin: &Path, dir: &Path) -> anyhow::Result<WebFigures> {
     drop(streams);
     Ok(WebFigures {
         board_page_ms,
+        board_page_p90_ms,
         board_page_bytes,
         asset_ms,
+        asset_p90_ms,
         idle_streams_cpu_percent,
     })
 }
