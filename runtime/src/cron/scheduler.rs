@@ -195,7 +195,7 @@ impl Scheduler {
                     }
                 }
                 Err(e) => {
-                    let message = crate::dispatch::daemon::error_chain(&e);
+                    let message = crate::error_chain(&e);
                     let (failed_ticks, new) = streak.failed(message.clone());
                     pause = crate::dispatch::daemon::backoff(failed_ticks);
                     if new {

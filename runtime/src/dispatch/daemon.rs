@@ -138,21 +138,6 @@ fn sleep_unless_stopped(total: Duration, stop: &AtomicBool) -> bool {
     }
 }
 
-/// The text of an error with its causes, as one line.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// Runs ticks until `options.mode` says stop; `on_tick` sees every report (for printing) and
 /// `on_health` every change of health (see the module doc). A failed tick never stops the
 /// daemon; under `--until-idle`, [`MAX_FAILED_TICKS`] in a row do.
@@ -175,7 +160,7 @@ pub fn run(
                 report
             }
             Err(err) => {
-                let (failed, new) = streak.failed(error_chain(&err));
+                let (failed, new) = streak.failed(crate::error_chain(&err));
                 if options.mode == Mode::UntilIdle && failed >= MAX_FAILED_TICKS {
                     return Err(err);
                 }
@@ -278,12 +263,12 @@ mod tests {
     fn an_error_chain_is_one_line_without_repeats() {
         let full = || std::io::Error::other("No space left on device");
         assert_eq!(
-            error_chain(&Outer("tick failed", full())),
+            crate::error_chain(&Outer("tick failed", full())),
             "tick failed: No space left on device"
         );
         // A message that already embeds its cause does not repeat it.
         assert_eq!(
-            error_chain(&Outer("tick failed: No space left on device", full())),
+            crate::error_chain(&Outer("tick failed: No space left on device", full())),
             "tick failed: No space left on device"
         );
     }
