@@ -20,7 +20,7 @@ pub const IDENTITY_DIR: &str = "runtime/src/identity/";
 /// Why the sources could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read {path}: {source} — run from the workspace root or pass --root DIR")]
+    #[error("cannot read {path} (run from the workspace root or pass --root DIR)")]
     Io {
         path: PathBuf,
         source: std::io::Error,
