@@ -57,22 +57,34 @@ pub enum MarkerOutcome {
     Stale,
 }
 
+/// The payload of the latest `kind` event of `task`'s run `run`, parsed.
+fn latest_event_payload(
+    conn: &rusqlite::Connection,
+    task: &str,
+    run: i64,
+    kind: &str,
+) -> Result<Option<serde_json::Value>> {
+    let payload: Option<Option<String>> = conn
+        .prepare_cached(
+            "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
+             AND kind = ?3 ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row(params![task, run, kind], |r| r.get(0))
+        .optional()?;
+    let Some(Some(payload)) = payload else {
+        return Ok(None);
+    };
+    Ok(Some(serde_json::from_str(&payload)?))
+}
+
 fn latest_marker(
     conn: &rusqlite::Connection,
     task: &str,
     run: i64,
 ) -> Result<Option<(String, String)>> {
-    let payload: Option<Option<String>> = conn
-        .prepare_cached(
-            "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
-             AND kind = 'owner_admitted' ORDER BY id DESC LIMIT 1",
-        )?
-        .query_row(params![task, run], |r| r.get(0))
-        .optional()?;
-    let Some(Some(payload)) = payload else {
+    let Some(v) = latest_event_payload(conn, task, run, "owner_admitted")? else {
         return Ok(None);
     };
-    let v: serde_json::Value = serde_json::from_str(&payload)?;
     let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
     Ok(Some((field("session_id"), field("request_id"))))
 }
@@ -111,17 +123,9 @@ fn worker_result(
     run: i64,
     lock: &str,
 ) -> Result<Option<(i32, Option<String>)>> {
-    let payload: Option<Option<String>> = conn
-        .prepare_cached(
-            "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
-             AND kind = 'worker_result' ORDER BY id DESC LIMIT 1",
-        )?
-        .query_row(params![task, run], |r| r.get(0))
-        .optional()?;
-    let Some(Some(payload)) = payload else {
+    let Some(v) = latest_event_payload(conn, task, run, "worker_result")? else {
         return Ok(None);
     };
-    let v: serde_json::Value = serde_json::from_str(&payload)?;
     if v.get("claim_lock").and_then(|l| l.as_str()) != Some(lock) {
         return Ok(None);
     }
