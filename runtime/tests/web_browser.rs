@@ -1,6 +1,6 @@
 //! `kanban serve` in a real browser: Debian's headless Chromium, driven over WebDriver
 //! (`chromedriver`), found or installed by `.ci/chromium`. When neither is possible (no root, no
-//! apt-get) each test says SKIPPED and passes; the README's "Web view" section says so.
+//! apt-get) each test says SKIPPED and passes; docs/web.md says so.
 //!
 //! "Without a reload" is checked with a marker: a global set in the page after it loaded must
 //! still be there once the page shows the change.

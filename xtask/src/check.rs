@@ -9,13 +9,15 @@ use anyhow::{Context, bail};
 /// One step of the check.
 type Step = fn(&Path) -> anyhow::Result<()>;
 
-/// Runs fmt, clippy, drift and lint over the workspace at `root`, then the tests if `tests`.
+/// Runs fmt, clippy, drift, lint and the link check over the workspace at `root`, then the tests
+/// if `tests`.
 pub fn run(root: &Path, tests: bool) -> anyhow::Result<()> {
     let mut steps: Vec<(&str, Step)> = vec![
         ("fmt", fmt),
         ("clippy", clippy),
         ("drift", crate::drift),
         ("lint", crate::lint),
+        ("links", crate::links::check),
     ];
     if tests {
         steps.push(("test", test));

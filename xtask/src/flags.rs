@@ -6,7 +6,8 @@ pub const USAGE: &str = "\
 usage: cargo xtask <task> [--root DIR]
 
 tasks:
-  check   cargo fmt --check, cargo clippy -D warnings, drift, lint
+  check   cargo fmt --check, cargo clippy -D warnings, drift, lint, links (the relative
+          links of README.md, ARCHITECTURE.md and docs/ name existing files and headings)
   ci      check + cargo test --workspace + a short chaos run + the loom models built
           with --cfg loom (--no-run): the README's test command, what .ci/run runs
   drift   env-key drift guard over dispatch::default_spawn

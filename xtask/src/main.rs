@@ -10,6 +10,7 @@ mod bench;
 mod chaos;
 mod check;
 mod flags;
+mod links;
 mod loom;
 
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! `owner.status {}`, `owner.resolve {task_id, as, requeue}`. An error is
 //! `{"code": 4001 | 5001 | -32601 | -32700, "message": <error code>, "data": {"reason": <why>}}`
 //! where `<error code>` is one of [`Code`] (the original's names) and `reason` says which check
-//! refused (see the README's table).
+//! refused (see the table in docs/owner-admission.md).
 
 use serde_json::{Map, Value, json};
 

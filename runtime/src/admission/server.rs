@@ -10,8 +10,8 @@
 //! presented the ticket (`session.authenticate`); otherwise every request is `permission_denied`
 //! and nothing changes.
 //!
-//! `kanban.run`, in order (each step a separate commit; the README's crash-window table says what
-//! a kill between two of them leaves and why a retry is safe):
+//! `kanban.run`, in order (each step a separate commit; the crash-window table of
+//! docs/owner-admission.md says what a kill between two of them leaves and why a retry is safe):
 //! 1. the closed, typed params; request id and session id;
 //! 2. a saved session: every param must equal the frozen one (`permission_denied`), the board is
 //!    not re-read; a new one: the claim is proved read-only (task and run current, lock equal,

@@ -1,5 +1,5 @@
 //! The respawn guard: before a task is claimed, the first matching reason not to start it again
-//! yet, in the original's order (see the README, "A tick"):
+//! yet, in the original's order (see docs/dispatch.md, "A tick"):
 //!
 //! 1. `infrastructure_cooldown` — its newest run failed to spawn for a reason of the host (no
 //!    executable, no log file), less than the cooldown ago;

@@ -7,7 +7,7 @@
 //! `HERMES_KANBAN_BOARD`) is identity and is read through [`pinned_board`] / [`pinned_db`], which
 //! answer only outside a lowered scope.
 
-// This module is the environment's reader for the rest of the runtime (the README's
+// This module is the environment's reader for the rest of the runtime (docs/enforcement.md,
 // "What the compiler and the tools enforce"): the `std::env` ban does not apply here.
 #![allow(clippy::disallowed_methods)]
 
