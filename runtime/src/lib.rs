@@ -1,7 +1,8 @@
 //! `kanban_runtime`: a SQLite task board whose tasks a dispatcher hands to agent worker processes
 //! under leases with heartbeats, and a cron scheduler whose jobs may fire inside such a worker.
 //!
-//! The library does the work; the `kanban` binary (`main.rs` + [`cli`]) only parses and prints.
+//! The library does the work; the `kanban` binary (`main.rs`, which calls [`run_cli`]) only parses
+//! and prints: the command line itself is a private module of the library.
 //! One module per concern, each opening with what it owns and what it must never do:
 //!
 //! * [`identity`] — the only reader of `HERMES_KANBAN_*`; the ownership context; child env scrub.
@@ -22,7 +23,7 @@ extern crate self as kanban_runtime;
 pub mod admission;
 pub mod agent;
 pub mod board;
-pub mod cli;
+mod cli;
 pub mod clock;
 pub mod config;
 pub mod cron;
@@ -31,6 +32,13 @@ pub mod gates;
 pub mod identity;
 pub mod sync;
 pub mod worker;
+
+/// The `kanban` command line: parses `std::env::args`, runs the command, prints, and returns the
+/// process exit code (0 ok, 1 error, 2 usage, 3 refused; the README lists them). The one public
+/// entry of the command line; the `kanban` binary is only this call.
+pub fn run_cli() -> std::process::ExitCode {
+    cli::main()
+}
 
 /// `err` followed by each of its causes, joined by `": "`. Error messages never spell out their
 /// cause (it is their `source`), so every place that turns an error into text uses this, and the

@@ -1,5 +1,5 @@
-//! The `kanban` binary: parse, call the library, print. See [`kanban_runtime::cli`].
+//! The `kanban` binary: parse, call the library, print. See [`kanban_runtime::run_cli`].
 
 fn main() -> std::process::ExitCode {
-    kanban_runtime::cli::main()
+    kanban_runtime::run_cli()
 }

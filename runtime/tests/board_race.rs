@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
-use kanban_runtime::board::{Board, NewTask, OpenOptions, tasks};
+use kanban_runtime::board::{Board, NewTask, OpenOptions};
 use kanban_tests::Kanban;
 
 const CLAIMERS: usize = 8;
@@ -31,18 +31,15 @@ fn shuffled(ids: &[String], seed: u64) -> Vec<String> {
 /// Creates `TASKS` ready tasks in one transaction through the library (setup only).
 fn seed_board(k: &Kanban) -> Vec<String> {
     let board = Board::open_path(&k.default_db(), &OpenOptions::create()).expect("open the board");
-    board
-        .write(|tx| {
-            (0..TASKS)
-                .map(|i| {
-                    let new = NewTask {
-                        title: format!("task {i}"),
-                        ..NewTask::default()
-                    };
-                    tasks::create_task_in(tx, &new, 1_700_000_000).map(|c| c.id)
-                })
-                .collect::<Result<Vec<_>, _>>()
+    let tasks: Vec<NewTask> = (0..TASKS)
+        .map(|i| NewTask {
+            title: format!("task {i}"),
+            ..NewTask::default()
         })
+        .collect();
+    board
+        .create_tasks(&tasks, 1_700_000_000)
+        .map(|made| made.into_iter().map(|c| c.id).collect())
         .expect("seed the board")
 }
 

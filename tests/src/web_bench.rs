@@ -87,24 +87,29 @@ pub fn measure(bin: &Path, dir: &Path) -> anyhow::Result<WebFigures> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs() as i64;
-    board.write(|tx| -> anyhow::Result<()> {
-        for i in 0..10_000 {
-            let created = board::tasks::create_task_in(
-                tx,
-                &NewTask {
-                    title: format!("web bench task {i}"),
-                    body: Some(format!("body of task {i}")),
-                    assignee: Some(format!("agent{}", i % 7)),
-                    ..NewTask::default()
-                },
-                now,
-            )?;
-            if i % 10 != 0 {
-                board::tasks::complete_in(tx, &created.id, &Completion::default(), now)?;
-            }
-        }
-        Ok(())
-    })?;
+    let created = board.create_tasks(
+        &(0..10_000)
+            .map(|i| NewTask {
+                title: format!("web bench task {i}"),
+                body: Some(format!("body of task {i}")),
+                assignee: Some(format!("agent{}", i % 7)),
+                ..NewTask::default()
+            })
+            .collect::<Vec<_>>(),
+        now,
+    )?;
+    let done: Vec<String> = created
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % 10 != 0)
+        .map(|(_, c)| c.id)
+        .collect();
+    for outcome in board.complete_many(&done, &Completion::default(), now)? {
+        anyhow::ensure!(
+            matches!(outcome, board::Outcome::Done(_)),
+            "a web bench task was not completed: {outcome:?}"
+        );
+    }
     drop(board);
 
     let mut child = Command::new(bin)

@@ -46,7 +46,7 @@ pub struct Edited {
 }
 
 /// Edits task `id` (see the module docs).
-pub fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Outcome<Edited>> {
+pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Outcome<Edited>> {
     if edit.is_empty() {
         return Err(BoardError::NothingToEdit);
     }

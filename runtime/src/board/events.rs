@@ -483,7 +483,7 @@ impl StoredEvent {
 pub(crate) const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at";
 
 /// Appends `event` for `task_id` inside the caller's write transaction; returns the event id.
-pub fn append_event(
+pub(crate) fn append_event(
     tx: &Tx<'_>,
     task_id: &str,
     run_id: Option<i64>,

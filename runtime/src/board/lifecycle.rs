@@ -229,7 +229,7 @@ fn refusal(tx: &Tx<'_>, id: &str, lock: Option<&str>, run_id: Option<i64>) -> Re
 
 /// Records the pid and fingerprint of a freshly spawned worker (event `spawned`, always appended;
 /// the task row is updated only while the claim is still the one spawned for).
-pub fn record_spawn_in(
+pub(crate) fn record_spawn_in(
     tx: &Tx<'_>,
     id: &str,
     run_id: i64,
@@ -269,7 +269,7 @@ pub fn record_spawn_in(
 
 /// A worker binds to its run: the claim must still be the one it was spawned for, and no other
 /// pid may hold it (event `worker_registered`).
-pub fn register_worker_in(
+pub(crate) fn register_worker_in(
     tx: &Tx<'_>,
     id: &str,
     run_id: i64,
@@ -320,7 +320,7 @@ fn mirror_run_expiry(tx: &Tx<'_>, run_id: Option<i64>, new_expires: i64) -> Resu
 
 /// Extends the expired claim of a live, heartbeating host-local worker (event `claim_extended`).
 /// Fenced on the expiry the dispatcher saw, so a heartbeat in between wins.
-pub fn extend_claim_in(
+pub(crate) fn extend_claim_in(
     tx: &Tx<'_>,
     task: &RunningTask,
     new_expires: i64,
@@ -354,7 +354,7 @@ pub fn extend_claim_in(
 
 /// Our worker survived termination: keep the claim until `new_expires` (event
 /// `reclaim_deferred`). Never releases anything.
-pub fn defer_reclaim_in(
+pub(crate) fn defer_reclaim_in(
     tx: &Tx<'_>,
     task: &RunningTask,
     new_expires: i64,
@@ -381,7 +381,7 @@ pub fn defer_reclaim_in(
 /// Releases a running task's claim back to its run's retry status — `ready`, or `review` for a
 /// reviewer's run — (or `blocked` when the breaker trips), closes
 /// its run with `release.outcome`, and appends `release.event` (+ `gave_up` on a trip).
-pub fn release_claim_in(
+pub(crate) fn release_claim_in(
     tx: &Tx<'_>,
     id: &str,
     release: &Release<'_>,
@@ -502,7 +502,11 @@ fn with_retry_status(mut event: Event, retry: Status) -> Event {
 /// run's retry status (`ready`, or `review` for a reviewer's run), not counted (event
 /// `reconciled`). The original sends every orphan to `ready`, turning a reviewer's run into an
 /// implementer's; here the review lane keeps it.
-pub fn reconcile_orphan_in(tx: &Tx<'_>, task: &RunningTask, now: i64) -> Result<Outcome<()>> {
+pub(crate) fn reconcile_orphan_in(
+    tx: &Tx<'_>,
+    task: &RunningTask,
+    now: i64,
+) -> Result<Outcome<()>> {
     let retry = retry_status_for_run(tx, &task.id, task.run_id)?;
     let moved = cas(
         tx,
@@ -1044,7 +1048,7 @@ pub const ABANDONED_OUTCOME: &str = "abandoned";
 /// without counting a failure (event `claim_abandoned`). Fenced on the claim the dispatcher saw
 /// **and** on `worker_pid IS NULL`, so a worker that registers in between keeps its claim; a
 /// worker that registers after the release is refused (its run is closed) and exits.
-pub fn release_unstarted_claim_in(
+pub(crate) fn release_unstarted_claim_in(
     tx: &Tx<'_>,
     task: &RunningTask,
     why: &Abandonment,

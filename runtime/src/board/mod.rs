@@ -27,16 +27,17 @@ pub mod tasks;
 pub mod turns;
 pub mod views;
 
-pub use edit::{Edit, Edited, ID_PREFIX_MIN, edit_in};
+pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result};
-pub use events::{Event, StoredEvent, Termination, append_event};
+pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
 pub use lifecycle::*;
 pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef};
 pub use outcome::*;
 pub use paths::{BoardLocation, DEFAULT_BOARD};
 pub use query::TaskFilter;
-pub use store::{Board, Durability, OpenOptions, Tx};
+pub(crate) use store::Tx;
+pub use store::{Board, Durability, OpenOptions};
 pub use tasks::{
     BLOCK_RECURRENCE_LIMIT, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
     DEFAULT_FAILURE_LIMIT, Fence, NewTask, check_seconds, claim_ttl_seconds, default_claim_lock,

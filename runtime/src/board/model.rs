@@ -193,7 +193,7 @@ fn corrupt(table: &'static str, message: String) -> rusqlite::Error {
 
 impl Task {
     /// Decodes a row selected with [`TASK_COLUMNS`].
-    pub fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         let id: String = row.get(0)?;
         let status_text: String = row.get(4)?;
         let status = status_text.parse::<Status>().map_err(|_| {
@@ -271,7 +271,7 @@ pub const RUN_COLUMNS: &str = "id, task_id, profile, status, claim_lock, claim_e
      summary, metadata, error";
 
 impl Run {
-    pub fn from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
+    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         Ok(Run {
             id: row.get(0)?,
             task_id: row.get(1)?,

@@ -105,7 +105,7 @@ pub struct Board {
 }
 
 /// An open write transaction; SQL that writes takes one. Derefs to the connection.
-pub struct Tx<'a> {
+pub(crate) struct Tx<'a> {
     conn: &'a Connection,
 }
 
@@ -125,6 +125,17 @@ pub fn wal_safe(version: i32) -> bool {
     let affected = (3_007_000..3_051_003).contains(&version);
     let backported = (3_050_007..3_051_000).contains(&version);
     !affected || backported
+}
+
+/// Refuses to open `path` with a linked SQLite that has the WAL-reset bug (see [`wal_safe`]).
+fn refuse_vulnerable_sqlite(path: &Path) -> Result<()> {
+    if wal_safe(rusqlite::version_number()) {
+        return Ok(());
+    }
+    Err(BoardError::VulnerableSqlite {
+        version: rusqlite::version().to_owned(),
+        path: path.to_path_buf(),
+    })
 }
 
 fn sqlite_err(path: &Path) -> impl FnOnce(rusqlite::Error) -> BoardError + '_ {
@@ -192,13 +203,7 @@ impl Board {
     /// sees the path: the busy timeout is checked, anything that is not a regular file is
     /// refused, and a file that is not SQLite is refused untouched.
     pub fn open_path(path: &Path, options: &OpenOptions) -> Result<Board> {
-        let version = rusqlite::version_number();
-        if !wal_safe(version) {
-            return Err(BoardError::VulnerableSqlite {
-                version: rusqlite::version().to_owned(),
-                path: path.to_path_buf(),
-            });
-        }
+        refuse_vulnerable_sqlite(path)?;
         let busy_ms = match options.busy_timeout_ms {
             Some(ms) => ms,
             None => busy_timeout_from_env()?,
@@ -246,10 +251,13 @@ impl Board {
     }
 
     /// Opens (creating it and its folder) a database that is not a board, with the board's
-    /// pragmas, busy handling and [`Board::write`]: the owner's `state.db`. `schema` is applied
-    /// in one write transaction (idempotent `CREATE … IF NOT EXISTS` statements); the file is put
-    /// in WAL mode. The board's own migrations never run on it.
+    /// checks (a linked SQLite with the WAL-reset bug and anything at `path` that is not a SQLite
+    /// file are refused), pragmas, busy handling and [`Board::write`]: the owner's `state.db` and
+    /// the cron store `cron/jobs.db`. `schema` is applied in one write transaction (idempotent
+    /// `CREATE … IF NOT EXISTS` statements); the file is put in WAL mode. The board's own
+    /// migrations never run on it.
     pub(crate) fn open_store(path: &Path, schema: &str) -> Result<Board> {
+        refuse_vulnerable_sqlite(path)?;
         let busy_ms = busy_timeout_from_env()?;
         check_file(path)?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -388,7 +396,7 @@ impl Board {
     }
 
     /// The connection, for read queries inside `board/`.
-    pub fn conn(&self) -> &Connection {
+    pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }
 
@@ -491,7 +499,7 @@ impl Board {
 
     /// Runs `body` in one `BEGIN IMMEDIATE` transaction: commit on `Ok`, roll back on `Err`.
     /// Only `BEGIN` and `COMMIT` are retried on busy; nesting is refused.
-    pub fn write<T, E>(&self, body: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
+    pub(crate) fn write<T, E>(&self, body: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
     where
         E: From<BoardError>,
     {

@@ -140,7 +140,7 @@ fn summary_line(text: &str) -> String {
 }
 
 /// Loads a task or fails with [`BoardError::TaskNotFound`].
-pub fn load_task(conn: &rusqlite::Connection, id: &str) -> Result<Task> {
+pub(crate) fn load_task(conn: &rusqlite::Connection, id: &str) -> Result<Task> {
     conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?
         .query_row([id], Task::from_row)
         .optional()?
@@ -148,7 +148,7 @@ pub fn load_task(conn: &rusqlite::Connection, id: &str) -> Result<Task> {
 }
 
 /// Parents of `id` that are neither done nor archived.
-pub fn unfinished_parents(conn: &rusqlite::Connection, id: &str) -> Result<Vec<String>> {
+pub(crate) fn unfinished_parents(conn: &rusqlite::Connection, id: &str) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(
         "SELECT p.id FROM task_links l JOIN tasks p ON p.id = l.parent_id \
          WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived') ORDER BY p.id",
@@ -169,7 +169,7 @@ fn landing_status(conn: &rusqlite::Connection, id: &str) -> Result<Status> {
 /// The status a claim of run `run_id` returns to when it is released: `review` when the run was
 /// claimed from the review lane (its `claimed` event says `source_status: review`), else
 /// `ready`. A reviewer run never turns into an implementer run.
-pub fn retry_status_for_run(
+pub(crate) fn retry_status_for_run(
     conn: &rusqlite::Connection,
     task_id: &str,
     run_id: Option<i64>,
@@ -195,7 +195,7 @@ pub fn retry_status_for_run(
 /// Where a waiting task resumes once nothing holds it: `review` when its newest lifecycle event
 /// (a block, a wait, a release, a review hand-back…) names `review` as its resume, retry or source
 /// status, else `ready`.
-pub fn resume_status(conn: &rusqlite::Connection, task_id: &str) -> Result<Status> {
+pub(crate) fn resume_status(conn: &rusqlite::Connection, task_id: &str) -> Result<Status> {
     let newest: Option<bool> = conn
         .prepare_cached(
             "SELECT 'review' IN (COALESCE(json_extract(payload, '$.resume_status'), ''), \
@@ -227,7 +227,7 @@ fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
 }
 
 /// Closes an open run; returns whether it was open.
-pub fn close_run_in(
+pub(crate) fn close_run_in(
     tx: &Tx<'_>,
     run_id: i64,
     status: &str,
@@ -317,7 +317,7 @@ fn promote_todo_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<bool> {
 }
 
 /// Creates a task (see [`Board::create_task`]).
-pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
+pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
     let title = new.title.trim();
     if title.is_empty() {
         return Err(BoardError::BlankTitle);
@@ -488,12 +488,17 @@ pub fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
 }
 
 /// Claims a ready task (see [`Board::claim`]).
-pub fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
+pub(crate) fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
     claim_from_in(tx, id, Status::Ready, spec, now)
 }
 
 /// Claims a `review` task for its reviewer (see [`Board::claim_review`]).
-pub fn claim_review_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
+pub(crate) fn claim_review_in(
+    tx: &Tx<'_>,
+    id: &str,
+    spec: &ClaimSpec,
+    now: i64,
+) -> Result<ClaimOutcome> {
     claim_from_in(tx, id, Status::Review, spec, now)
 }
 
@@ -625,7 +630,7 @@ fn fence_refusal(task: &Task, fence: &Fence) -> Option<Refusal> {
 }
 
 /// Extends a running task's claim and stamps its heartbeat (see [`Board::heartbeat`]).
-pub fn heartbeat_in(
+pub(crate) fn heartbeat_in(
     tx: &Tx<'_>,
     id: &str,
     fence: &Fence,
@@ -694,7 +699,7 @@ pub struct Completion {
 }
 
 /// Marks a task done (see [`Board::complete`]).
-pub fn complete_in(
+pub(crate) fn complete_in(
     tx: &Tx<'_>,
     id: &str,
     completion: &Completion,
@@ -807,7 +812,7 @@ pub fn complete_in(
 }
 
 /// Blocks a task (see [`Board::block`]).
-pub fn block_in(
+pub(crate) fn block_in(
     tx: &Tx<'_>,
     id: &str,
     kind: Option<BlockKind>,
@@ -946,7 +951,7 @@ pub fn block_in(
 
 /// `blocked` → `ready` (or `todo` while a parent is unfinished); resets the failure counter but
 /// keeps `block_kind`/`block_recurrences` (only completion resets them).
-pub fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Moved>> {
+pub(crate) fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Moved>> {
     let task = load_task(tx, id)?;
     if !matches!(task.status, Status::Blocked | Status::Scheduled) {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
@@ -993,7 +998,7 @@ pub fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Moved>> {
 
 /// Operator promotion: `triage`/`todo`/`blocked` → `ready`, refused while a parent is unfinished.
 /// Resets the failure counter (a deliberate operator action).
-pub fn promote_in(
+pub(crate) fn promote_in(
     tx: &Tx<'_>,
     id: &str,
     actor: Option<&str>,
@@ -1047,7 +1052,7 @@ pub fn promote_in(
 
 /// Archives a task from any status; closes an open run as reclaimed and promotes children that
 /// only waited on it. The worker of a running task is *not* signalled (see [`ArchivedTask`]).
-pub fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
+pub(crate) fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
     let task = load_task(tx, id)?;
     if task.status == Status::Archived {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
@@ -1109,7 +1114,7 @@ pub fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTas
 /// outcome `review_requested` (or records a zero-length one when nobody had claimed the task).
 /// Fenced like `complete`: a caller that passes no run id is refused while a live claim holds
 /// the task. Event `review_requested` {summary, implementer, reviewer}.
-pub fn request_review_in(
+pub(crate) fn request_review_in(
     tx: &Tx<'_>,
     id: &str,
     expected_run_id: Option<i64>,
@@ -1205,7 +1210,7 @@ fn implementer_of(tx: &Tx<'_>, id: &str) -> Result<Option<Option<String>>> {
 /// `changes_requested`, the task goes back to `ready` (`todo` while a parent is unfinished) with
 /// the implementer as assignee again; the failure counter is kept. Event `changes_requested`
 /// {reason, implementer, reviewer, status}.
-pub fn request_changes_in(
+pub(crate) fn request_changes_in(
     tx: &Tx<'_>,
     id: &str,
     expected_run_id: Option<i64>,
@@ -1285,7 +1290,7 @@ pub fn request_changes_in(
 
 /// An operator takes an unclaimed `review` task back to its implementer: `ready` (`todo` while a
 /// parent is unfinished), assignee ← the implementer, failures kept. Event `review_reopened`.
-pub fn review_reopen_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<BackFromReview>> {
+pub(crate) fn review_reopen_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<BackFromReview>> {
     let task = load_task(tx, id)?;
     if task.status != Status::Review || task.claim_lock.is_some() {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
@@ -1353,7 +1358,7 @@ fn run_fence_refusal(task: &Task, expected_run_id: Option<i64>, now: i64) -> Opt
 /// reclaimed. Events: `status` {reason `reopened`} on the task; `descendant_invalidated` and
 /// `status` {reason `ancestor_reopened`} plus a comment on each descendant. No process is
 /// signalled: a worker whose run closed is terminated by the dispatcher.
-pub fn reopen_in(
+pub(crate) fn reopen_in(
     tx: &Tx<'_>,
     id: &str,
     reason: Option<&str>,
@@ -1488,7 +1493,7 @@ pub fn reopen_in(
 
 /// Operator reclaim: a running (or still claimed) task goes back to `ready` with a fresh failure
 /// budget; its run is closed as reclaimed. The worker is *not* signalled (see [`ReclaimedTask`]).
-pub fn reclaim_in(
+pub(crate) fn reclaim_in(
     tx: &Tx<'_>,
     id: &str,
     reason: Option<&str>,
@@ -1580,7 +1585,7 @@ pub fn reclaim_in(
 /// Sets (or with `None` clears) the assignee; refused while a claim holds the task. Assigning a
 /// different profile resets the failure counter and forgets the last failure's error (the new
 /// profile starts with a clean slate, so no respawn guard reads the old profile's error).
-pub fn assign_in(
+pub(crate) fn assign_in(
     tx: &Tx<'_>,
     id: &str,
     assignee: Option<&str>,
@@ -1631,7 +1636,7 @@ pub fn assign_in(
 }
 
 /// Adds a comment; returns its id.
-pub fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i64) -> Result<i64> {
+pub(crate) fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i64) -> Result<i64> {
     if body.trim().is_empty() {
         return Err(BoardError::BlankComment);
     }
@@ -1676,7 +1681,12 @@ fn depends_on(conn: &rusqlite::Connection, id: &str, ancestor: &str) -> Result<b
 
 /// Makes `child` depend on `parent`. Self-links and cycles are errors; a running child is
 /// refused; a ready child of an unfinished parent goes back to `todo`.
-pub fn link_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outcome<LinkChange>> {
+pub(crate) fn link_in(
+    tx: &Tx<'_>,
+    parent: &str,
+    child: &str,
+    now: i64,
+) -> Result<Outcome<LinkChange>> {
     if parent == child {
         return Err(BoardError::SelfLink {
             id: parent.to_owned(),
@@ -1764,7 +1774,12 @@ pub fn link_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outco
 
 /// Removes the dependency of `child` on `parent`; a `todo` child whose remaining parents are all
 /// finished becomes ready.
-pub fn unlink_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Outcome<LinkChange>> {
+pub(crate) fn unlink_in(
+    tx: &Tx<'_>,
+    parent: &str,
+    child: &str,
+    now: i64,
+) -> Result<Outcome<LinkChange>> {
     load_task(tx, parent)?;
     load_task(tx, child)?;
     let removed = exec(
@@ -1799,7 +1814,7 @@ pub fn unlink_in(tx: &Tx<'_>, parent: &str, child: &str, now: i64) -> Result<Out
 }
 
 /// Promotes every `todo` task whose parents are all finished; returns their ids.
-pub fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
+pub(crate) fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
     let candidates: Vec<String> = {
         let mut stmt = tx.prepare_cached(
             "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
@@ -1825,6 +1840,32 @@ impl Board {
     /// (`existing: true`) and creates nothing.
     pub fn create_task(&self, new: &NewTask, now: i64) -> Result<Created> {
         self.write(|tx| create_task_in(tx, new, now))
+    }
+
+    /// Creates each of `tasks` in turn, as [`Board::create_task`] does, inside **one** transaction
+    /// (one commit for the lot): all are created or, on the first error, none.
+    pub fn create_tasks(&self, tasks: &[NewTask], now: i64) -> Result<Vec<Created>> {
+        self.write(|tx| {
+            tasks
+                .iter()
+                .map(|new| create_task_in(tx, new, now))
+                .collect()
+        })
+    }
+
+    /// Completes each of `ids` in turn, as [`Board::complete`] does, inside one transaction; a
+    /// task that cannot be completed is its own refused outcome, an error undoes them all.
+    pub fn complete_many(
+        &self,
+        ids: &[String],
+        completion: &Completion,
+        now: i64,
+    ) -> Result<Vec<Outcome<Completed>>> {
+        self.write(|tx| {
+            ids.iter()
+                .map(|id| complete_in(tx, id, completion, now))
+                .collect()
+        })
     }
 
     /// Claims a ready task: parent gate (demotes to `todo` when a parent reopened), CAS

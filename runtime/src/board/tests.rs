@@ -203,6 +203,33 @@ fn create_refuses_blank_title_unknown_parent_and_bad_runtime() {
 // ---------------------------------------------------------------- claim
 
 #[test]
+fn create_tasks_is_all_or_nothing_and_complete_many_reports_each_outcome() {
+    let (_d, b) = board();
+    let err = b
+        .create_tasks(&[new("first"), new("  "), new("third")], T0)
+        .unwrap_err();
+    assert!(matches!(err, BoardError::BlankTitle), "{err}");
+    assert!(b.list_tasks(&TaskFilter::default()).unwrap().is_empty());
+    let made = b.create_tasks(&[new("a"), new("b")], T0).unwrap();
+    let ids: Vec<String> = made.iter().map(|c| c.id.clone()).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.iter().all(|id| status(&b, id) == Status::Ready));
+    b.archive(&ids[1], T0).unwrap();
+    let outcomes = b
+        .complete_many(&ids, &Completion::default(), T0 + 1)
+        .unwrap();
+    assert!(matches!(outcomes[0], Outcome::Done(_)), "{outcomes:?}");
+    assert!(matches!(outcomes[1], Outcome::Refused(_)), "{outcomes:?}");
+    assert_eq!(status(&b, &ids[0]), Status::Done);
+    assert_eq!(status(&b, &ids[1]), Status::Archived);
+    let err = b
+        .complete_many(&["t_deadbeef".to_owned()], &Completion::default(), T0)
+        .unwrap_err();
+    assert!(err.to_string().contains("t_deadbeef"), "{err}");
+    assert_clean(&b);
+}
+
+#[test]
 fn claim_opens_a_run_and_sets_the_lease() {
     let (_d, b) = board();
     let id = create(&b, "t");

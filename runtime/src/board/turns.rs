@@ -131,7 +131,7 @@ impl Board {
 }
 
 /// See [`Board::record_turn`].
-pub fn record_turn_in(
+pub(crate) fn record_turn_in(
     tx: &Tx<'_>,
     task_id: &str,
     run_id: i64,

@@ -173,7 +173,8 @@ mod tests {
 
     #[test]
     fn given_up_tasks_are_the_blocked_ones_whose_latest_block_is_a_give_up() {
-        use super::super::{StoredEvent, append_event};
+        use super::super::StoredEvent;
+        use super::super::events::append_event;
         let (_dir, board) = board();
         let gave_up = task(&board, "failed twice");
         let merely_blocked = task(&board, "needs input");

@@ -45,6 +45,10 @@ pub enum CronError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    /// Opening or writing the store failed in the store layer it shares with the board (a busy
+    /// store, a read-only file, a file that is not SQLite, …); the message names the file.
+    #[error(transparent)]
+    Store(crate::board::BoardError),
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
     #[error(transparent)]

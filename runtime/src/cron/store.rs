@@ -18,14 +18,13 @@
 //!
 //! This module never runs a job and never reads the clock: every transition takes `now`.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 use super::schedule::Schedule;
 use super::{CronError, RunOutcome};
+use crate::board::{Board, BoardError, Tx};
 
 /// File name of the store inside `<root>/cron/`.
 pub const STORE_FILE: &str = "jobs.db";
@@ -255,16 +254,20 @@ pub enum CompleteOutcome {
     Lost,
 }
 
-/// The per-home cron store.
+/// The per-home cron store. Its database is opened through the board's store layer
+/// ([`Board::open_store`](crate::board::Board)): the same refusal of a vulnerable SQLite and of a
+/// file that is not SQLite, the same pragmas, and the same `BEGIN IMMEDIATE` writes with one busy
+/// budget.
 pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+    db: Board,
     root: PathBuf,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
+        f.debug_struct("Store")
+            .field("path", &self.db.path())
+            .finish()
     }
 }
 
@@ -279,32 +282,9 @@ impl Store {
         let dir = cron_dir(root);
         create_private_dir(&dir)?;
         let path = dir.join(STORE_FILE);
-        let db = |source| CronError::Db {
-            path: path.clone(),
-            source,
-        };
-        let conn = Connection::open(&path).map_err(db)?;
-        let busy_ms =
-            crate::identity::settings::get(crate::identity::settings::Setting::BusyTimeoutMs)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(120_000);
-        conn.busy_timeout(Duration::from_millis(busy_ms))
-            .map_err(db)?;
-        // The WAL-reset corruption bug of SQLite 3.7.0–3.51.2: fall back to a rollback journal on
-        // such a library, as the board does (the bundled SQLite is not affected).
-        let journal = if crate::board::store::wal_safe(rusqlite::version_number()) {
-            "WAL"
-        } else {
-            "DELETE"
-        };
-        conn.pragma_update(None, "journal_mode", journal)
-            .map_err(db)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(db)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(db)?;
+        let db = Board::open_store(&path, SCHEMA).map_err(|e| store_error(&path, e))?;
         let mut store = Store {
-            conn,
-            path,
+            db,
             root: root.to_owned(),
         };
         store.migrate()?;
@@ -318,19 +298,20 @@ impl Store {
 
     /// Path of the database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.db.path()
     }
 
     fn db(&self, source: rusqlite::Error) -> CronError {
         CronError::Db {
-            path: self.path.clone(),
+            path: self.path().to_owned(),
             source,
         }
     }
 
     fn migrate(&mut self) -> Result<(), CronError> {
         let current: i32 = self
-            .conn
+            .db
+            .conn()
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| self.db(e))?;
         if current >= SCHEMA_VERSION {
@@ -348,28 +329,16 @@ impl Store {
         })
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` … `COMMIT` transaction (the busy timeout waits for the
-    /// write lock; statements are never replayed).
+    /// Runs `f` in one `BEGIN IMMEDIATE` … `COMMIT` transaction through [`Board::write`] (busy
+    /// `BEGIN` / `COMMIT` retried within one budget; statements are never replayed; an error
+    /// rolls back).
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, rusqlite::Error>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, rusqlite::Error>,
     ) -> Result<T, CronError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| CronError::Db {
-                path: self.path.clone(),
-                source: e,
-            })?;
-        let value = f(&tx).map_err(|e| CronError::Db {
-            path: self.path.clone(),
-            source: e,
-        })?;
-        tx.commit().map_err(|e| CronError::Db {
-            path: self.path.clone(),
-            source: e,
-        })?;
-        Ok(value)
+        self.db
+            .write(|tx| f(tx).map_err(BoardError::from))
+            .map_err(|e| store_error(self.db.path(), e))
     }
 
     /// Stores a new job and returns it; `now` schedules its first run.
@@ -426,7 +395,8 @@ impl Store {
     pub fn get(&self, id: &str) -> Result<Option<Job>, CronError> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
         let row = self
-            .conn
+            .db
+            .conn()
             .query_row(&sql, [id], read_job)
             .optional()
             .map_err(|e| self.db(e))?;
@@ -436,7 +406,7 @@ impl Store {
     /// Every job, oldest first.
     pub fn list(&self) -> Result<Vec<Job>, CronError> {
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY created_at, id");
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.db(e))?;
+        let mut stmt = self.db.conn().prepare(&sql).map_err(|e| self.db(e))?;
         let rows = stmt
             .query_map([], read_job)
             .map_err(|e| self.db(e))?
@@ -478,7 +448,7 @@ impl Store {
              AND next_run_at IS NOT NULL AND next_run_at <= ?1 \
              AND (fire_owner IS NULL OR fire_expires <= ?1) ORDER BY next_run_at, id"
         );
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.db(e))?;
+        let mut stmt = self.db.conn().prepare(&sql).map_err(|e| self.db(e))?;
         let rows = stmt
             .query_map([now], read_job)
             .map_err(|e| self.db(e))?
@@ -775,7 +745,8 @@ impl Store {
     /// The fire ledger of a job, oldest first.
     pub fn fires(&self, job_id: &str) -> Result<Vec<Fire>, CronError> {
         let mut stmt = self
-            .conn
+            .db
+            .conn()
             .prepare(
                 "SELECT id, job_id, occurrence, owner, started_at, ended_at, status, error, \
                  output_path FROM fires WHERE job_id = ?1 ORDER BY id",
@@ -800,8 +771,20 @@ impl Store {
     }
 }
 
+/// A store-layer error of the cron store at `path`: a bare SQL error names the store file, any
+/// other (busy, read-only, not a SQLite file, …) already says which file and what to do.
+fn store_error(path: &Path, err: BoardError) -> CronError {
+    match err {
+        BoardError::Sql(source) => CronError::Db {
+            path: path.to_owned(),
+            source,
+        },
+        other => CronError::Store(other),
+    }
+}
+
 /// Deletes all but the newest `keep` ledger rows of a job.
-fn prune_fires_in(tx: &Transaction<'_>, job_id: &str, keep: usize) -> Result<(), rusqlite::Error> {
+fn prune_fires_in(tx: &Tx<'_>, job_id: &str, keep: usize) -> Result<(), rusqlite::Error> {
     tx.execute(
         "DELETE FROM fires WHERE job_id = ?1 AND id <= \
          (SELECT id FROM fires WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
@@ -829,7 +812,7 @@ fn retirement(job: &Job, error: Option<String>) -> (JobState, bool, Option<Strin
 /// Closes an expired claim: the ledger row becomes `lost`, the job records a failure and is
 /// retired if nothing more will run.
 fn close_expired(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     job: &Job,
     claim: &FireClaim,
     now: i64,
@@ -967,6 +950,53 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn the_store_opens_with_the_board_layers_pragmas_and_refusals() {
+        let (_d, s) = store();
+        let c = s.db.conn();
+        let pragma = |name: &str| -> String {
+            c.query_row(&format!("PRAGMA {name}"), [], |r| {
+                r.get::<_, rusqlite::types::Value>(0)
+            })
+            .map(|v| match v {
+                rusqlite::types::Value::Integer(n) => n.to_string(),
+                rusqlite::types::Value::Text(t) => t,
+                other => format!("{other:?}"),
+            })
+            .unwrap()
+        };
+        assert_eq!(pragma("journal_mode"), "wal");
+        assert_eq!(pragma("synchronous"), "2", "FULL");
+        assert_eq!(pragma("foreign_keys"), "1");
+        assert_eq!(pragma("user_version"), SCHEMA_VERSION.to_string());
+
+        // A jobs.db that is not SQLite is refused by the shared check and left as it was.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(cron_dir(dir.path())).unwrap();
+        let path = cron_dir(dir.path()).join(STORE_FILE);
+        std::fs::write(&path, b"my notes, not a database\n").unwrap();
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(
+            matches!(err, CronError::Store(BoardError::NotSqlite { .. })),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"my notes, not a database\n");
+        assert!(!cron_dir(dir.path()).join("jobs.db-wal").exists());
+
+        // Anything that is not a regular file is refused before SQLite sees it.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(
+            matches!(err, CronError::Store(BoardError::NotRegularFile { .. })),
+            "{err}"
+        );
     }
 
     fn new_job(schedule: Schedule, repeat: Option<u32>) -> NewJob {

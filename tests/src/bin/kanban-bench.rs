@@ -288,48 +288,62 @@ fn big_board(
 ) -> anyhow::Result<(Board, BoardLocation, NoSpawn)> {
     let waiting = 300;
     let db = dir.join(name).join("kanban.db");
-    let board = Board::open_path(&db, &OpenOptions::create())?;
+    // Set-up only (not measured): built with `synchronous=NORMAL` so 100 000 completions do not
+    // wait for 100 000 fsyncs, then reopened with the board's default durability.
+    let setup = Board::open_path(
+        &db,
+        &OpenOptions {
+            durability: board::Durability::Normal,
+            ..OpenOptions::create()
+        },
+    )?;
     let t = now();
-    let mut live = Vec::new();
-    board.write(|tx| -> anyhow::Result<()> {
-        for i in 0..(ready + running) {
-            let c = board::tasks::create_task_in(
-                tx,
-                &NewTask {
+    let live: Vec<String> = setup
+        .create_tasks(
+            &(0..(ready + running))
+                .map(|i| NewTask {
                     title: format!("live {i}"),
                     priority: 1,
                     ..NewTask::default()
-                },
-                t,
-            )?;
-            live.push(c.id);
-        }
-        for i in 0..waiting {
-            let parent = live[i % running.max(1)].clone();
-            board::tasks::create_task_in(
-                tx,
-                &NewTask {
-                    title: format!("waiting {i}"),
-                    parents: vec![parent],
-                    ..NewTask::default()
-                },
-                t,
-            )?;
-        }
-        // History: done tasks that never had a run.
-        for i in 0..total.saturating_sub(ready + running + waiting) {
-            let c = board::tasks::create_task_in(
-                tx,
-                &NewTask {
+                })
+                .collect::<Vec<_>>(),
+            t,
+        )?
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    setup.create_tasks(
+        &(0..waiting)
+            .map(|i| NewTask {
+                title: format!("waiting {i}"),
+                parents: vec![live[i % running.max(1)].clone()],
+                ..NewTask::default()
+            })
+            .collect::<Vec<_>>(),
+        t,
+    )?;
+    // History: done tasks that never had a run.
+    let old: Vec<String> = setup
+        .create_tasks(
+            &(0..total.saturating_sub(ready + running + waiting))
+                .map(|i| NewTask {
                     title: format!("old {i}"),
                     ..NewTask::default()
-                },
-                t,
-            )?;
-            board::tasks::complete_in(tx, &c.id, &board::Completion::default(), t)?;
-        }
-        Ok(())
-    })?;
+                })
+                .collect::<Vec<_>>(),
+            t,
+        )?
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    for outcome in setup.complete_many(&old, &board::Completion::default(), t)? {
+        ensure!(
+            matches!(outcome, board::Outcome::Done(_)),
+            "a history task was not completed: {outcome:?}"
+        );
+    }
+    drop(setup);
+    let board = Board::open_path(&db, &OpenOptions::default())?;
     let location = BoardLocation {
         slug: "default".to_owned(),
         db_path: db,
@@ -609,19 +623,15 @@ fn end_to_end(bin: &Path, home: &Path, owner: bool) -> anyhow::Result<f64> {
         &board::paths::resolve(home, Some("default"))?,
         &OpenOptions::create(),
     )?;
-    board.write(|tx| -> anyhow::Result<()> {
-        for i in 0..200 {
-            board::tasks::create_task_in(
-                tx,
-                &NewTask {
-                    title: format!("e2e {i}"),
-                    ..NewTask::default()
-                },
-                now(),
-            )?;
-        }
-        Ok(())
-    })?;
+    board.create_tasks(
+        &(0..200)
+            .map(|i| NewTask {
+                title: format!("e2e {i}"),
+                ..NewTask::default()
+            })
+            .collect::<Vec<_>>(),
+        now(),
+    )?;
     let begin = Instant::now();
     let out = kanban(bin, home)
         .args(["dispatch", "--until-idle"])
@@ -671,19 +681,15 @@ fn process_bench(dir: &Path) -> anyhow::Result<ProcessFigures> {
         real_claim_tick
             .baseline
             .push(dispatch_once_ms(&bin, &home)?);
-        board.write(|tx| -> anyhow::Result<()> {
-            for i in 0..100 {
-                board::tasks::create_task_in(
-                    tx,
-                    &NewTask {
-                        title: format!("real {round}.{i}"),
-                        ..NewTask::default()
-                    },
-                    now(),
-                )?;
-            }
-            Ok(())
-        })?;
+        board.create_tasks(
+            &(0..100)
+                .map(|i| NewTask {
+                    title: format!("real {round}.{i}"),
+                    ..NewTask::default()
+                })
+                .collect::<Vec<_>>(),
+            now(),
+        )?;
         real_claim_tick.value.push(dispatch_once_ms(&bin, &home)?);
         // The workers complete their tasks by themselves; the next round starts on a quiet board.
         wait_for(
