@@ -27,7 +27,8 @@ use super::model::Status;
 use super::outcome::{ClaimOutcome, Outcome, Refusal};
 use super::store::{Board, Tx};
 use super::tasks::{
-    ClaimSpec, claim_in, claim_review_in, close_run_in, load_task, retry_status_for_run,
+    ClaimSpec, check_seconds, claim_in, claim_review_in, close_run_in, load_task,
+    retry_status_for_run,
 };
 
 /// A running task as the dispatcher's reclaim phases see it.
@@ -894,36 +895,45 @@ impl Board {
         self.write(|tx| record_spawn_in(tx, id, run_id, claim_lock, pid, fingerprint, now))
     }
 
-    /// Claims each of `ids` in turn inside **one** transaction (one commit for a whole tick's
-    /// claims); each claim is the board's own compare-and-swap, so a lost one is just `Lost`.
-    pub fn claim_many(
-        &self,
-        ids: &[String],
-        spec: &ClaimSpec,
-        now: i64,
-    ) -> Result<Vec<ClaimOutcome>> {
-        self.write(|tx| ids.iter().map(|id| claim_in(tx, id, spec, now)).collect())
-    }
-
-    /// Claims each `(id, lane)` in turn inside one transaction, from `ready` or (for a reviewer)
-    /// from `review`; see [`Board::claim_many`].
-    pub fn claim_lanes(
+    /// Claims a whole batch in **one** write transaction (one commit, so one fsync, for a tick's
+    /// claims): each `(task id, lane)` is claimed from `ready`, or for its reviewer from
+    /// `review`, by the same compare-and-swap as [`Board::claim`] / [`Board::claim_review`], with
+    /// its own run row and `claimed` event. One entry per pick, in order:
+    ///
+    /// * `Ok(ClaimOutcome::Claimed)` — claimed;
+    /// * `Ok(ClaimOutcome::Lost)` — the compare-and-swap lost (someone else acted first, a parent
+    ///   reopened): a typed outcome, the other claims go on;
+    /// * `Err(_)` — this claim failed (an unknown id, an SQL error); everything it wrote is rolled
+    ///   back to a savepoint taken before it, and the other claims of the batch still commit.
+    ///
+    /// The outer error is the transaction's own (cannot begin or commit: nothing of the batch is
+    /// kept) or a bad `spec` (refused before anything is written).
+    pub fn claim_batch(
         &self,
         picks: &[(String, Status)],
         spec: &ClaimSpec,
         now: i64,
-    ) -> Result<Vec<ClaimOutcome>> {
+    ) -> Result<Vec<Result<ClaimOutcome>>> {
+        check_seconds("the claim TTL", spec.ttl_seconds)?;
+        if picks.is_empty() {
+            return Ok(Vec::new());
+        }
         self.write(|tx| {
-            picks
-                .iter()
-                .map(|(id, lane)| {
-                    if *lane == Status::Review {
-                        claim_review_in(tx, id, spec, now)
-                    } else {
-                        claim_in(tx, id, spec, now)
-                    }
-                })
-                .collect()
+            let mut outcomes = Vec::with_capacity(picks.len());
+            for (id, lane) in picks {
+                exec(tx, "SAVEPOINT claim_batch_item", [])?;
+                let outcome = if *lane == Status::Review {
+                    claim_review_in(tx, id, spec, now)
+                } else {
+                    claim_in(tx, id, spec, now)
+                };
+                if outcome.is_err() {
+                    exec(tx, "ROLLBACK TO claim_batch_item", [])?;
+                }
+                exec(tx, "RELEASE claim_batch_item", [])?;
+                outcomes.push(outcome);
+            }
+            Ok(outcomes)
         })
     }
 

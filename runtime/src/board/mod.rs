@@ -9,7 +9,8 @@
 //! Layout: [`paths`] (root, slugs, resolution), [`store`] (open, pragmas, [`Board::write`]),
 //! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), [`tasks`] (transitions),
 //! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks),
-//! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop).
+//! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop), `wake`
+//! ([`Board::watch_changes`]: waking on another connection's commit).
 
 pub mod admission;
 mod edit;
@@ -26,6 +27,7 @@ pub mod store;
 pub mod tasks;
 pub mod turns;
 pub mod views;
+mod wake;
 
 pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result};
@@ -44,6 +46,7 @@ pub use tasks::{
 };
 pub use turns::{RunStatus, TurnKind};
 pub use views::BoardCard;
+pub use wake::{ChangeWatch, Wake};
 
 #[cfg(test)]
 mod tests;

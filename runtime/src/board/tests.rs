@@ -996,3 +996,174 @@ fn default_claim_lock_is_host_and_pid() {
     assert!(!host.is_empty());
     assert_eq!(pid, std::process::id().to_string());
 }
+
+// ---------------------------------------------------------------- claim_batch
+
+fn batch(ids: &[&str]) -> Vec<(String, Status)> {
+    ids.iter()
+        .map(|id| (id.to_string(), Status::Ready))
+        .collect()
+}
+
+fn claimed_runs(b: &Board, id: &str) -> usize {
+    b.runs(id).unwrap().len()
+}
+
+#[test]
+fn claim_batch_claims_each_task_once_with_its_own_run_and_event() {
+    let (_d, b) = board();
+    let ids: Vec<String> = (0..3).map(|i| create(&b, &format!("t{i}"))).collect();
+    // The first task twice: the second pick loses its compare-and-swap.
+    let picks = batch(&[&ids[0], &ids[1], &ids[0], &ids[2]]);
+    let out = b.claim_batch(&picks, &spec("host:1"), T0).unwrap();
+    assert_eq!(out.len(), 4);
+    let mut runs = Vec::new();
+    for (i, o) in out.iter().enumerate() {
+        match o {
+            Ok(ClaimOutcome::Claimed(c)) => {
+                assert_ne!(i, 2, "the repeated pick must lose");
+                runs.push(c.run_id);
+            }
+            Ok(ClaimOutcome::Lost(Refusal::WrongStatus {
+                task_id, status, ..
+            })) => {
+                assert_eq!(i, 2);
+                assert_eq!(task_id, &ids[0]);
+                assert_eq!(*status, Status::Running);
+            }
+            other => panic!("pick {i}: {other:?}"),
+        }
+    }
+    runs.dedup();
+    assert_eq!(runs.len(), 3, "one run per claimed task");
+    for (id, run) in ids.iter().zip([runs[0], runs[1], runs[2]]) {
+        let t = b.get_task(id).unwrap();
+        assert_eq!(t.status, Status::Running);
+        assert_eq!(t.current_run_id, Some(run));
+        assert_eq!(t.claim_lock.as_deref(), Some("host:1"));
+        assert_eq!(claimed_runs(&b, id), 1);
+        let claimed = kinds(&b, id).iter().filter(|k| *k == "claimed").count();
+        assert_eq!(claimed, 1, "one claimed event for {id}");
+        assert_eq!(
+            b.events(id, Some(1)).unwrap()[0].run_id,
+            Some(run),
+            "the event names the run"
+        );
+    }
+    assert_clean(&b);
+}
+
+#[test]
+fn claim_batch_a_lost_compare_and_swap_does_not_abort_the_others() {
+    let (_d, b) = board();
+    let taken = create(&b, "taken");
+    let parent = create(&b, "parent");
+    let waiting = child_of(&b, "child", &[&parent]);
+    let free = create(&b, "free");
+    let review = create(&b, "for review");
+    // Someone else claimed `taken` first.
+    let other = match b.claim(&taken, &spec("other:2"), T0).unwrap() {
+        ClaimOutcome::Claimed(c) => c,
+        ClaimOutcome::Lost(r) => panic!("lost: {r}"),
+    };
+    let mut picks = batch(&[&taken, &waiting, &free]);
+    // A ready task picked for the review lane: the review claim's CAS loses.
+    picks.push((review.clone(), Status::Review));
+    let out = b.claim_batch(&picks, &spec("host:1"), T0).unwrap();
+    assert!(matches!(
+        &out[0],
+        Ok(ClaimOutcome::Lost(Refusal::WrongStatus { .. }))
+    ));
+    assert!(matches!(
+        &out[1],
+        Ok(ClaimOutcome::Lost(Refusal::WrongStatus { .. }))
+    ));
+    assert!(
+        matches!(&out[2], Ok(ClaimOutcome::Claimed(_))),
+        "{:?}",
+        out[2]
+    );
+    assert!(matches!(
+        &out[3],
+        Ok(ClaimOutcome::Lost(Refusal::WrongStatus { .. }))
+    ));
+    // The loser changed nothing; the winner of `taken` keeps its claim.
+    let t = b.get_task(&taken).unwrap();
+    assert_eq!(t.claim_lock.as_deref(), Some("other:2"));
+    assert_eq!(t.current_run_id, Some(other.run_id));
+    assert_eq!(claimed_runs(&b, &taken), 1);
+    assert_eq!(status(&b, &waiting), Status::Todo);
+    assert_eq!(status(&b, &free), Status::Running);
+    assert_eq!(status(&b, &review), Status::Ready);
+    assert_eq!(claimed_runs(&b, &review), 0);
+    assert_clean(&b);
+}
+
+#[test]
+fn claim_batch_a_failed_claim_is_rolled_back_alone_and_the_others_commit() {
+    let (_d, b) = board();
+    let first = create(&b, "first");
+    let doomed = create(&b, "doomed");
+    let last = create(&b, "last");
+    // Fail `doomed`'s claim at its last step (the `claimed` event), after its run row and task
+    // update were written: the savepoint must undo both.
+    b.conn()
+        .execute_batch(&format!(
+            "CREATE TEMP TRIGGER fail_one BEFORE INSERT ON task_events \
+             WHEN NEW.task_id = '{doomed}' AND NEW.kind = 'claimed' \
+             BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+        ))
+        .unwrap();
+    let picks = batch(&[&first, &doomed, "t_nosuchtask", &last]);
+    let out = b.claim_batch(&picks, &spec("host:1"), T0).unwrap();
+    assert!(
+        matches!(&out[0], Ok(ClaimOutcome::Claimed(_))),
+        "{:?}",
+        out[0]
+    );
+    assert!(matches!(&out[1], Err(BoardError::Sql(_))), "{:?}", out[1]);
+    assert!(
+        matches!(&out[2], Err(BoardError::TaskNotFound { .. })),
+        "{:?}",
+        out[2]
+    );
+    assert!(
+        matches!(&out[3], Ok(ClaimOutcome::Claimed(_))),
+        "{:?}",
+        out[3]
+    );
+    b.conn().execute_batch("DROP TRIGGER fail_one").unwrap();
+    // The failed claim left no trace; the others are committed.
+    let d = b.get_task(&doomed).unwrap();
+    assert_eq!(d.status, Status::Ready);
+    assert_eq!(d.claim_lock, None);
+    assert_eq!(d.current_run_id, None);
+    assert_eq!(claimed_runs(&b, &doomed), 0);
+    assert!(!kinds(&b, &doomed).contains(&"claimed".to_owned()));
+    for id in [&first, &last] {
+        assert_eq!(status(&b, id), Status::Running);
+        assert_eq!(claimed_runs(&b, id), 1);
+    }
+    // The rolled-back task is claimable afterwards.
+    assert!(matches!(
+        b.claim_batch(&batch(&[&doomed]), &spec("host:1"), T0)
+            .unwrap()[0],
+        Ok(ClaimOutcome::Claimed(_))
+    ));
+    assert_clean(&b);
+}
+
+#[test]
+fn claim_batch_with_a_bad_ttl_is_refused_and_changes_nothing() {
+    let (_d, b) = board();
+    let id = create(&b, "t");
+    let bad = ClaimSpec {
+        lock: "host:1".to_owned(),
+        ttl_seconds: 0,
+    };
+    let err = b.claim_batch(&batch(&[&id]), &bad, T0).unwrap_err();
+    assert!(matches!(err, BoardError::InvalidSeconds { .. }), "{err:?}");
+    assert_eq!(status(&b, &id), Status::Ready);
+    assert_eq!(claimed_runs(&b, &id), 0);
+    assert!(b.claim_batch(&[], &spec("host:1"), T0).unwrap().is_empty());
+}

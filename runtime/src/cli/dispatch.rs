@@ -411,6 +411,9 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
     for (id, err) in &report.spawn_failed {
         out.push(format!("spawn failed {id}: {}", line(err)));
     }
+    for (id, err) in &report.claim_failed {
+        out.push(format!("claim failed {id}: {}", line(err)));
+    }
     for s in &report.spawned {
         let role = if s.lane == crate::board::Status::Review {
             ", review"

@@ -1,10 +1,13 @@
 //! Running ticks: [`run_tick`] (one tick under the board's tick lock) and [`run`] (the daemon and
 //! `--until-idle` loop).
 //!
-//! The loop wakes on three things: the board changed (`PRAGMA data_version` — another connection
-//! committed: a new task, a completion, a heartbeat — polled every [`POLL`], or [`POLL_BUSY`]
-//! while its own workers run), one of its children exited, or the interval passed (lease expiry,
-//! cooldowns). Between wakes it sleeps, so an idle dispatcher costs one cheap pragma per poll. It stops on SIGTERM / SIGINT (its
+//! The loop wakes on three things ([`wait_for_work`]): the board changed (another connection
+//! committed: a new task, a completion, a heartbeat — announced by the board's file watch,
+//! [`crate::board::Board::watch_changes`], and confirmed by `PRAGMA data_version`, which is also
+//! read every [`FALLBACK_POLL`] as a fallback, or every [`POLL`] when no file watch could be set
+//! up), one of its children exited (looked at every [`POLL_BUSY`] while they run), or the
+//! interval passed (lease expiry, cooldowns). Between wakes it blocks in `poll(2)`, so an idle
+//! dispatcher costs one cheap pragma per fallback read. It stops on SIGTERM / SIGINT (its
 //! workers keep running in their own process groups; the next dispatcher adopts them by pid).
 //!
 //! A failed tick (a full disk, a board locked by another writer, a read-only file system) never
@@ -18,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::board::Board;
+use crate::board::{Board, ChangeWatch, Wake};
 use crate::clock::Clock;
 
 use super::lock::TickLock;
@@ -26,8 +29,12 @@ use super::settings::Settings;
 use super::tick::{TickError, TickReport, tick};
 use super::workers::Workers;
 
-/// How often an idle loop (no worker of ours running) checks the board between ticks.
+/// How often an idle loop (no worker of ours running) reads the board's change counter between
+/// ticks when no file watch announces commits.
 pub const POLL: Duration = Duration::from_millis(50);
+/// How often the loop reads the change counter when a file watch announces commits: a fallback
+/// for what the watch cannot see (a writer on another host of a network file system).
+pub const FALLBACK_POLL: Duration = Duration::from_millis(500);
 /// How often the loop checks while workers of ours run (their exits free spawn slots).
 pub const POLL_BUSY: Duration = Duration::from_millis(10);
 
@@ -151,7 +158,11 @@ pub fn run(
     on_health: &mut dyn FnMut(Health<'_>),
 ) -> Result<(), TickError> {
     let mut streak = Streak::default();
+    let mut watch = board.watch_changes();
     loop {
+        // What other connections committed before this tick is seen by it; a commit during the
+        // tick wakes the wait after it at once.
+        let _ = watch.mark_seen(board);
         let report = match run_tick(board, settings, clock, workers) {
             Ok(report) => {
                 if let Some(failed_ticks) = streak.succeeded() {
@@ -196,10 +207,6 @@ pub fn run(
         if report.is_active() && !report.skipped_locked {
             continue;
         }
-        let Ok(seen) = board.data_version() else {
-            continue;
-        };
-        let children = workers.children();
         let deadline = Instant::now() + options.interval;
         // Under `--until-idle`, a cooldown or a lease may be what we wait for: tick at least
         // once a second.
@@ -207,22 +214,72 @@ pub fn run(
             Mode::UntilIdle => deadline.min(Instant::now() + Duration::from_secs(1)),
             Mode::Daemon => deadline,
         };
-        loop {
-            std::thread::sleep(if workers.children() > 0 {
-                POLL_BUSY
-            } else {
-                POLL
-            });
-            if options.stop.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline
-                || board.data_version().map_or(true, |v| v != seen)
-                || workers.children() != children
-                || workers.poll_exited()
-            {
-                break;
-            }
+        if wait_for_work(
+            board,
+            &mut watch,
+            workers,
+            deadline,
+            &options.stop,
+            FALLBACK_POLL,
+        ) == Woke::Stopped
+        {
+            return Ok(());
+        }
+    }
+}
+
+/// Why the loop's wait between two ticks ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woke {
+    /// Another connection committed to the board (how the watch learnt it: notified or polled).
+    Board(Wake),
+    /// One of our workers exited.
+    Worker,
+    /// The interval passed.
+    Interval,
+    /// The stop flag was set.
+    Stopped,
+}
+
+/// Waits between two ticks until the board changes (see [`ChangeWatch`]: a file watch wakes
+/// the loop on another process's commit; `data_version` is read every `fallback_poll` all the
+/// same, or every [`POLL`] when no file watch could be set up), one of our workers exits
+/// (checked every [`POLL_BUSY`] while any runs), `deadline` passes or `stop` is set.
+pub fn wait_for_work(
+    board: &Board,
+    watch: &mut ChangeWatch,
+    workers: &mut dyn Workers,
+    deadline: Instant,
+    stop: &AtomicBool,
+    fallback_poll: Duration,
+) -> Woke {
+    let children = workers.children();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Woke::Stopped;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Woke::Interval;
+        }
+        let poll = if watch.is_notifying() {
+            fallback_poll
+        } else {
+            POLL
+        };
+        let slice = if workers.children() > 0 {
+            POLL_BUSY.min(poll)
+        } else {
+            poll
+        };
+        match watch.wait(board, left.min(slice), poll) {
+            Ok(wake) if wake.changed() => return Woke::Board(wake),
+            Ok(_) => {}
+            // Unreadable: tick, and let the tick report the error.
+            Err(_) => return Woke::Board(Wake::Polled),
+        }
+        if workers.children() != children || workers.poll_exited() {
+            return Woke::Worker;
         }
     }
 }

@@ -179,6 +179,9 @@ pub struct TickReport {
     pub spawned: Vec<SpawnedWorker>,
     /// (task id, error)
     pub spawn_failed: Vec<(String, String)>,
+    /// (task id, error): claims of the tick's batch that failed with an error (rolled back
+    /// alone; the batch's other claims stand). The task is tried again next tick.
+    pub claim_failed: Vec<(String, String)>,
     /// (task id, profile) — tasks whose profile is not defined in kanban.toml (those looked at).
     pub skipped_nonspawnable: Vec<(String, String)>,
     /// The subset of `skipped_nonspawnable` noted on the board for the first time this tick.
@@ -1158,19 +1161,27 @@ impl Tick<'_> {
         if chosen.is_empty() {
             return Ok(());
         }
-        // All of this tick's claims in one transaction, all spawn records in another.
+        // All of this tick's claims in one transaction (one commit), spawns after it, and all
+        // spawn records in another transaction.
         let spec = board::ClaimSpec {
             lock: s.claim_lock.clone(),
             ttl_seconds: s.claim_ttl_seconds,
         };
         let picks: Vec<(String, Status)> =
             chosen.iter().map(|(c, _)| (c.id.clone(), c.lane)).collect();
-        let outcomes = self.board.claim_lanes(&picks, &spec, self.now)?;
+        let outcomes = self.board.claim_batch(&picks, &spec, self.now)?;
         let mut records = Vec::new();
         for ((c, profile), outcome) in chosen.into_iter().zip(outcomes) {
             let claimed = match outcome {
-                board::ClaimOutcome::Claimed(claimed) => claimed,
-                board::ClaimOutcome::Lost(_) => continue,
+                Ok(board::ClaimOutcome::Claimed(claimed)) => claimed,
+                Ok(board::ClaimOutcome::Lost(_)) => continue,
+                // Rolled back on its own; the task stays where it was for the next tick.
+                Err(err) => {
+                    self.report
+                        .claim_failed
+                        .push((c.id.clone(), crate::error_chain(&err)));
+                    continue;
+                }
             };
             let slug = &s.location.slug;
             let workspace = board::paths::find_workspace(&s.root, slug, &c.id);

@@ -1,0 +1,234 @@
+//! Waking on a board change: [`Board::watch_changes`] gives a [`ChangeWatch`] whose
+//! [`ChangeWatch::wait`] returns as soon as another connection (any process: the dispatcher's
+//! workers, `kanban` CLI calls, the original Python implementation) commits to the board, so the
+//! dispatcher picks a new ready task up without waiting for a poll.
+//!
+//! The SQLite mechanism: an inotify watch on the board's folder, filtered on the board file and
+//! its `-wal` and `-journal` companions. Every writer writes one of them on every commit (WAL
+//! frames appended to `-wal`; pages written to the file and the `-journal` deleted in rollback
+//! mode), whatever program it is, so nobody has to cooperate. A file event is only a hint:
+//! what counts is SQLite's `PRAGMA data_version`, which changes exactly when another connection
+//! committed. A WAL writer's frames reach the file before its commit is visible (the fsync and
+//! the shared-memory index update come after, and a memory write raises no event), so an event
+//! without a visible change is re-checked a few times over the next ~60 ms (1, 1, 2, 4, 8, 16,
+//! 32 ms) before the watch goes back to sleep. The watch never wakes for `-shm` (readers write it
+//! too) or for other files of the folder.
+//!
+//! The fallback stays: `data_version` is read at least every `poll` of [`ChangeWatch::wait`],
+//! which covers what inotify cannot see (a writer on another host of a network file system) and
+//! a watch that could not be set up (no inotify instance or watch left): then
+//! [`ChangeWatch::is_notifying`] is false and the caller polls at its short interval, as before.
+//! No thread is started; waiting is one `poll(2)` on the inotify descriptor, so an idle watcher
+//! costs nothing between its fallback reads.
+//!
+//! A PostgreSQL store implements the same API with `LISTEN`/`NOTIFY`.
+
+use std::ffi::{OsStr, OsString};
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::inotify;
+use rustix::io::Errno;
+
+use super::error::Result;
+use super::store::Board;
+
+/// The re-checks of `data_version` after a file event that showed no change yet (ms).
+const SETTLE_MS: [u64; 7] = [1, 1, 2, 4, 8, 16, 32];
+
+/// Why [`ChangeWatch::wait`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// Another connection committed, and the file watch said so.
+    Notified,
+    /// Another connection committed, found by the fallback read of `data_version`.
+    Polled,
+    /// Nothing was committed by another connection within the timeout (or a signal
+    /// interrupted the wait: the caller checks its stop flag and waits again).
+    TimedOut,
+}
+
+impl Wake {
+    /// Whether the board changed.
+    pub fn changed(self) -> bool {
+        self != Wake::TimedOut
+    }
+}
+
+/// Watches one board for commits of other connections; see the module documentation.
+#[derive(Debug)]
+pub struct ChangeWatch {
+    /// `None`: no file watch could be set up; only the fallback poll remains.
+    inotify: Option<OwnedFd>,
+    /// The board file's name and its `-wal` and `-journal` companions.
+    names: [OsString; 3],
+    /// The `data_version` last reported (or marked) as seen.
+    seen: Option<i64>,
+    /// Re-checks left after a file event that showed no change yet.
+    settle: usize,
+}
+
+impl Board {
+    /// Starts watching this board for commits of other connections. Never fails: without a file
+    /// watch (no inotify, the limit of watches reached) it falls back to polling
+    /// ([`ChangeWatch::is_notifying`] says which). The current state counts as seen.
+    pub fn watch_changes(&self) -> ChangeWatch {
+        let path = self.path();
+        let file = path.file_name().map(OsString::from).unwrap_or_default();
+        let with = |suffix: &str| {
+            let mut name = file.clone();
+            name.push(suffix);
+            name
+        };
+        let names = [file.clone(), with("-wal"), with("-journal")];
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+            .ok()
+            .filter(|fd| {
+                let mask = inotify::WatchFlags::MODIFY
+                    | inotify::WatchFlags::CLOSE_WRITE
+                    | inotify::WatchFlags::CREATE
+                    | inotify::WatchFlags::DELETE
+                    | inotify::WatchFlags::MOVED_TO;
+                inotify::add_watch(fd, folder, mask).is_ok()
+            });
+        ChangeWatch {
+            inotify,
+            names,
+            seen: self.data_version().ok(),
+            settle: 0,
+        }
+    }
+}
+
+impl ChangeWatch {
+    /// Whether commits are announced by a file watch (else only the fallback poll sees them).
+    pub fn is_notifying(&self) -> bool {
+        self.inotify.is_some()
+    }
+
+    /// Takes the board's current state as seen: the next [`ChangeWatch::wait`] reports only
+    /// commits after this one (call it after acting on the board).
+    pub fn mark_seen(&mut self, board: &Board) -> Result<()> {
+        self.seen = Some(board.data_version()?);
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for a commit of another connection since the last mark (or the
+    /// last change reported), reading `data_version` at least every `poll`. Returns at once
+    /// when such a commit happened meanwhile. The change it reports is then marked as seen.
+    pub fn wait(&mut self, board: &Board, timeout: Duration, poll: Duration) -> Result<Wake> {
+        let deadline = Instant::now() + timeout;
+        // What the watch announced before this call counts as notified too.
+        let mut notified = matches!(self.block(Duration::ZERO), Blocked::Event);
+        if notified {
+            self.settle = SETTLE_MS.len();
+        }
+        loop {
+            let version = board.data_version()?;
+            match self.seen {
+                Some(seen) if seen == version => {}
+                Some(_) => {
+                    self.seen = Some(version);
+                    self.settle = 0;
+                    return Ok(if notified {
+                        Wake::Notified
+                    } else {
+                        Wake::Polled
+                    });
+                }
+                // The first read of a watch whose creation could not read the board.
+                None => self.seen = Some(version),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Wake::TimedOut);
+            }
+            let slice = if self.settle > 0 {
+                let step = SETTLE_MS[SETTLE_MS.len() - self.settle];
+                self.settle -= 1;
+                Duration::from_millis(step)
+            } else {
+                poll
+            };
+            match self.block(slice.min(left)) {
+                Blocked::Event => {
+                    notified = true;
+                    self.settle = SETTLE_MS.len();
+                }
+                Blocked::Quiet => {}
+                Blocked::Interrupted => return Ok(Wake::TimedOut),
+            }
+        }
+    }
+
+    /// Blocks up to `timeout` on the file watch (sleeps without one); drains its events.
+    fn block(&mut self, timeout: Duration) -> Blocked {
+        let Some(fd) = &self.inotify else {
+            std::thread::sleep(timeout);
+            return Blocked::Quiet;
+        };
+        let ts = Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: timeout.subsec_nanos().into(),
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(0) => return Blocked::Quiet,
+            Ok(_) => {}
+            Err(Errno::INTR) => return Blocked::Interrupted,
+            Err(_) => {
+                // A broken watch: drop it and keep the fallback poll.
+                self.inotify = None;
+                return Blocked::Quiet;
+            }
+        }
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(fd, &mut buf);
+        let mut relevant = false;
+        let mut broken = false;
+        loop {
+            match reader.next() {
+                Ok(event) => {
+                    let overflow = event.events().contains(inotify::ReadFlags::QUEUE_OVERFLOW);
+                    let ours = event.file_name().is_some_and(|name| {
+                        let name = OsStr::from_bytes(name.to_bytes());
+                        self.names.iter().any(|n| n.as_os_str() == name)
+                    });
+                    relevant |= overflow || ours;
+                }
+                Err(Errno::AGAIN) => break,
+                Err(Errno::INTR) => return Blocked::Interrupted,
+                Err(_) => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        if broken {
+            // A broken watch: drop it and keep the fallback poll.
+            self.inotify = None;
+        }
+        if relevant {
+            Blocked::Event
+        } else {
+            Blocked::Quiet
+        }
+    }
+}
+
+/// What one blocking step saw.
+enum Blocked {
+    /// An event about the board's files.
+    Event,
+    /// The timeout passed (or only other files changed).
+    Quiet,
+    /// A signal arrived.
+    Interrupted,
+}
