@@ -1,0 +1,1122 @@
+//! The connection: startup and authentication, the simple and extended query protocols, the
+//! prepared-statement cache, and notifications.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, Host};
+use crate::crypto::{base64_encode, hex, md5};
+use crate::error::{DbError, Error, Result};
+use crate::scram::Scram;
+use crate::value::{Column, Row, Value};
+
+/// The number of prepared statements a connection keeps by default.
+pub const DEFAULT_STATEMENT_CACHE_CAPACITY: usize = 256;
+
+/// The largest message accepted from the server (PostgreSQL's own limit for a field is 1 GiB).
+const MAX_MESSAGE: usize = 1 << 30;
+
+/// Where the connection stands with respect to transactions, as the server last reported it
+/// (`ReadyForQuery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionStatus {
+    /// Not in a transaction block.
+    Idle,
+    /// Inside a transaction block (`BEGIN` ran).
+    InTransaction,
+    /// Inside a failed transaction block: every statement is refused until `ROLLBACK`.
+    Failed,
+}
+
+/// A `NOTIFY` delivered to a channel this connection listens on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    /// The server process that sent it.
+    pub process_id: i32,
+    /// The channel.
+    pub channel: String,
+    /// The payload (empty when none was given).
+    pub payload: String,
+}
+
+/// Counters of the prepared-statement cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    /// Statements currently prepared on the server by the cache.
+    pub len: usize,
+    /// Executions that reused a prepared statement.
+    pub hits: u64,
+    /// Executions that had to prepare one.
+    pub misses: u64,
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Unix(s) => s.set_write_timeout(t),
+        }
+    }
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.write_all(buf),
+            Stream::Unix(s) => s.write_all(buf),
+        }
+    }
+    fn shutdown(&self) {
+        // Best effort: the peer may be gone already.
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+struct Statement {
+    name: String,
+    columns: Arc<[Column]>,
+    last_used: u64,
+}
+
+/// The statement cache key: the SQL text and the parameter types it was prepared with.
+type StatementKey = (String, Vec<u32>);
+
+/// One message from the server: its tag and body.
+struct Message {
+    tag: u8,
+    body: Vec<u8>,
+}
+
+/// What reading a message gave when a deadline applies.
+enum Received {
+    Message(Message),
+    TimedOut,
+}
+
+/// A connection to a PostgreSQL server. Blocking, one statement at a time; not `Sync` (one
+/// owner), cheap to keep open. After an I/O or protocol error it is closed ([`Client::is_closed`])
+/// and every call returns [`Error::Closed`]; reconnecting is the caller's job.
+pub struct Client {
+    stream: Stream,
+    /// What the client is connected to, for error messages (never the password).
+    target: String,
+    buf: Vec<u8>,
+    pos: usize,
+    out: Vec<u8>,
+    closed: bool,
+    status: TransactionStatus,
+    notifications: VecDeque<Notification>,
+    parameters: HashMap<String, String>,
+    backend_pid: i32,
+    statements: HashMap<StatementKey, Statement>,
+    /// Server statements to close in the next round trip (evicted from the cache).
+    to_close: Vec<String>,
+    capacity: usize,
+    next_statement: u64,
+    tick: u64,
+    hits: u64,
+    misses: u64,
+    query_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("target", &self.target)
+            .field("backend_pid", &self.backend_pid)
+            .field("status", &self.status)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects, authenticates (trust, cleartext password, md5 or SCRAM-SHA-256 without
+    /// channel binding) and waits until the server is ready. The connect timeout of `config`
+    /// bounds the TCP connect and each read of the handshake.
+    pub fn connect(config: &Config) -> Result<Client> {
+        let timeout = config.connect_timeout();
+        let (stream, target) = match config.host() {
+            Host::Unix(_) => {
+                let path = config.socket_path().unwrap_or_default();
+                let target = path.display().to_string();
+                let s = UnixStream::connect(&path)
+                    .map_err(|e| Error::io(format!("cannot connect to the PostgreSQL socket {target}"), e))?;
+                (Stream::Unix(s), target)
+            }
+            Host::Tcp(host) => {
+                let target = if host.contains(':') {
+                    format!("[{host}]:{}", config.port())
+                } else {
+                    format!("{host}:{}", config.port())
+                };
+                let addrs = (host.as_str(), config.port())
+                    .to_socket_addrs()
+                    .map_err(|e| Error::io(format!("cannot resolve the PostgreSQL host {target}"), e))?;
+                let mut last = None;
+                let mut stream = None;
+                for addr in addrs {
+                    let r = match timeout {
+                        Some(t) => TcpStream::connect_timeout(&addr, t),
+                        None => TcpStream::connect(addr),
+                    };
+                    match r {
+                        Ok(s) => {
+                            stream = Some(s);
+                            break;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                let s = match stream {
+                    Some(s) => s,
+                    None => {
+                        let e = last.unwrap_or_else(|| {
+                            std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
+                        });
+                        return Err(Error::io(format!("cannot connect to PostgreSQL at {target}"), e));
+                    }
+                };
+                // Small request/response messages: do not wait to coalesce them.
+                s.set_nodelay(true)
+                    .map_err(|e| Error::io(format!("cannot configure the socket to {target}"), e))?;
+                (Stream::Tcp(s), target)
+            }
+        };
+        let mut client = Client {
+            stream,
+            target,
+            buf: Vec::with_capacity(8192),
+            pos: 0,
+            out: Vec::with_capacity(1024),
+            closed: false,
+            status: TransactionStatus::Idle,
+            notifications: VecDeque::new(),
+            parameters: HashMap::new(),
+            backend_pid: 0,
+            statements: HashMap::new(),
+            to_close: Vec::new(),
+            capacity: DEFAULT_STATEMENT_CACHE_CAPACITY,
+            next_statement: 0,
+            tick: 0,
+            hits: 0,
+            misses: 0,
+            query_timeout: None,
+        };
+        client.set_timeouts(timeout)?;
+        client.startup(config)?;
+        client.set_timeouts(None)?;
+        Ok(client)
+    }
+
+    fn set_timeouts(&mut self, t: Option<Duration>) -> Result<()> {
+        let r = self
+            .stream
+            .set_read_timeout(t)
+            .and_then(|()| self.stream.set_write_timeout(t));
+        r.map_err(|e| self.fail_io("cannot set the socket timeout", e))
+    }
+
+    fn startup(&mut self, config: &Config) -> Result<()> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&196_608_i32.to_be_bytes()); // protocol 3.0
+        let mut params = vec![
+            ("user", config.user()),
+            ("database", config.dbname()),
+            ("client_encoding", "UTF8"),
+            ("DateStyle", "ISO"),
+        ];
+        if let Some(name) = config.application_name() {
+            params.push(("application_name", name));
+        }
+        for (k, v) in params {
+            body.extend_from_slice(k.as_bytes());
+            body.push(0);
+            body.extend_from_slice(v.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        let len = i32::try_from(body.len() + 4)
+            .map_err(|_| Error::Config("the startup parameters are too long".into()))?;
+        self.out.extend_from_slice(&len.to_be_bytes());
+        self.out.extend_from_slice(&body);
+        self.flush()?;
+
+        let mut scram: Option<Scram> = None;
+        loop {
+            let msg = self.next()?;
+            match msg.tag {
+                b'R' => {
+                    let mut r = Reader::new(&msg.body);
+                    let code = r.i32()?;
+                    match code {
+                        0 => {}
+                        3 => {
+                            let pw = need_password(config, "password")?;
+                            self.password_message(pw.as_bytes());
+                            self.flush()?;
+                        }
+                        5 => {
+                            let salt = r.bytes(4)?;
+                            let pw = need_password(config, "md5")?;
+                            let inner = hex(&md5(&[pw.as_bytes(), config.user().as_bytes()].concat()));
+                            let outer = hex(&md5(&[inner.as_bytes(), salt].concat()));
+                            self.password_message(format!("md5{outer}").as_bytes());
+                            self.flush()?;
+                        }
+                        10 => {
+                            let mut mechanisms = Vec::new();
+                            while r.remaining() > 0 {
+                                let m = r.cstr()?;
+                                if m.is_empty() {
+                                    break;
+                                }
+                                mechanisms.push(m);
+                            }
+                            if !mechanisms.iter().any(|m| m == "SCRAM-SHA-256") {
+                                return Err(self.fail_auth(format!(
+                                    "the server offers only the SASL mechanisms {mechanisms:?} \
+                                     (this client speaks SCRAM-SHA-256 without channel binding)"
+                                )));
+                            }
+                            need_password(config, "scram-sha-256")?;
+                            let s = Scram::new(client_nonce()?);
+                            let first = s.client_first();
+                            self.message(b'p', |b| {
+                                b.extend_from_slice(b"SCRAM-SHA-256\0");
+                                b.extend_from_slice(&len_i32(first.len()).to_be_bytes());
+                                b.extend_from_slice(first.as_bytes());
+                            });
+                            self.flush()?;
+                            scram = Some(s);
+                        }
+                        11 => {
+                            let server_first = String::from_utf8_lossy(r.rest()).into_owned();
+                            let pw = need_password(config, "scram-sha-256")?;
+                            let Some(s) = scram.as_mut() else {
+                                return Err(self.fail_protocol("SASL continue without a SASL start"));
+                            };
+                            let fin = match s.client_final(pw.as_bytes(), &server_first) {
+                                Ok(f) => f,
+                                Err(e) => return Err(self.fail_auth(e.0)),
+                            };
+                            self.message(b'p', |b| b.extend_from_slice(fin.as_bytes()));
+                            self.flush()?;
+                        }
+                        12 => {
+                            let server_final = String::from_utf8_lossy(r.rest()).into_owned();
+                            let Some(s) = scram.as_ref() else {
+                                return Err(self.fail_protocol("SASL final without a SASL start"));
+                            };
+                            if let Err(e) = s.verify_server_final(&server_final) {
+                                return Err(self.fail_auth(e.0));
+                            }
+                        }
+                        other => {
+                            let name = match other {
+                                2 => "Kerberos V5",
+                                6 => "SCM credentials",
+                                7 | 8 => "GSSAPI",
+                                9 => "SSPI",
+                                _ => "an unknown method",
+                            };
+                            return Err(self.fail_auth(format!(
+                                "the server asks for {name} (code {other}); this client supports \
+                                 trust, password, md5 and scram-sha-256"
+                            )));
+                        }
+                    }
+                }
+                b'E' => {
+                    let e = DbError::parse(&msg.body);
+                    self.close_now();
+                    return Err(Error::Db(Box::new(e)));
+                }
+                b'K' => {
+                    let mut r = Reader::new(&msg.body);
+                    self.backend_pid = r.i32()?;
+                }
+                b'v' => {} // NegotiateProtocolVersion: we asked for no protocol options.
+                b'Z' => {
+                    self.status = transaction_status(&msg.body)?;
+                    return Ok(());
+                }
+                other => {
+                    return Err(self.fail_protocol(&format!(
+                        "unexpected message `{}` during startup",
+                        char::from(other)
+                    )));
+                }
+            }
+        }
+    }
+
+    fn password_message(&mut self, pw: &[u8]) {
+        self.message(b'p', |b| {
+            b.extend_from_slice(pw);
+            b.push(0);
+        });
+    }
+
+    /// True once an I/O, protocol or fatal server error ended the connection.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The transaction status the server reported after the last statement.
+    pub fn transaction_status(&self) -> TransactionStatus {
+        self.status
+    }
+
+    /// The server's process id for this session (`pg_backend_pid()`).
+    pub fn backend_pid(&self) -> i32 {
+        self.backend_pid
+    }
+
+    /// A run-time parameter the server reported (`server_version`, `TimeZone`, …).
+    pub fn server_parameter(&self, name: &str) -> Option<&str> {
+        self.parameters.get(name).map(String::as_str)
+    }
+
+    /// What the client is connected to (socket path or `host:port`), for messages.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// Bounds each wait for the server during a statement (`None`, the default: wait as long as
+    /// it takes). When it expires the connection is closed and the call returns an
+    /// [`Error::Io`] with kind `TimedOut`/`WouldBlock`: the statement may or may not have run.
+    pub fn set_query_timeout(&mut self, timeout: Option<Duration>) -> Result<()> {
+        self.check_open()?;
+        self.query_timeout = timeout;
+        self.set_timeouts(timeout)
+    }
+
+    /// Sets how many prepared statements the cache keeps (at least 1); the least recently
+    /// used are closed on the server beyond it.
+    pub fn set_statement_cache_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity.max(1);
+        while self.statements.len() > self.capacity {
+            self.evict_lru();
+        }
+    }
+
+    /// The cache's counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats {
+            len: self.statements.len(),
+            hits: self.hits,
+            misses: self.misses,
+        }
+    }
+
+    /// Runs one statement with parameters `$1…$n` and returns the rows it affected (or
+    /// returned, for a `SELECT`); 0 for statements that report no count.
+    pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
+        self.extended(sql, params, false).map(|(_, n)| n)
+    }
+
+    /// Runs one statement with parameters `$1…$n` and returns its rows.
+    pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
+        self.extended(sql, params, true).map(|(rows, _)| rows)
+    }
+
+    /// Like [`Client::query`], for a statement returning at most one row.
+    pub fn query_opt(&mut self, sql: &str, params: &[Value]) -> Result<Option<Row>> {
+        let mut rows = self.query(sql, params)?;
+        match rows.len() {
+            0 | 1 => Ok(rows.pop()),
+            n => Err(Error::RowCount {
+                expected: "at most one row",
+                got: n,
+            }),
+        }
+    }
+
+    /// Like [`Client::query`], for a statement returning exactly one row.
+    pub fn query_one(&mut self, sql: &str, params: &[Value]) -> Result<Row> {
+        let mut rows = self.query(sql, params)?;
+        match rows.len() {
+            1 => Ok(rows.remove(0)),
+            n => Err(Error::RowCount {
+                expected: "exactly one row",
+                got: n,
+            }),
+        }
+    }
+
+    /// Runs `sql` with the simple-query protocol: any number of `;`-separated statements
+    /// without parameters (DDL, `BEGIN`/`COMMIT`, `SET`). Results are discarded; the first
+    /// error is returned (the server stops at it; statements outside an explicit transaction
+    /// block run in one implicit transaction).
+    pub fn batch(&mut self, sql: &str) -> Result<()> {
+        self.check_open()?;
+        if sql.contains('\0') {
+            return Err(Error::Config("the SQL text contains a NUL byte".into()));
+        }
+        self.message(b'Q', |b| {
+            b.extend_from_slice(sql.as_bytes());
+            b.push(0);
+        });
+        self.flush()?;
+        let mut error = None;
+        loop {
+            let msg = self.next()?;
+            match msg.tag {
+                b'T' | b'D' | b'C' | b'I' | b'H' | b'd' | b'c' => {}
+                b'G' => self.copy_fail(false)?,
+                b'E' => {
+                    let e = self.db_error(&msg.body);
+                    error.get_or_insert(e);
+                }
+                b'Z' => {
+                    self.status = transaction_status(&msg.body)?;
+                    return match error {
+                        Some(e) => Err(e),
+                        None => Ok(()),
+                    };
+                }
+                other => return Err(self.unexpected(other)),
+            }
+        }
+    }
+
+    /// `LISTEN` on `channel` (quoted as an identifier, so any name works).
+    pub fn listen(&mut self, channel: &str) -> Result<()> {
+        self.batch(&format!("LISTEN {}", quote_identifier(channel)?))
+    }
+
+    /// `UNLISTEN` `channel`.
+    pub fn unlisten(&mut self, channel: &str) -> Result<()> {
+        self.batch(&format!("UNLISTEN {}", quote_identifier(channel)?))
+    }
+
+    /// Returns the next notification: one buffered while other statements ran, else the first
+    /// to arrive within `timeout`; `Ok(None)` when none came in time. A server that goes away
+    /// is an error, never a wait beyond `timeout`.
+    pub fn wait_notification(&mut self, timeout: Duration) -> Result<Option<Notification>> {
+        self.check_open()?;
+        if let Some(n) = self.notifications.pop_front() {
+            return Ok(Some(n));
+        }
+        let deadline = Instant::now() + timeout;
+        let result = self.wait_until(deadline);
+        // Back to the statement timeout for the next statement.
+        if !self.closed {
+            self.set_timeouts(self.query_timeout)?;
+        }
+        result
+    }
+
+    /// Returns the notifications already buffered, without waiting or reading the socket.
+    pub fn take_notifications(&mut self) -> Vec<Notification> {
+        self.notifications.drain(..).collect()
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Result<Option<Notification>> {
+        loop {
+            match self.read_message(Some(deadline))? {
+                Received::TimedOut => return Ok(None),
+                Received::Message(msg) => match msg.tag {
+                    b'A' => {
+                        let n = parse_notification(&msg.body).map_err(|e| self.fail_protocol_err(e))?;
+                        return Ok(Some(n));
+                    }
+                    b'N' => {}
+                    b'S' => self.parameter_status(&msg.body),
+                    b'E' => return Err(self.db_error(&msg.body)),
+                    other => return Err(self.unexpected(other)),
+                },
+            }
+        }
+    }
+
+    /// The extended protocol: (Close…) (Parse Describe) Bind Execute Sync in one round trip.
+    fn extended(&mut self, sql: &str, params: &[Value], want_rows: bool) -> Result<(Vec<Row>, u64)> {
+        self.check_open()?;
+        if params.len() > usize::from(u16::MAX) {
+            return Err(Error::Config(format!(
+                "{} parameters: a statement takes at most 65535",
+                params.len()
+            )));
+        }
+        if sql.contains('\0') {
+            return Err(Error::Config("the SQL text contains a NUL byte".into()));
+        }
+        let types: Vec<u32> = params.iter().map(Value::param_type).collect();
+        let key: StatementKey = (sql.to_string(), types);
+        let was_cached = self.statements.contains_key(&key);
+        match self.run_extended(&key, params, want_rows) {
+            // A cached statement the server no longer has (DISCARD ALL) or whose result
+            // changed shape (ALTER TABLE): prepare it again, once, when no transaction block
+            // was affected by the failure.
+            Err(Error::Db(e))
+                if was_cached
+                    && stale_statement(&e)
+                    && self.status == TransactionStatus::Idle =>
+            {
+                self.run_extended(&key, params, want_rows)
+            }
+            other => other,
+        }
+    }
+
+    fn run_extended(&mut self, key: &StatementKey, params: &[Value], want_rows: bool) -> Result<(Vec<Row>, u64)> {
+        self.tick += 1;
+        let tick = self.tick;
+        let cached = self.statements.get_mut(key).map(|s| {
+            s.last_used = tick;
+            (s.name.clone(), Arc::clone(&s.columns))
+        });
+        for name in std::mem::take(&mut self.to_close) {
+            self.message(b'C', |b| {
+                b.push(b'S');
+                b.extend_from_slice(name.as_bytes());
+                b.push(0);
+            });
+        }
+        let (name, mut columns, fresh) = match cached {
+            Some((name, columns)) => {
+                self.hits += 1;
+                (name, Some(columns), false)
+            }
+            None => {
+                self.misses += 1;
+                while self.statements.len() >= self.capacity {
+                    self.evict_lru();
+                }
+                for name in std::mem::take(&mut self.to_close) {
+                    self.message(b'C', |b| {
+                        b.push(b'S');
+                        b.extend_from_slice(name.as_bytes());
+                        b.push(0);
+                    });
+                }
+                self.next_statement += 1;
+                let name = format!("pgwire_{}", self.next_statement);
+                let (sql, types) = key;
+                self.message(b'P', |b| {
+                    b.extend_from_slice(name.as_bytes());
+                    b.push(0);
+                    b.extend_from_slice(sql.as_bytes());
+                    b.push(0);
+                    b.extend_from_slice(&len_i16(types.len()).to_be_bytes());
+                    for t in types {
+                        b.extend_from_slice(&t.to_be_bytes());
+                    }
+                });
+                self.message(b'D', |b| {
+                    b.push(b'S');
+                    b.extend_from_slice(name.as_bytes());
+                    b.push(0);
+                });
+                (name, None, true)
+            }
+        };
+        self.message(b'B', |b| {
+            b.push(0); // unnamed portal
+            b.extend_from_slice(name.as_bytes());
+            b.push(0);
+            b.extend_from_slice(&0_i16.to_be_bytes()); // every parameter in text format
+            b.extend_from_slice(&len_i16(params.len()).to_be_bytes());
+            for p in params {
+                let at = b.len();
+                b.extend_from_slice(&[0; 4]);
+                if p.encode(b) {
+                    let len = len_i32(b.len() - at - 4);
+                    b[at..at + 4].copy_from_slice(&len.to_be_bytes());
+                } else {
+                    b[at..at + 4].copy_from_slice(&(-1_i32).to_be_bytes());
+                }
+            }
+            b.extend_from_slice(&0_i16.to_be_bytes()); // every result column in text format
+        });
+        self.message(b'E', |b| {
+            b.push(0);
+            b.extend_from_slice(&0_i32.to_be_bytes());
+        });
+        self.message(b'S', |_| {});
+        self.flush()?;
+
+        let mut parsed = false;
+        let mut rows = Vec::new();
+        let mut affected = 0;
+        let mut error: Option<Error> = None;
+        loop {
+            let msg = self.next()?;
+            match msg.tag {
+                b'1' => parsed = true,
+                b'2' | b'3' | b't' | b'I' | b's' | b'H' | b'd' | b'c' => {}
+                b'T' => match parse_row_description(&msg.body) {
+                    Ok(c) => columns = Some(c.into()),
+                    Err(e) => return Err(self.fail_protocol_err(e)),
+                },
+                b'n' => columns = Some(Arc::from(Vec::new())),
+                b'D' => {
+                    if want_rows && error.is_none() {
+                        let Some(cols) = columns.as_ref() else {
+                            return Err(self.fail_protocol("a data row before its description"));
+                        };
+                        match parse_data_row(cols, &msg.body) {
+                            Ok(values) => rows.push(Row {
+                                columns: Arc::clone(cols),
+                                values,
+                            }),
+                            Err(e) => error = Some(Error::Protocol(e)),
+                        }
+                    }
+                }
+                b'C' => affected = rows_affected(&msg.body),
+                b'G' => self.copy_fail(true)?,
+                b'E' => {
+                    let e = self.db_error(&msg.body);
+                    error.get_or_insert(e);
+                }
+                b'Z' => {
+                    self.status = transaction_status(&msg.body)?;
+                    break;
+                }
+                other => return Err(self.unexpected(other)),
+            }
+        }
+        if fresh && parsed {
+            match columns {
+                Some(columns) => {
+                    self.statements.insert(
+                        key.clone(),
+                        Statement {
+                            name,
+                            columns,
+                            last_used: tick,
+                        },
+                    );
+                }
+                None => self.to_close.push(name),
+            }
+        }
+        if let Some(Error::Db(e)) = &error {
+            // The server lost or outdated the cached statement: prepare it afresh next time.
+            if !fresh && stale_statement(e) {
+                if let Some(s) = self.statements.remove(key) {
+                    self.to_close.push(s.name);
+                }
+            }
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok((rows, affected)),
+        }
+    }
+
+    fn evict_lru(&mut self) {
+        let oldest = self
+            .statements
+            .iter()
+            .min_by_key(|(_, s)| s.last_used)
+            .map(|(k, _)| k.clone());
+        if let Some(key) = oldest {
+            if let Some(s) = self.statements.remove(&key) {
+                self.to_close.push(s.name);
+            }
+        }
+    }
+
+    fn copy_fail(&mut self, extended: bool) -> Result<()> {
+        self.message(b'f', |b| b.extend_from_slice(b"COPY is not supported by this client\0"));
+        if extended {
+            // The Sync sent with the statement was ignored in copy mode.
+            self.message(b'S', |_| {});
+        }
+        self.flush()
+    }
+
+    // ---- low level -------------------------------------------------------------------------
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed { Err(Error::Closed) } else { Ok(()) }
+    }
+
+    /// Appends one frontend message (tag, length, body) to the output buffer.
+    fn message(&mut self, tag: u8, body: impl FnOnce(&mut Vec<u8>)) {
+        self.out.push(tag);
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0; 4]);
+        body(&mut self.out);
+        let len = len_i32(self.out.len() - at);
+        self.out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let r = self.stream.write_all(&self.out);
+        self.out.clear();
+        r.map_err(|e| self.fail_io(&format!("cannot send to PostgreSQL at {}", self.target), e))
+    }
+
+    /// The next message that is not asynchronous (notifications are buffered, notices dropped,
+    /// parameter changes recorded).
+    fn next(&mut self) -> Result<Message> {
+        loop {
+            let msg = match self.read_message(None)? {
+                Received::Message(m) => m,
+                Received::TimedOut => {
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no answer within the query timeout",
+                    );
+                    return Err(self.fail_io(&format!("PostgreSQL at {} did not answer in time", self.target), e));
+                }
+            };
+            match msg.tag {
+                b'A' => {
+                    let n = parse_notification(&msg.body).map_err(|e| self.fail_protocol_err(e))?;
+                    self.notifications.push_back(n);
+                }
+                b'N' => {}
+                b'S' => self.parameter_status(&msg.body),
+                _ => return Ok(msg),
+            }
+        }
+    }
+
+    /// Reads one whole message; with a deadline, `TimedOut` when it passes first (a partly
+    /// received message stays buffered). Without one, the socket's own timeout applies.
+    fn read_message(&mut self, deadline: Option<Instant>) -> Result<Received> {
+        loop {
+            let avail = self.buf.len() - self.pos;
+            if avail >= 5 {
+                let p = self.pos;
+                let len = i32::from_be_bytes([self.buf[p + 1], self.buf[p + 2], self.buf[p + 3], self.buf[p + 4]]);
+                let len = usize::try_from(len).unwrap_or(0);
+                if !(4..=MAX_MESSAGE).contains(&len) {
+                    return Err(self.fail_protocol("a message with an impossible length"));
+                }
+                if avail > len {
+                    let tag = self.buf[p];
+                    let body = self.buf[p + 5..p + 1 + len].to_vec();
+                    self.pos += 1 + len;
+                    if self.pos == self.buf.len() {
+                        self.buf.clear();
+                        self.pos = 0;
+                    }
+                    return Ok(Received::Message(Message { tag, body }));
+                }
+            }
+            if let Some(deadline) = deadline {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(Received::TimedOut);
+                }
+                let remaining = (deadline - now).max(Duration::from_millis(1));
+                self.set_timeouts(Some(remaining))?;
+            }
+            if self.pos > 0 {
+                self.buf.drain(..self.pos);
+                self.pos = 0;
+            }
+            let filled = self.buf.len();
+            self.buf.resize(filled + 16 * 1024, 0);
+            let r = self.stream.read(&mut self.buf[filled..]);
+            match r {
+                Ok(0) => {
+                    self.buf.truncate(filled);
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection",
+                    );
+                    return Err(self.fail_io(&format!("lost the connection to PostgreSQL at {}", self.target), e));
+                }
+                Ok(n) => self.buf.truncate(filled + n),
+                Err(e) => {
+                    self.buf.truncate(filled);
+                    match e.kind() {
+                        std::io::ErrorKind::Interrupted => {}
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                            if deadline.is_none() {
+                                return Ok(Received::TimedOut);
+                            }
+                        }
+                        _ => {
+                            return Err(self.fail_io(
+                                &format!("cannot read from PostgreSQL at {}", self.target),
+                                e,
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn parameter_status(&mut self, body: &[u8]) {
+        let mut r = Reader::new(body);
+        if let (Ok(k), Ok(v)) = (r.cstr(), r.cstr()) {
+            self.parameters.insert(k, v);
+        }
+    }
+
+    /// A server error; a FATAL one ends the session.
+    fn db_error(&mut self, body: &[u8]) -> Error {
+        let e = DbError::parse(body);
+        if e.is_fatal() {
+            self.close_now();
+        }
+        Error::Db(Box::new(e))
+    }
+
+    fn unexpected(&mut self, tag: u8) -> Error {
+        self.fail_protocol(&format!("unexpected message `{}`", char::from(tag)))
+    }
+
+    fn close_now(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.stream.shutdown();
+        }
+    }
+
+    fn fail_io(&mut self, context: &str, e: std::io::Error) -> Error {
+        self.close_now();
+        Error::io(context, e)
+    }
+
+    fn fail_protocol(&mut self, what: &str) -> Error {
+        self.close_now();
+        Error::Protocol(format!("{what} (from {})", self.target))
+    }
+
+    fn fail_protocol_err(&mut self, e: Error) -> Error {
+        self.close_now();
+        e
+    }
+
+    fn fail_auth(&mut self, what: String) -> Error {
+        self.close_now();
+        Error::Auth(what)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.message(b'X', |_| {});
+            // Best effort goodbye; the socket closes either way.
+            let _ = self.stream.write_all(&self.out);
+            self.stream.shutdown();
+        }
+    }
+}
+
+/// The server's answer to a cached statement it lost (`DISCARD ALL`: 26000) or whose result
+/// changed shape (`cached plan must not change result type`: 0A000).
+fn stale_statement(e: &DbError) -> bool {
+    e.code == "26000" || (e.code == "0A000" && e.message.contains("cached plan"))
+}
+
+fn need_password<'c>(config: &'c Config, method: &str) -> Result<&'c str> {
+    config.password().ok_or_else(|| {
+        Error::Auth(format!(
+            "the server asks for a password ({method}) and none is set: put it in the password \
+             file or PGPASSWORD"
+        ))
+    })
+}
+
+/// 18 random bytes from the kernel, base64: the SCRAM client nonce.
+fn client_nonce() -> Result<String> {
+    let mut bytes = [0u8; 18];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Error::io("cannot read /dev/urandom for the SCRAM nonce", e))?;
+    Ok(base64_encode(&bytes))
+}
+
+/// Quotes an identifier (`"…"`, inner quotes doubled).
+pub fn quote_identifier(name: &str) -> Result<String> {
+    if name.is_empty() || name.contains('\0') {
+        return Err(Error::Config(
+            "an identifier must be non-empty and free of NUL bytes".into(),
+        ));
+    }
+    Ok(format!("\"{}\"", name.replace('"', "\"\"")))
+}
+
+/// Quotes a string literal (`'…'`, inner quotes doubled; `standard_conforming_strings` is on
+/// in every supported server).
+pub fn quote_literal(value: &str) -> Result<String> {
+    if value.contains('\0') {
+        return Err(Error::Config("a string literal must be free of NUL bytes".into()));
+    }
+    Ok(format!("'{}'", value.replace('\'', "''")))
+}
+
+fn len_i32(n: usize) -> i32 {
+    // Messages are far below 2 GiB: the parameter count is checked, and the server caps
+    // messages at 1 GiB anyway.
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn len_i16(n: usize) -> i16 {
+    // Parameter counts are checked against 65535 first; the wire field is an Int16 that the
+    // server reads as unsigned.
+    u16::try_from(n).unwrap_or(u16::MAX) as i16
+}
+
+fn transaction_status(body: &[u8]) -> Result<TransactionStatus> {
+    match body.first() {
+        Some(b'I') => Ok(TransactionStatus::Idle),
+        Some(b'T') => Ok(TransactionStatus::InTransaction),
+        Some(b'E') => Ok(TransactionStatus::Failed),
+        _ => Err(Error::Protocol("a ReadyForQuery with an unknown status".into())),
+    }
+}
+
+fn rows_affected(tag: &[u8]) -> u64 {
+    let tag = String::from_utf8_lossy(tag);
+    tag.trim_end_matches('\0')
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn parse_notification(body: &[u8]) -> Result<Notification> {
+    let mut r = Reader::new(body);
+    Ok(Notification {
+        process_id: r.i32()?,
+        channel: r.cstr()?,
+        payload: r.cstr()?,
+    })
+}
+
+fn parse_row_description(body: &[u8]) -> Result<Vec<Column>> {
+    let mut r = Reader::new(body);
+    let n = r.i16()?;
+    let mut columns = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    for _ in 0..n {
+        let name = r.cstr()?;
+        r.bytes(6)?; // table oid, column number
+        let type_oid = u32::from_be_bytes(r.array()?);
+        r.bytes(8)?; // type size, type modifier, format
+        columns.push(Column { name, type_oid });
+    }
+    Ok(columns)
+}
+
+fn parse_data_row(columns: &[Column], body: &[u8]) -> Result<Vec<Value>, String> {
+    let mut r = Reader::new(body);
+    let n = r.i16().map_err(|e| e.to_string())?;
+    if usize::try_from(n).ok() != Some(columns.len()) {
+        return Err(format!(
+            "a data row of {n} columns where the description has {}",
+            columns.len()
+        ));
+    }
+    let mut values = Vec::with_capacity(columns.len());
+    for col in columns {
+        let len = r.i32().map_err(|e| e.to_string())?;
+        if len < 0 {
+            values.push(Value::Null);
+            continue;
+        }
+        let bytes = r
+            .bytes(usize::try_from(len).unwrap_or(0))
+            .map_err(|e| e.to_string())?;
+        let v = Value::decode(col.type_oid, bytes).ok_or_else(|| {
+            format!(
+                "column `{}` (type oid {}) holds text this client cannot read as that type",
+                col.name, col.type_oid
+            )
+        })?;
+        values.push(v);
+    }
+    Ok(values)
+}
+
+/// A cursor over a message body.
+struct Reader<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Reader { data }
+    }
+    fn remaining(&self) -> usize {
+        self.data.len()
+    }
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.data.len() < n {
+            return Err(Error::Protocol("a message shorter than its fields".into()));
+        }
+        let (head, tail) = self.data.split_at(n);
+        self.data = tail;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let b = self.bytes(N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(b);
+        Ok(a)
+    }
+    fn i32(&mut self) -> Result<i32> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+    fn i16(&mut self) -> Result<i16> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+    fn cstr(&mut self) -> Result<String> {
+        let end = self
+            .data
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| Error::Protocol("a string without its terminator".into()))?;
+        let s = String::from_utf8_lossy(&self.data[..end]).into_owned();
+        self.data = &self.data[end + 1..];
+        Ok(s)
+    }
+    fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_tags_give_the_row_count() {
+        assert_eq!(rows_affected(b"INSERT 0 5\0"), 5);
+        assert_eq!(rows_affected(b"UPDATE 12\0"), 12);
+        assert_eq!(rows_affected(b"SELECT 0\0"), 0);
+        assert_eq!(rows_affected(b"CREATE TABLE\0"), 0);
+    }
+
+    #[test]
+    fn identifiers_and_literals_are_quoted() {
+        assert_eq!(quote_identifier("a\"b").unwrap(), "\"a\"\"b\"");
+        assert_eq!(quote_literal("it's").unwrap(), "'it''s'");
+        assert!(quote_identifier("").is_err());
+        assert!(quote_literal("a\0b").is_err());
+    }
+}

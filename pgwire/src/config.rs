@@ -1,0 +1,660 @@
+//! Connection settings: `postgres://` URLs, the password (set by the caller or looked up in a
+//! libpq password file), and a redacted URL for logs.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The Unix-socket directory used when a URL names no host (Debian's and Ubuntu's default,
+/// where the distribution's server puts its socket).
+pub const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
+
+/// The default port (also names the Unix socket `<dir>/.s.PGSQL.<port>`).
+pub const DEFAULT_PORT: u16 = 5432;
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Host {
+    /// A TCP host name or IP address.
+    Tcp(String),
+    /// A directory holding the server's Unix socket `.s.PGSQL.<port>`.
+    Unix(PathBuf),
+}
+
+/// The URL's `sslmode`. Only the modes that allow a plaintext connection are accepted (this
+/// client has no TLS); `require`, `verify-ca` and `verify-full` are refused by [`Config::parse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SslMode {
+    /// `disable`.
+    Disable,
+    /// `allow`: plaintext here.
+    Allow,
+    /// `prefer` (libpq's default): plaintext here.
+    #[default]
+    Prefer,
+}
+
+impl SslMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Allow => "allow",
+            SslMode::Prefer => "prefer",
+        }
+    }
+}
+
+/// Connection settings. `Display` is the [`Config::redacted`] URL and `Debug` hides the
+/// password, so a `Config` may be logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Config {
+    user: String,
+    password: Option<String>,
+    host: Host,
+    port: u16,
+    dbname: String,
+    application_name: Option<String>,
+    connect_timeout: Option<Duration>,
+    ssl_mode: SslMode,
+}
+
+fn bad(msg: impl Into<String>) -> Error {
+    Error::Config(msg.into())
+}
+
+impl Config {
+    /// Parses `postgres://[user[:password]@][host][:port][/dbname][?param=value&…]` (or
+    /// `postgresql://`). Components are percent-decoded; a host that decodes to an absolute
+    /// path (`%2Ftmp%2Fpg`) is a Unix-socket directory. Parameters: `host`, `port`, `user`,
+    /// `password`, `dbname`, `sslmode` (`disable`/`allow`/`prefer`; the TLS modes are refused),
+    /// `application_name`, `connect_timeout` (whole seconds, 0 = none). Without a host the
+    /// socket directory is [`DEFAULT_SOCKET_DIR`]; the database defaults to the user name. A user
+    /// is required (the library does not guess the operating-system user).
+    ///
+    /// Errors never quote the password.
+    pub fn parse(url: &str) -> Result<Config> {
+        let rest = url
+            .strip_prefix("postgresql://")
+            .or_else(|| url.strip_prefix("postgres://"))
+            .ok_or_else(|| bad("the URL must start with postgres:// or postgresql://"))?;
+        if rest.contains('#') {
+            return Err(bad("the URL must not contain a fragment (`#`)"));
+        }
+        let (main, query) = match rest.split_once('?') {
+            Some((m, q)) => (m, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = match main.find('/') {
+            Some(i) => (&main[..i], &main[i + 1..]),
+            None => (main, ""),
+        };
+        let (userinfo, hostport) = match authority.rfind('@') {
+            Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
+            None => (None, authority),
+        };
+        let mut user = None;
+        let mut password = None;
+        if let Some(info) = userinfo {
+            let (u, p) = match info.split_once(':') {
+                Some((u, p)) => (u, Some(p)),
+                None => (info, None),
+            };
+            let u = decode(u).map_err(|()| bad("the user name has an invalid percent-encoding"))?;
+            if !u.is_empty() {
+                user = Some(u);
+            }
+            if let Some(p) = p {
+                password =
+                    Some(decode(p).map_err(|()| bad("the password has an invalid percent-encoding"))?);
+            }
+        }
+        let (host, port) = split_host_port(hostport)?;
+        let mut host = match host {
+            Some(h) => Some(host_from(&h)?),
+            None => None,
+        };
+        let mut port = port;
+        let mut dbname = if path.is_empty() {
+            None
+        } else {
+            Some(decode(path).map_err(|()| bad("the database name has an invalid percent-encoding"))?)
+        };
+        let mut ssl_mode = SslMode::default();
+        let mut application_name = None;
+        let mut connect_timeout = None;
+        if let Some(query) = query {
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                let (k, v) = pair
+                    .split_once('=')
+                    .ok_or_else(|| bad(format!("the URL parameter `{pair}` has no `=value`")))?;
+                let key = decode(k).map_err(|()| bad("a URL parameter name has an invalid percent-encoding"))?;
+                let value = decode(v)
+                    .map_err(|()| bad(format!("the URL parameter `{key}` has an invalid percent-encoding")))?;
+                match key.as_str() {
+                    "host" => host = Some(host_from(&value)?),
+                    "port" => port = Some(parse_port(&value)?),
+                    "user" => user = Some(value),
+                    "password" => password = Some(value),
+                    "dbname" => dbname = Some(value),
+                    "sslmode" => ssl_mode = parse_ssl_mode(&value)?,
+                    "application_name" => application_name = Some(value),
+                    "connect_timeout" => {
+                        let secs: u64 = value.trim().parse().map_err(|_| {
+                            bad(format!(
+                                "connect_timeout must be a whole number of seconds, not `{value}`"
+                            ))
+                        })?;
+                        connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+                    }
+                    other => {
+                        return Err(bad(format!(
+                            "unknown URL parameter `{other}` (supported: host, port, user, password, \
+                             dbname, sslmode, application_name, connect_timeout)"
+                        )));
+                    }
+                }
+            }
+        }
+        let user = user
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| bad("the URL names no user: write postgres://USER@HOST/DB"))?;
+        for (what, value) in [("user name", Some(&user)), ("database name", dbname.as_ref())] {
+            if value.is_some_and(|v| v.contains('\0')) {
+                return Err(bad(format!("the {what} contains a NUL byte")));
+            }
+        }
+        if password.as_ref().is_some_and(|p| p.contains('\0')) {
+            return Err(bad("the password contains a NUL byte"));
+        }
+        Ok(Config {
+            dbname: dbname.filter(|d| !d.is_empty()).unwrap_or_else(|| user.clone()),
+            user,
+            password,
+            host: host.unwrap_or_else(|| Host::Unix(PathBuf::from(DEFAULT_SOCKET_DIR))),
+            port: port.unwrap_or(DEFAULT_PORT),
+            application_name,
+            connect_timeout,
+            ssl_mode,
+        })
+    }
+
+    /// The user name.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// Where the server listens.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The port (for a Unix socket it names the socket file).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The database.
+    pub fn dbname(&self) -> &str {
+        &self.dbname
+    }
+
+    /// The `application_name` sent at startup (shown in `pg_stat_activity`).
+    pub fn application_name(&self) -> Option<&str> {
+        self.application_name.as_deref()
+    }
+
+    /// The connect timeout, `None` for none.
+    pub fn connect_timeout(&self) -> Option<Duration> {
+        self.connect_timeout
+    }
+
+    /// The accepted `sslmode`.
+    pub fn ssl_mode(&self) -> SslMode {
+        self.ssl_mode
+    }
+
+    /// True when a password is set (the password itself is only handed to the server).
+    pub fn has_password(&self) -> bool {
+        self.password.is_some()
+    }
+
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// Sets the password (e.g. from `PGPASSWORD`, which the caller reads).
+    pub fn set_password(&mut self, password: impl Into<String>) -> &mut Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Sets `application_name`.
+    pub fn set_application_name(&mut self, name: impl Into<String>) -> &mut Self {
+        self.application_name = Some(name.into());
+        self
+    }
+
+    /// Sets the connect timeout (`None`: wait as long as the operating system does).
+    pub fn set_connect_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the database.
+    pub fn set_dbname(&mut self, dbname: impl Into<String>) -> &mut Self {
+        self.dbname = dbname.into();
+        self
+    }
+
+    /// The path of the Unix socket, for a Unix-socket host.
+    pub fn socket_path(&self) -> Option<PathBuf> {
+        match &self.host {
+            Host::Unix(dir) => Some(dir.join(format!(".s.PGSQL.{}", self.port))),
+            Host::Tcp(_) => None,
+        }
+    }
+
+    /// The URL without the password, for logs, events and `--json` output. Parsing it gives the
+    /// same settings without the password.
+    pub fn redacted(&self) -> String {
+        let host = match &self.host {
+            Host::Tcp(h) if h.contains(':') => format!("[{h}]"),
+            Host::Tcp(h) => encode(h),
+            Host::Unix(dir) => encode(&dir.to_string_lossy()),
+        };
+        let mut url = format!(
+            "postgres://{}@{host}:{}/{}",
+            encode(&self.user),
+            self.port,
+            encode(&self.dbname)
+        );
+        let mut params = Vec::new();
+        if self.ssl_mode != SslMode::default() {
+            params.push(format!("sslmode={}", self.ssl_mode.as_str()));
+        }
+        if let Some(name) = &self.application_name {
+            params.push(format!("application_name={}", encode(name)));
+        }
+        if let Some(t) = self.connect_timeout {
+            params.push(format!("connect_timeout={}", t.as_secs().max(1)));
+        }
+        if !params.is_empty() {
+            url.push('?');
+            url.push_str(&params.join("&"));
+        }
+        url
+    }
+
+    /// Looks the password up in a libpq password file (`~/.pgpass` format: lines of
+    /// `host:port:database:user:password`, `*` matching anything, `\:` and `\\` escapes, `#`
+    /// comments; the first matching line wins). A Unix-socket connection matches the host
+    /// `localhost` or its socket directory. The caller passes the path (`PGPASSFILE` or
+    /// `~/.pgpass`); a missing file is `Ok(None)`, like libpq. A file readable by group or others
+    /// is refused with an error saying to `chmod 0600` it (libpq ignores such a file).
+    pub fn password_from_passfile(&self, path: &Path) -> Result<Option<String>> {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(Error::io(
+                    format!("cannot read the password file {}", path.display()),
+                    e,
+                ));
+            }
+        };
+        if !meta.is_file() {
+            return Err(bad(format!("the password file {} is not a regular file", path.display())));
+        }
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(bad(format!(
+                "the password file {} is accessible by group or others; run `chmod 0600 {}`",
+                path.display(),
+                path.display()
+            )));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read the password file {}", path.display()), e))?;
+        Ok(self.match_passfile(&text))
+    }
+
+    /// Like [`Config::password_from_passfile`], and sets the password when one is found and
+    /// none is set yet. Returns whether the config now has a password.
+    pub fn apply_passfile(&mut self, path: &Path) -> Result<bool> {
+        if self.password.is_none() {
+            self.password = self.password_from_passfile(path)?;
+        }
+        Ok(self.password.is_some())
+    }
+
+    fn match_passfile(&self, text: &str) -> Option<String> {
+        let port = self.port.to_string();
+        let hosts: Vec<String> = match &self.host {
+            Host::Tcp(h) => vec![h.clone()],
+            Host::Unix(dir) => vec!["localhost".into(), dir.to_string_lossy().into_owned()],
+        };
+        for line in text.lines() {
+            let line = line.trim_end_matches('\r');
+            if line.trim_start().starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let fields = split_passfile_line(line);
+            let [host, p, db, user, password] = fields.as_slice() else {
+                continue;
+            };
+            let matches = |field: &str, value: &str| field == "*" || field == value;
+            if (host == "*" || hosts.iter().any(|h| h == host))
+                && matches(p, &port)
+                && matches(db, &self.dbname)
+                && matches(user, &self.user)
+            {
+                return Some(password.clone());
+            }
+        }
+        None
+    }
+}
+
+/// Splits a password-file line into its five fields, unescaping `\x` (the fifth field is the
+/// rest of the line, colons included).
+fn split_passfile_line(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    if let Some(f) = fields.last_mut() {
+                        f.push(next);
+                    }
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => {
+                if let Some(f) = fields.last_mut() {
+                    f.push(c);
+                }
+            }
+        }
+    }
+    fields
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("dbname", &self.dbname)
+            .field("application_name", &self.application_name)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("ssl_mode", &self.ssl_mode)
+            .finish()
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl std::str::FromStr for Config {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Config> {
+        Config::parse(s)
+    }
+}
+
+fn split_host_port(hostport: &str) -> Result<(Option<String>, Option<u16>)> {
+    if hostport.contains(',') {
+        return Err(bad("several hosts in one URL are not supported"));
+    }
+    let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
+        let (h, after) = rest
+            .split_once(']')
+            .ok_or_else(|| bad("an IPv6 host lacks its closing `]`"))?;
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| bad(format!("unexpected `{p}` after the IPv6 host")))?,
+            ),
+        };
+        (h.to_string(), port)
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (
+                decode(h).map_err(|()| bad("the host has an invalid percent-encoding"))?,
+                Some(p),
+            ),
+            None => (
+                decode(hostport).map_err(|()| bad("the host has an invalid percent-encoding"))?,
+                None,
+            ),
+        }
+    };
+    let port = match port {
+        Some(p) => Some(parse_port(p)?),
+        None => None,
+    };
+    Ok(((!host.is_empty()).then_some(host), port))
+}
+
+fn host_from(h: &str) -> Result<Host> {
+    if h.is_empty() {
+        return Err(bad("the host is empty"));
+    }
+    if h.contains('\0') {
+        return Err(bad("the host contains a NUL byte"));
+    }
+    if h.starts_with('/') {
+        Ok(Host::Unix(PathBuf::from(h)))
+    } else if h.contains('/') {
+        Err(bad(format!(
+            "the host `{h}` is neither a host name nor an absolute socket directory"
+        )))
+    } else {
+        Ok(Host::Tcp(h.to_string()))
+    }
+}
+
+fn parse_port(p: &str) -> Result<u16> {
+    p.parse::<u16>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| bad(format!("the port must be a number from 1 to 65535, not `{p}`")))
+}
+
+fn parse_ssl_mode(v: &str) -> Result<SslMode> {
+    match v {
+        "disable" => Ok(SslMode::Disable),
+        "allow" => Ok(SslMode::Allow),
+        "prefer" => Ok(SslMode::Prefer),
+        "require" | "verify-ca" | "verify-full" => Err(bad(format!(
+            "sslmode={v}: TLS is not supported by this client; use sslmode=disable (or prefer), \
+             a Unix socket, or a tunnel"
+        ))),
+        other => Err(bad(format!(
+            "unknown sslmode `{other}` (disable, allow, prefer, require, verify-ca, verify-full)"
+        ))),
+    }
+}
+
+/// Percent-decodes `s` (UTF-8 required). `+` is kept as is.
+fn decode(s: &str) -> std::result::Result<String, ()> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or(())?;
+            let hex = std::str::from_utf8(hex).map_err(|_| ())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ())
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_tcp_url_with_every_part() {
+        let c = Config::parse(
+            "postgresql://al%40ice:s3cr%3At@db.example.com:6543/kan%20ban?sslmode=disable&application_name=kanban%20d&connect_timeout=7",
+        )
+        .unwrap();
+        assert_eq!(c.user(), "al@ice");
+        assert_eq!(c.password(), Some("s3cr:t"));
+        assert_eq!(c.host(), &Host::Tcp("db.example.com".into()));
+        assert_eq!(c.port(), 6543);
+        assert_eq!(c.dbname(), "kan ban");
+        assert_eq!(c.ssl_mode(), SslMode::Disable);
+        assert_eq!(c.application_name(), Some("kanban d"));
+        assert_eq!(c.connect_timeout(), Some(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn defaults_port_database_and_socket_directory() {
+        let c = Config::parse("postgres://kanban@").unwrap();
+        assert_eq!(c.host(), &Host::Unix(DEFAULT_SOCKET_DIR.into()));
+        assert_eq!(c.port(), 5432);
+        assert_eq!(c.dbname(), "kanban");
+        assert_eq!(c.ssl_mode(), SslMode::Prefer);
+        assert!(!c.has_password());
+        let c = Config::parse("postgres://kanban@localhost").unwrap();
+        assert_eq!(c.host(), &Host::Tcp("localhost".into()));
+        assert_eq!(c.port(), 5432);
+    }
+
+    #[test]
+    fn a_percent_encoded_absolute_host_is_a_socket_directory() {
+        let c = Config::parse("postgres://user@%2Ftmp%2Fpg/db").unwrap();
+        assert_eq!(c.host(), &Host::Unix("/tmp/pg".into()));
+        assert_eq!(c.socket_path().unwrap(), PathBuf::from("/tmp/pg/.s.PGSQL.5432"));
+        let c = Config::parse("postgres://user@/db?host=/run/pg&port=5433").unwrap();
+        assert_eq!(c.host(), &Host::Unix("/run/pg".into()));
+        assert_eq!(c.socket_path().unwrap(), PathBuf::from("/run/pg/.s.PGSQL.5433"));
+        let c = Config::parse("postgres://[::1]:5999/db?user=u").unwrap();
+        assert_eq!(c.host(), &Host::Tcp("::1".into()));
+        assert_eq!(c.port(), 5999);
+        assert_eq!(c.user(), "u");
+    }
+
+    #[test]
+    fn bad_urls_get_a_clear_error_without_the_password() {
+        let cases = [
+            ("mysql://u:hunter2@h/db", "must start with postgres://"),
+            ("postgres://u:hunter2@h:99999/db", "port must be a number"),
+            ("postgres://u:hunter2@h:0/db", "port must be a number"),
+            ("postgres://u:hunter2@h:abc/db", "port must be a number"),
+            ("postgres://:hunter2@h/db", "names no user"),
+            ("postgres://u:hunter2@h/db?sslmode=require", "TLS is not supported"),
+            ("postgres://u:hunter2@h/db?sslmode=verify-full", "TLS is not supported"),
+            ("postgres://u:hunter2@h/db?sslmode=maybe", "unknown sslmode"),
+            ("postgres://u:hunter2@h/db?frobnicate=1", "unknown URL parameter `frobnicate`"),
+            ("postgres://u:hunter2@h/db?port", "has no `=value`"),
+            ("postgres://u:hunter2@h/db?connect_timeout=soon", "connect_timeout"),
+            ("postgres://u:hunter2@a,b/db", "several hosts"),
+            ("postgres://u:hunter2@[::1/db", "closing `]`"),
+            ("postgres://u:hunt%zzer2@h/db", "password has an invalid percent-encoding"),
+            ("postgres://u%ff:hunter2@h/db", "user name has an invalid percent-encoding"),
+            ("postgres://u:hunter2@h/db#frag", "fragment"),
+            ("postgres://u:hunter2@h/db?host=relative/dir", "neither a host name"),
+            ("postgres://u:hunter2@h/d%00b", "NUL"),
+        ];
+        for (url, want) in cases {
+            let err = Config::parse(url).expect_err(url);
+            let text = format!("{err} {err:?}");
+            assert!(text.contains(want), "{url}: `{text}` lacks `{want}`");
+            assert!(!text.contains("hunter2") && !text.contains("hunt"), "{url}: {text}");
+        }
+    }
+
+    #[test]
+    fn redacted_display_and_debug_never_show_the_password() {
+        let mut c = Config::parse(
+            "postgres://kanban:hunter2@%2Ftmp%2Fpg%20x:5433/board?application_name=k&connect_timeout=3&sslmode=disable",
+        )
+        .unwrap();
+        c.set_password("other-secret");
+        let red = c.redacted();
+        assert_eq!(
+            red,
+            "postgres://kanban@%2Ftmp%2Fpg%20x:5433/board?sslmode=disable&application_name=k&connect_timeout=3"
+        );
+        for text in [red.clone(), c.to_string(), format!("{c:?}")] {
+            assert!(!text.contains("other-secret") && !text.contains("hunter2"), "{text}");
+        }
+        assert!(format!("{c:?}").contains("<redacted>"));
+        let mut back = Config::parse(&red).unwrap();
+        assert!(!back.has_password());
+        back.set_password("other-secret");
+        assert_eq!(back, c);
+        let tcp = Config::parse("postgres://u:pw@[::1]:7/d").unwrap();
+        assert_eq!(tcp.redacted(), "postgres://u@[::1]:7/d");
+    }
+
+    #[test]
+    fn passfile_lines_match_with_wildcards_and_escapes() {
+        let c = Config::parse("postgres://kan%3Aban@db.example:5432/board").unwrap();
+        let text = "# comment\n\
+                    other:5432:board:kan\\:ban:wrong-host\n\
+                    db.example:5433:board:kan\\:ban:wrong-port\n\
+                    short:line\n\
+                    db.example:*:board:kan\\:ban:pa\\:ss:with:colons\n\
+                    *:*:*:*:fallback\n";
+        assert_eq!(c.match_passfile(text).as_deref(), Some("pa:ss:with:colons"));
+        let other = Config::parse("postgres://someone@db.example/x").unwrap();
+        assert_eq!(other.match_passfile(text).as_deref(), Some("fallback"));
+        let sock = Config::parse("postgres://u@%2Frun%2Fpg/d").unwrap();
+        assert_eq!(sock.match_passfile("localhost:5432:d:u:viasock\n").as_deref(), Some("viasock"));
+        assert_eq!(sock.match_passfile("/run/pg:5432:d:u:viadir\n").as_deref(), Some("viadir"));
+        assert_eq!(sock.match_passfile("db.example:5432:d:u:no\n"), None);
+    }
+
+    #[test]
+    fn passfile_missing_is_none_and_loose_permissions_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("pgwire-passfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = Config::parse("postgres://u@h/d").unwrap();
+        assert_eq!(c.password_from_passfile(&dir.join("missing")).unwrap(), None);
+        let file = dir.join("pgpass");
+        std::fs::write(&file, "h:5432:d:u:from-file\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = c.password_from_passfile(&file).unwrap_err().to_string();
+        assert!(err.contains("chmod 0600"), "{err}");
+        assert!(!err.contains("from-file"), "{err}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(c.apply_passfile(&file).unwrap());
+        assert_eq!(c.password(), Some("from-file"));
+        c.set_password("explicit");
+        assert!(c.apply_passfile(&file).unwrap());
+        assert_eq!(c.password(), Some("explicit"), "an explicit password wins");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,76 @@
+//! `kanban-pgwire`: a small, blocking PostgreSQL client speaking the v3 wire protocol over a
+//! Unix socket or TCP, written on std alone (no async runtime, no threads, no TLS), and, behind
+//! the `cluster` feature, a throwaway server for tests and benchmarks.
+//!
+//! # Connecting
+//!
+//! ```no_run
+//! use kanban_pgwire::{Client, Config, Value};
+//! # fn main() -> Result<(), kanban_pgwire::Error> {
+//! let mut config = Config::parse("postgres://kanban@db.example:5432/board?application_name=kanban")?;
+//! // The library reads no environment variable: the caller supplies PGPASSWORD or PGPASSFILE.
+//! config.apply_passfile(std::path::Path::new("/home/me/.pgpass"))?;
+//! let mut client = Client::connect(&config)?;
+//! client.batch("CREATE TABLE IF NOT EXISTS t (id bigint PRIMARY KEY, body text)")?;
+//! client.execute("INSERT INTO t VALUES ($1, $2)", &[Value::Int(1), "hello".into()])?;
+//! let row = client.query_one("SELECT body FROM t WHERE id = $1", &[Value::Int(1)])?;
+//! assert_eq!(row.get(0).and_then(Value::as_str), Some("hello"));
+//! # Ok(()) }
+//! ```
+//!
+//! * URLs: `postgres://` or `postgresql://`, `user[:password]@host[:port]/dbname`, with
+//!   `?host=`, `port`, `user`, `password`, `dbname`, `sslmode`, `application_name`,
+//!   `connect_timeout`. A host that is an absolute path (`%2Ftmp%2Fpg` or `?host=/tmp/pg`) is
+//!   the directory of the server's Unix socket `.s.PGSQL.<port>`. `sslmode` `disable`, `allow`
+//!   and `prefer` connect in plaintext; `require` and `verify-*` are refused (no TLS here).
+//! * Secrets: [`Config`]'s `Display` and `Debug` and [`Config::redacted`] leave the password
+//!   out, and no [`Error`] message contains it; log the redacted URL.
+//! * Authentication: trust, cleartext `password`, `md5`, `scram-sha-256` (no channel binding).
+//!
+//! # Statements
+//!
+//! [`Client::execute`] and [`Client::query`] use the extended protocol with text-format
+//! parameters `$1…$n` and text-format results, converted to [`Value`] by column type (see its
+//! docs). Each distinct SQL text (with its parameter types) is prepared once per connection and
+//! kept in a cache of [`DEFAULT_STATEMENT_CACHE_CAPACITY`] statements (least recently used are
+//! closed beyond it), so a repeated statement costs one round trip: Bind, Execute, Sync.
+//! [`Client::batch`] runs several `;`-separated statements without parameters (simple protocol)
+//! for DDL. Transactions are plain SQL (`BEGIN`, `COMMIT`, `ROLLBACK`);
+//! [`Client::transaction_status`] tells whether a block is open or failed. A server error
+//! ([`Error::Db`], with the SQLSTATE in [`DbError::code`]) leaves the connection usable; an I/O
+//! or protocol error closes it ([`Client::is_closed`]) and reconnecting is the caller's job.
+//!
+//! # Notifications
+//!
+//! [`Client::listen`] subscribes; `NOTIFY` is plain SQL. [`Client::wait_notification`] returns a
+//! notification received while earlier statements ran, else waits up to its timeout for one and
+//! returns `Ok(None)` when none came.
+//!
+//! # The test cluster (feature `cluster`)
+//!
+//! `cluster::TestCluster::start()` runs `initdb` and `pg_ctl` from the newest
+//! `/usr/lib/postgresql/<version>/bin` (else `PATH`) in a fresh temporary directory, listening
+//! only on a Unix socket there (no TCP). When the server is missing and the process runs as
+//! root, it installs Debian's `postgresql` package first (`apt-get install -y
+//! --no-install-recommends postgresql`, serialized across processes by a file lock). The server
+//! refuses to run as root, so as root it runs as `nobody`. Dropping the cluster stops the
+//! server and removes the directory; a watcher process does the same if the test process dies
+//! first. See the module's docs for the builder options (fsync for benchmarks, settings).
+
+mod client;
+mod config;
+mod crypto;
+mod error;
+mod scram;
+mod value;
+
+#[cfg(feature = "cluster")]
+pub mod cluster;
+
+pub use client::{
+    CacheStats, Client, DEFAULT_STATEMENT_CACHE_CAPACITY, Notification, TransactionStatus,
+    quote_identifier, quote_literal,
+};
+pub use config::{Config, DEFAULT_PORT, DEFAULT_SOCKET_DIR, Host, SslMode};
+pub use error::{DbError, Error, Result};
+pub use value::{Column, Row, Value, oid};
