@@ -161,8 +161,12 @@ impl Client {
             Host::Unix(_) => {
                 let path = config.socket_path().unwrap_or_default();
                 let target = path.display().to_string();
-                let s = UnixStream::connect(&path)
-                    .map_err(|e| Error::io(format!("cannot connect to the PostgreSQL socket {target}"), e))?;
+                let s = UnixStream::connect(&path).map_err(|e| {
+                    Error::io(
+                        format!("cannot connect to the PostgreSQL socket {target}"),
+                        e,
+                    )
+                })?;
                 (Stream::Unix(s), target)
             }
             Host::Tcp(host) => {
@@ -173,7 +177,9 @@ impl Client {
                 };
                 let addrs = (host.as_str(), config.port())
                     .to_socket_addrs()
-                    .map_err(|e| Error::io(format!("cannot resolve the PostgreSQL host {target}"), e))?;
+                    .map_err(|e| {
+                        Error::io(format!("cannot resolve the PostgreSQL host {target}"), e)
+                    })?;
                 let mut last = None;
                 let mut stream = None;
                 for addr in addrs {
@@ -195,12 +201,16 @@ impl Client {
                         let e = last.unwrap_or_else(|| {
                             std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
                         });
-                        return Err(Error::io(format!("cannot connect to PostgreSQL at {target}"), e));
+                        return Err(Error::io(
+                            format!("cannot connect to PostgreSQL at {target}"),
+                            e,
+                        ));
                     }
                 };
                 // Small request/response messages: do not wait to coalesce them.
-                s.set_nodelay(true)
-                    .map_err(|e| Error::io(format!("cannot configure the socket to {target}"), e))?;
+                s.set_nodelay(true).map_err(|e| {
+                    Error::io(format!("cannot configure the socket to {target}"), e)
+                })?;
                 (Stream::Tcp(s), target)
             }
         };
@@ -280,7 +290,8 @@ impl Client {
                         5 => {
                             let salt = r.bytes(4)?;
                             let pw = need_password(config, "md5")?;
-                            let inner = hex(&md5(&[pw.as_bytes(), config.user().as_bytes()].concat()));
+                            let inner =
+                                hex(&md5(&[pw.as_bytes(), config.user().as_bytes()].concat()));
                             let outer = hex(&md5(&[inner.as_bytes(), salt].concat()));
                             self.password_message(format!("md5{outer}").as_bytes());
                             self.flush()?;
@@ -315,7 +326,9 @@ impl Client {
                             let server_first = String::from_utf8_lossy(r.rest()).into_owned();
                             let pw = need_password(config, "scram-sha-256")?;
                             let Some(s) = scram.as_mut() else {
-                                return Err(self.fail_protocol("SASL continue without a SASL start"));
+                                return Err(
+                                    self.fail_protocol("SASL continue without a SASL start")
+                                );
                             };
                             let fin = match s.client_final(pw.as_bytes(), &server_first) {
                                 Ok(f) => f,
@@ -529,6 +542,11 @@ impl Client {
         result
     }
 
+    /// How many notifications are buffered (received while statements ran, not yet returned).
+    pub fn pending_notifications(&self) -> usize {
+        self.notifications.len()
+    }
+
     /// Returns the notifications already buffered, without waiting or reading the socket.
     pub fn take_notifications(&mut self) -> Vec<Notification> {
         self.notifications.drain(..).collect()
@@ -540,7 +558,8 @@ impl Client {
                 Received::TimedOut => return Ok(None),
                 Received::Message(msg) => match msg.tag {
                     b'A' => {
-                        let n = parse_notification(&msg.body).map_err(|e| self.fail_protocol_err(e))?;
+                        let n =
+                            parse_notification(&msg.body).map_err(|e| self.fail_protocol_err(e))?;
                         return Ok(Some(n));
                     }
                     b'N' => {}
@@ -553,7 +572,12 @@ impl Client {
     }
 
     /// The extended protocol: (Close…) (Parse Describe) Bind Execute Sync in one round trip.
-    fn extended(&mut self, sql: &str, params: &[Value], want_rows: bool) -> Result<(Vec<Row>, u64)> {
+    fn extended(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        want_rows: bool,
+    ) -> Result<(Vec<Row>, u64)> {
         self.check_open()?;
         if params.len() > usize::from(u16::MAX) {
             return Err(Error::Config(format!(
@@ -572,9 +596,7 @@ impl Client {
             // changed shape (ALTER TABLE): prepare it again, once, when no transaction block
             // was affected by the failure.
             Err(Error::Db(e))
-                if was_cached
-                    && stale_statement(&e)
-                    && self.status == TransactionStatus::Idle =>
+                if was_cached && stale_statement(&e) && self.status == TransactionStatus::Idle =>
             {
                 self.run_extended(&key, params, want_rows)
             }
@@ -582,7 +604,12 @@ impl Client {
         }
     }
 
-    fn run_extended(&mut self, key: &StatementKey, params: &[Value], want_rows: bool) -> Result<(Vec<Row>, u64)> {
+    fn run_extended(
+        &mut self,
+        key: &StatementKey,
+        params: &[Value],
+        want_rows: bool,
+    ) -> Result<(Vec<Row>, u64)> {
         self.tick += 1;
         let tick = self.tick;
         let cached = self.statements.get_mut(key).map(|s| {
@@ -717,10 +744,11 @@ impl Client {
         }
         if let Some(Error::Db(e)) = &error {
             // The server lost or outdated the cached statement: prepare it afresh next time.
-            if !fresh && stale_statement(e) {
-                if let Some(s) = self.statements.remove(key) {
-                    self.to_close.push(s.name);
-                }
+            if !fresh
+                && stale_statement(e)
+                && let Some(s) = self.statements.remove(key)
+            {
+                self.to_close.push(s.name);
             }
         }
         match error {
@@ -735,15 +763,17 @@ impl Client {
             .iter()
             .min_by_key(|(_, s)| s.last_used)
             .map(|(k, _)| k.clone());
-        if let Some(key) = oldest {
-            if let Some(s) = self.statements.remove(&key) {
-                self.to_close.push(s.name);
-            }
+        if let Some(key) = oldest
+            && let Some(s) = self.statements.remove(&key)
+        {
+            self.to_close.push(s.name);
         }
     }
 
     fn copy_fail(&mut self, extended: bool) -> Result<()> {
-        self.message(b'f', |b| b.extend_from_slice(b"COPY is not supported by this client\0"));
+        self.message(b'f', |b| {
+            b.extend_from_slice(b"COPY is not supported by this client\0")
+        });
         if extended {
             // The Sync sent with the statement was ignored in copy mode.
             self.message(b'S', |_| {});
@@ -754,7 +784,11 @@ impl Client {
     // ---- low level -------------------------------------------------------------------------
 
     fn check_open(&self) -> Result<()> {
-        if self.closed { Err(Error::Closed) } else { Ok(()) }
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
     }
 
     /// Appends one frontend message (tag, length, body) to the output buffer.
@@ -784,7 +818,10 @@ impl Client {
                         std::io::ErrorKind::TimedOut,
                         "no answer within the query timeout",
                     );
-                    return Err(self.fail_io(&format!("PostgreSQL at {} did not answer in time", self.target), e));
+                    return Err(self.fail_io(
+                        &format!("PostgreSQL at {} did not answer in time", self.target),
+                        e,
+                    ));
                 }
             };
             match msg.tag {
@@ -806,7 +843,12 @@ impl Client {
             let avail = self.buf.len() - self.pos;
             if avail >= 5 {
                 let p = self.pos;
-                let len = i32::from_be_bytes([self.buf[p + 1], self.buf[p + 2], self.buf[p + 3], self.buf[p + 4]]);
+                let len = i32::from_be_bytes([
+                    self.buf[p + 1],
+                    self.buf[p + 2],
+                    self.buf[p + 3],
+                    self.buf[p + 4],
+                ]);
                 let len = usize::try_from(len).unwrap_or(0);
                 if !(4..=MAX_MESSAGE).contains(&len) {
                     return Err(self.fail_protocol("a message with an impossible length"));
@@ -844,7 +886,10 @@ impl Client {
                         std::io::ErrorKind::UnexpectedEof,
                         "the server closed the connection",
                     );
-                    return Err(self.fail_io(&format!("lost the connection to PostgreSQL at {}", self.target), e));
+                    return Err(self.fail_io(
+                        &format!("lost the connection to PostgreSQL at {}", self.target),
+                        e,
+                    ));
                 }
                 Ok(n) => self.buf.truncate(filled + n),
                 Err(e) => {
@@ -965,7 +1010,9 @@ pub fn quote_identifier(name: &str) -> Result<String> {
 /// in every supported server).
 pub fn quote_literal(value: &str) -> Result<String> {
     if value.contains('\0') {
-        return Err(Error::Config("a string literal must be free of NUL bytes".into()));
+        return Err(Error::Config(
+            "a string literal must be free of NUL bytes".into(),
+        ));
     }
     Ok(format!("'{}'", value.replace('\'', "''")))
 }
@@ -987,7 +1034,9 @@ fn transaction_status(body: &[u8]) -> Result<TransactionStatus> {
         Some(b'I') => Ok(TransactionStatus::Idle),
         Some(b'T') => Ok(TransactionStatus::InTransaction),
         Some(b'E') => Ok(TransactionStatus::Failed),
-        _ => Err(Error::Protocol("a ReadyForQuery with an unknown status".into())),
+        _ => Err(Error::Protocol(
+            "a ReadyForQuery with an unknown status".into(),
+        )),
     }
 }
 

@@ -287,9 +287,8 @@ impl TestCluster {
     pub fn config_for(&self, user: &str, db: &str) -> Config {
         // The URL is built from a path and names percent-encoded above, so it always parses;
         // a failure here is a bug in `url_for`.
-        Config::parse(&self.url_for(user, db)).unwrap_or_else(|e| {
-            panic!("the test cluster built an unparsable URL: {e}")
-        })
+        Config::parse(&self.url_for(user, db))
+            .unwrap_or_else(|e| panic!("the test cluster built an unparsable URL: {e}"))
     }
 
     /// A superuser connection to database `db`.
@@ -302,7 +301,10 @@ impl TestCluster {
 
     /// Creates database `name` (owned by the superuser).
     pub fn create_database(&self, name: &str) -> Result<()> {
-        self.admin(&format!("CREATE DATABASE {}", ident(name)?), "create a database")
+        self.admin(
+            &format!("CREATE DATABASE {}", ident(name)?),
+            "create a database",
+        )
     }
 
     /// Creates a login role with `password` that must authenticate with SCRAM-SHA-256.
@@ -334,7 +336,10 @@ impl TestCluster {
 
     /// The last `lines` lines of the server log.
     pub fn log_tail(&self, lines: usize) -> String {
-        tail(&fs::read_to_string(self.dir.join("server.log")).unwrap_or_default(), lines)
+        tail(
+            &fs::read_to_string(self.dir.join("server.log")).unwrap_or_default(),
+            lines,
+        )
     }
 
     fn admin(&self, sql: &str, what: &str) -> Result<()> {
@@ -378,7 +383,10 @@ impl TestCluster {
         let mut conf = String::from("\n# kanban-pgwire test cluster\n");
         let mut settings: Vec<(String, String)> = vec![
             ("listen_addresses".into(), String::new()),
-            ("unix_socket_directories".into(), self.dir.to_string_lossy().into_owned()),
+            (
+                "unix_socket_directories".into(),
+                self.dir.to_string_lossy().into_owned(),
+            ),
             ("port".into(), PORT.to_string()),
         ];
         if !opts.fsync {
@@ -402,7 +410,8 @@ impl TestCluster {
                    local all +pgwire_password password\n\
                    local all all trust\n";
         let hba_path = data.join("pg_hba.conf");
-        fs::write(&hba_path, hba).map_err(io_err(format!("cannot write {}", hba_path.display())))?;
+        fs::write(&hba_path, hba)
+            .map_err(io_err(format!("cannot write {}", hba_path.display())))?;
 
         self.spawn_watcher()?;
         let log = self.dir.join("server.log");
@@ -510,10 +519,10 @@ impl TestCluster {
             }
             self.running = false;
         }
-        if let Err(e) = fs::remove_dir_all(&self.dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                eprintln!("test cluster: cannot remove {}: {e}", self.dir.display());
-            }
+        if let Err(e) = fs::remove_dir_all(&self.dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("test cluster: cannot remove {}: {e}", self.dir.display());
         }
     }
 }
@@ -529,9 +538,17 @@ impl Drop for TestCluster {
 enum Runner {
     CurrentUser,
     /// Through `setpriv --reuid --regid --clear-groups`.
-    Setpriv { setpriv: PathBuf, uid: u32, gid: u32 },
+    Setpriv {
+        setpriv: PathBuf,
+        uid: u32,
+        gid: u32,
+    },
     /// Through `runuser -u nobody --`.
-    Runuser { runuser: PathBuf, uid: u32, gid: u32 },
+    Runuser {
+        runuser: PathBuf,
+        uid: u32,
+        gid: u32,
+    },
 }
 
 impl Runner {
@@ -539,7 +556,8 @@ impl Runner {
         if !rustix::process::geteuid().is_root() {
             return Ok(Runner::CurrentUser);
         }
-        let passwd = fs::read_to_string("/etc/passwd").map_err(io_err("cannot read /etc/passwd"))?;
+        let passwd =
+            fs::read_to_string("/etc/passwd").map_err(io_err("cannot read /etc/passwd"))?;
         let (uid, gid) = passwd
             .lines()
             .find_map(|line| {
@@ -571,7 +589,9 @@ impl Runner {
     fn owner(&self) -> Option<(u32, u32)> {
         match self {
             Runner::CurrentUser => None,
-            Runner::Setpriv { uid, gid, .. } | Runner::Runuser { uid, gid, .. } => Some((*uid, *gid)),
+            Runner::Setpriv { uid, gid, .. } | Runner::Runuser { uid, gid, .. } => {
+                Some((*uid, *gid))
+            }
         }
     }
 
@@ -630,7 +650,12 @@ fn make_dir(base: &Path, runner: &Runner) -> Result<PathBuf> {
                 return Ok(dir);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io_err(format!("cannot create a directory in {}", base.display()))(e)),
+            Err(e) => {
+                return Err(io_err(format!(
+                    "cannot create a directory in {}",
+                    base.display()
+                ))(e));
+            }
         }
     }
     Err(ClusterError::Setup(format!(
@@ -642,14 +667,21 @@ fn make_dir(base: &Path, runner: &Runner) -> Result<PathBuf> {
 /// The folder holding `initdb`, `pg_ctl` and `postgres`: the newest version under the search
 /// root, else the first `PATH` directory that has `initdb` (followed through symlinks).
 fn find_bin_dir(opts: &TestClusterBuilder) -> Option<PathBuf> {
-    let complete = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|p| dir.join(p).is_file());
+    let complete = |dir: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|p| dir.join(p).is_file())
+    };
     let mut versions: Vec<(Vec<u32>, PathBuf)> = fs::read_dir(&opts.search_root)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
-            let version: Vec<u32> = name.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+            let version: Vec<u32> = name
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<_>>()?;
             let bin = entry.path().join("bin");
             complete(&bin).then_some((version, bin))
         })
@@ -711,7 +743,8 @@ fn find_or_install(opts: &TestClusterBuilder) -> Result<PathBuf> {
 /// package lists are refreshed (`apt-get update`) only when the first attempt fails.
 fn install_postgresql() -> Result<()> {
     let lock_path = std::env::temp_dir().join("kanban-pgwire-install.lock");
-    let lock = File::create(&lock_path).map_err(io_err(format!("cannot open {}", lock_path.display())))?;
+    let lock =
+        File::create(&lock_path).map_err(io_err(format!("cannot open {}", lock_path.display())))?;
     lock.lock()
         .map_err(io_err(format!("cannot lock {}", lock_path.display())))?;
     // Another process may have installed it while we waited: apt-get then does nothing.
@@ -814,17 +847,28 @@ mod tests {
     #[test]
     fn the_finder_picks_the_newest_complete_version() {
         let root = std::env::temp_dir().join(format!("pgwire-finder-{}", std::process::id()));
-        for (version, complete) in [("9.6", true), ("15", true), ("16", false), ("notaversion", true)] {
+        for (version, complete) in [
+            ("9.6", true),
+            ("15", true),
+            ("16", false),
+            ("notaversion", true),
+        ] {
             let bin = root.join(version).join("bin");
             fs::create_dir_all(&bin).unwrap();
-            let programs: &[&str] = if complete { &["initdb", "pg_ctl", "postgres"] } else { &["initdb"] };
+            let programs: &[&str] = if complete {
+                &["initdb", "pg_ctl", "postgres"]
+            } else {
+                &["initdb"]
+            };
             for p in programs {
                 fs::write(bin.join(p), "").unwrap();
             }
         }
         let opts = TestCluster::builder().search_root(&root).use_path(false);
         assert_eq!(find_bin_dir(&opts), Some(root.join("15").join("bin")));
-        let empty = TestCluster::builder().search_root(root.join("none")).use_path(false);
+        let empty = TestCluster::builder()
+            .search_root(root.join("none"))
+            .use_path(false);
         assert_eq!(find_bin_dir(&empty), None);
         fs::remove_dir_all(&root).unwrap();
     }

@@ -106,8 +106,9 @@ impl Config {
                 user = Some(u);
             }
             if let Some(p) = p {
-                password =
-                    Some(decode(p).map_err(|()| bad("the password has an invalid percent-encoding"))?);
+                password = Some(
+                    decode(p).map_err(|()| bad("the password has an invalid percent-encoding"))?,
+                );
             }
         }
         let (host, port) = split_host_port(hostport)?;
@@ -119,7 +120,10 @@ impl Config {
         let mut dbname = if path.is_empty() {
             None
         } else {
-            Some(decode(path).map_err(|()| bad("the database name has an invalid percent-encoding"))?)
+            Some(
+                decode(path)
+                    .map_err(|()| bad("the database name has an invalid percent-encoding"))?,
+            )
         };
         let mut ssl_mode = SslMode::default();
         let mut application_name = None;
@@ -129,9 +133,13 @@ impl Config {
                 let (k, v) = pair
                     .split_once('=')
                     .ok_or_else(|| bad(format!("the URL parameter `{pair}` has no `=value`")))?;
-                let key = decode(k).map_err(|()| bad("a URL parameter name has an invalid percent-encoding"))?;
-                let value = decode(v)
-                    .map_err(|()| bad(format!("the URL parameter `{key}` has an invalid percent-encoding")))?;
+                let key = decode(k)
+                    .map_err(|()| bad("a URL parameter name has an invalid percent-encoding"))?;
+                let value = decode(v).map_err(|()| {
+                    bad(format!(
+                        "the URL parameter `{key}` has an invalid percent-encoding"
+                    ))
+                })?;
                 match key.as_str() {
                     "host" => host = Some(host_from(&value)?),
                     "port" => port = Some(parse_port(&value)?),
@@ -160,7 +168,10 @@ impl Config {
         let user = user
             .filter(|u| !u.is_empty())
             .ok_or_else(|| bad("the URL names no user: write postgres://USER@HOST/DB"))?;
-        for (what, value) in [("user name", Some(&user)), ("database name", dbname.as_ref())] {
+        for (what, value) in [
+            ("user name", Some(&user)),
+            ("database name", dbname.as_ref()),
+        ] {
             if value.is_some_and(|v| v.contains('\0')) {
                 return Err(bad(format!("the {what} contains a NUL byte")));
             }
@@ -169,7 +180,9 @@ impl Config {
             return Err(bad("the password contains a NUL byte"));
         }
         Ok(Config {
-            dbname: dbname.filter(|d| !d.is_empty()).unwrap_or_else(|| user.clone()),
+            dbname: dbname
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| user.clone()),
             user,
             password,
             host: host.unwrap_or_else(|| Host::Unix(PathBuf::from(DEFAULT_SOCKET_DIR))),
@@ -306,7 +319,10 @@ impl Config {
             }
         };
         if !meta.is_file() {
-            return Err(bad(format!("the password file {} is not a regular file", path.display())));
+            return Err(bad(format!(
+                "the password file {} is not a regular file",
+                path.display()
+            )));
         }
         if meta.permissions().mode() & 0o077 != 0 {
             return Err(bad(format!(
@@ -315,8 +331,12 @@ impl Config {
                 path.display()
             )));
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("cannot read the password file {}", path.display()), e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::io(
+                format!("cannot read the password file {}", path.display()),
+                e,
+            )
+        })?;
         Ok(self.match_passfile(&text))
     }
 
@@ -365,10 +385,10 @@ fn split_passfile_line(line: &str) -> Vec<String> {
     while let Some(c) = chars.next() {
         match c {
             '\\' => {
-                if let Some(next) = chars.next() {
-                    if let Some(f) = fields.last_mut() {
-                        f.push(next);
-                    }
+                if let Some(next) = chars.next()
+                    && let Some(f) = fields.last_mut()
+                {
+                    f.push(next);
                 }
             }
             ':' if fields.len() < 5 => fields.push(String::new()),
@@ -464,10 +484,11 @@ fn host_from(h: &str) -> Result<Host> {
 }
 
 fn parse_port(p: &str) -> Result<u16> {
-    p.parse::<u16>()
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| bad(format!("the port must be a number from 1 to 65535, not `{p}`")))
+    p.parse::<u16>().ok().filter(|&n| n > 0).ok_or_else(|| {
+        bad(format!(
+            "the port must be a number from 1 to 65535, not `{p}`"
+        ))
+    })
 }
 
 fn parse_ssl_mode(v: &str) -> Result<SslMode> {
@@ -554,10 +575,16 @@ mod tests {
     fn a_percent_encoded_absolute_host_is_a_socket_directory() {
         let c = Config::parse("postgres://user@%2Ftmp%2Fpg/db").unwrap();
         assert_eq!(c.host(), &Host::Unix("/tmp/pg".into()));
-        assert_eq!(c.socket_path().unwrap(), PathBuf::from("/tmp/pg/.s.PGSQL.5432"));
+        assert_eq!(
+            c.socket_path().unwrap(),
+            PathBuf::from("/tmp/pg/.s.PGSQL.5432")
+        );
         let c = Config::parse("postgres://user@/db?host=/run/pg&port=5433").unwrap();
         assert_eq!(c.host(), &Host::Unix("/run/pg".into()));
-        assert_eq!(c.socket_path().unwrap(), PathBuf::from("/run/pg/.s.PGSQL.5433"));
+        assert_eq!(
+            c.socket_path().unwrap(),
+            PathBuf::from("/run/pg/.s.PGSQL.5433")
+        );
         let c = Config::parse("postgres://[::1]:5999/db?user=u").unwrap();
         assert_eq!(c.host(), &Host::Tcp("::1".into()));
         assert_eq!(c.port(), 5999);
@@ -572,25 +599,49 @@ mod tests {
             ("postgres://u:hunter2@h:0/db", "port must be a number"),
             ("postgres://u:hunter2@h:abc/db", "port must be a number"),
             ("postgres://:hunter2@h/db", "names no user"),
-            ("postgres://u:hunter2@h/db?sslmode=require", "TLS is not supported"),
-            ("postgres://u:hunter2@h/db?sslmode=verify-full", "TLS is not supported"),
+            (
+                "postgres://u:hunter2@h/db?sslmode=require",
+                "TLS is not supported",
+            ),
+            (
+                "postgres://u:hunter2@h/db?sslmode=verify-full",
+                "TLS is not supported",
+            ),
             ("postgres://u:hunter2@h/db?sslmode=maybe", "unknown sslmode"),
-            ("postgres://u:hunter2@h/db?frobnicate=1", "unknown URL parameter `frobnicate`"),
+            (
+                "postgres://u:hunter2@h/db?frobnicate=1",
+                "unknown URL parameter `frobnicate`",
+            ),
             ("postgres://u:hunter2@h/db?port", "has no `=value`"),
-            ("postgres://u:hunter2@h/db?connect_timeout=soon", "connect_timeout"),
+            (
+                "postgres://u:hunter2@h/db?connect_timeout=soon",
+                "connect_timeout",
+            ),
             ("postgres://u:hunter2@a,b/db", "several hosts"),
             ("postgres://u:hunter2@[::1/db", "closing `]`"),
-            ("postgres://u:hunt%zzer2@h/db", "password has an invalid percent-encoding"),
-            ("postgres://u%ff:hunter2@h/db", "user name has an invalid percent-encoding"),
+            (
+                "postgres://u:hunt%zzer2@h/db",
+                "password has an invalid percent-encoding",
+            ),
+            (
+                "postgres://u%ff:hunter2@h/db",
+                "user name has an invalid percent-encoding",
+            ),
             ("postgres://u:hunter2@h/db#frag", "fragment"),
-            ("postgres://u:hunter2@h/db?host=relative/dir", "neither a host name"),
+            (
+                "postgres://u:hunter2@h/db?host=relative/dir",
+                "neither a host name",
+            ),
             ("postgres://u:hunter2@h/d%00b", "NUL"),
         ];
         for (url, want) in cases {
             let err = Config::parse(url).expect_err(url);
             let text = format!("{err} {err:?}");
             assert!(text.contains(want), "{url}: `{text}` lacks `{want}`");
-            assert!(!text.contains("hunter2") && !text.contains("hunt"), "{url}: {text}");
+            assert!(
+                !text.contains("hunter2") && !text.contains("hunt"),
+                "{url}: {text}"
+            );
         }
     }
 
@@ -607,7 +658,10 @@ mod tests {
             "postgres://kanban@%2Ftmp%2Fpg%20x:5433/board?sslmode=disable&application_name=k&connect_timeout=3"
         );
         for text in [red.clone(), c.to_string(), format!("{c:?}")] {
-            assert!(!text.contains("other-secret") && !text.contains("hunter2"), "{text}");
+            assert!(
+                !text.contains("other-secret") && !text.contains("hunter2"),
+                "{text}"
+            );
         }
         assert!(format!("{c:?}").contains("<redacted>"));
         let mut back = Config::parse(&red).unwrap();
@@ -631,8 +685,15 @@ mod tests {
         let other = Config::parse("postgres://someone@db.example/x").unwrap();
         assert_eq!(other.match_passfile(text).as_deref(), Some("fallback"));
         let sock = Config::parse("postgres://u@%2Frun%2Fpg/d").unwrap();
-        assert_eq!(sock.match_passfile("localhost:5432:d:u:viasock\n").as_deref(), Some("viasock"));
-        assert_eq!(sock.match_passfile("/run/pg:5432:d:u:viadir\n").as_deref(), Some("viadir"));
+        assert_eq!(
+            sock.match_passfile("localhost:5432:d:u:viasock\n")
+                .as_deref(),
+            Some("viasock")
+        );
+        assert_eq!(
+            sock.match_passfile("/run/pg:5432:d:u:viadir\n").as_deref(),
+            Some("viadir")
+        );
         assert_eq!(sock.match_passfile("db.example:5432:d:u:no\n"), None);
     }
 
@@ -642,7 +703,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pgwire-passfile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut c = Config::parse("postgres://u@h/d").unwrap();
-        assert_eq!(c.password_from_passfile(&dir.join("missing")).unwrap(), None);
+        assert_eq!(
+            c.password_from_passfile(&dir.join("missing")).unwrap(),
+            None
+        );
         let file = dir.join("pgpass");
         std::fs::write(&file, "h:5432:d:u:from-file\n").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();

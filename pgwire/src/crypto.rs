@@ -157,7 +157,12 @@ pub(crate) fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
 }
 
 /// PBKDF2-HMAC-SHA-256 (RFC 8018) with one output block: SCRAM's `Hi()` (RFC 5802).
-pub(crate) fn pbkdf2_sha256_block(password: &[u8], salt: &[u8], iterations: u32, index: u32) -> [u8; 32] {
+pub(crate) fn pbkdf2_sha256_block(
+    password: &[u8],
+    salt: &[u8],
+    iterations: u32,
+    index: u32,
+) -> [u8; 32] {
     let mut first = Vec::with_capacity(salt.len() + 4);
     first.extend_from_slice(salt);
     first.extend_from_slice(&index.to_be_bytes());
@@ -214,7 +219,7 @@ pub(crate) fn base64_encode(data: &[u8]) -> String {
 /// Standard base64 with padding; `None` for anything malformed.
 pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
@@ -298,7 +303,12 @@ mod tests {
             ),
         ];
         for (input, want) in cases {
-            assert_eq!(hex(&sha256(input.as_bytes())), want, "sha256 of {} bytes", input.len());
+            assert_eq!(
+                hex(&sha256(input.as_bytes())),
+                want,
+                "sha256 of {} bytes",
+                input.len()
+            );
         }
     }
 

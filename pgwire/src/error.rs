@@ -146,7 +146,11 @@ impl DbError {
 
 impl fmt::Display for DbError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PostgreSQL {} {}: {}", self.severity, self.code, self.message)?;
+        write!(
+            f,
+            "PostgreSQL {} {}: {}",
+            self.severity, self.code, self.message
+        )?;
         if let Some(detail) = &self.detail {
             write!(f, " ({detail})")?;
         }

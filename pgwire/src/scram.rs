@@ -34,7 +34,11 @@ impl Scram {
     }
 
     /// Answers the server-first-message with the client-final-message.
-    pub(crate) fn client_final(&mut self, password: &[u8], server_first: &str) -> Result<String, ScramError> {
+    pub(crate) fn client_final(
+        &mut self,
+        password: &[u8],
+        server_first: &str,
+    ) -> Result<String, ScramError> {
         let mut nonce = None;
         let mut salt = None;
         let mut iterations = None;
@@ -46,21 +50,26 @@ impl Scram {
             } else if let Some(v) = attr.strip_prefix("i=") {
                 iterations = Some(v);
             } else if attr.starts_with("m=") {
-                return Err(ScramError("the server demands a SCRAM extension this client does not know".into()));
+                return Err(ScramError(
+                    "the server demands a SCRAM extension this client does not know".into(),
+                ));
             }
         }
         let (Some(nonce), Some(salt), Some(iterations)) = (nonce, salt, iterations) else {
-            return Err(ScramError("the server-first-message lacks its nonce, salt or iteration count".into()));
+            return Err(ScramError(
+                "the server-first-message lacks its nonce, salt or iteration count".into(),
+            ));
         };
         if !nonce.starts_with(&self.client_nonce) || nonce.len() == self.client_nonce.len() {
-            return Err(ScramError("the server's nonce does not extend the client's".into()));
+            return Err(ScramError(
+                "the server's nonce does not extend the client's".into(),
+            ));
         }
-        let salt = base64_decode(salt).ok_or_else(|| ScramError("the server's salt is not base64".into()))?;
-        let iterations: u32 = iterations
-            .parse()
-            .ok()
-            .filter(|&i| i > 0)
-            .ok_or_else(|| ScramError("the server's iteration count is not a positive integer".into()))?;
+        let salt = base64_decode(salt)
+            .ok_or_else(|| ScramError("the server's salt is not base64".into()))?;
+        let iterations: u32 = iterations.parse().ok().filter(|&i| i > 0).ok_or_else(|| {
+            ScramError("the server's iteration count is not a positive integer".into())
+        })?;
 
         let salted = hi(password, &salt, iterations);
         let client_key = hmac_sha256(&salted, b"Client Key");
@@ -85,14 +94,20 @@ impl Scram {
             return Err(ScramError(format!("the server refused the exchange: {e}")));
         }
         let Some(v) = server_final.split(',').find_map(|a| a.strip_prefix("v=")) else {
-            return Err(ScramError("the server-final-message has no verifier".into()));
+            return Err(ScramError(
+                "the server-final-message has no verifier".into(),
+            ));
         };
         let Some(expected) = self.server_signature else {
-            return Err(ScramError("the server-final-message came before the client-final-message".into()));
+            return Err(ScramError(
+                "the server-final-message came before the client-final-message".into(),
+            ));
         };
         match base64_decode(v) {
             Some(got) if got == expected => Ok(()),
-            _ => Err(ScramError("the server's signature is wrong: it does not know the password".into())),
+            _ => Err(ScramError(
+                "the server's signature is wrong: it does not know the password".into(),
+            )),
         }
     }
 }
@@ -117,16 +132,30 @@ mod tests {
         scram
             .verify_server_final("v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
             .unwrap();
-        assert!(scram.verify_server_final("v=AAAATRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=").is_err());
+        assert!(
+            scram
+                .verify_server_final("v=AAAATRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+                .is_err()
+        );
         assert!(scram.verify_server_final("e=invalid-proof").is_err());
     }
 
     #[test]
     fn scram_refuses_a_nonce_that_does_not_extend_the_clients() {
         let mut scram = Scram::new("abc".into());
-        for bad in ["r=xyz123,s=AAAA,i=4096", "r=abc,s=AAAA,i=4096", "r=abcd,s=!!,i=4096", "r=abcd,s=AAAA,i=0", "r=abcd,s=AAAA", "m=ext,r=abcd,s=AAAA,i=1"] {
+        for bad in [
+            "r=xyz123,s=AAAA,i=4096",
+            "r=abc,s=AAAA,i=4096",
+            "r=abcd,s=!!,i=4096",
+            "r=abcd,s=AAAA,i=0",
+            "r=abcd,s=AAAA",
+            "m=ext,r=abcd,s=AAAA,i=1",
+        ] {
             assert!(scram.client_final(b"pw", bad).is_err(), "{bad}");
         }
-        assert!(scram.verify_server_final("v=AAAA").is_err(), "a verifier before the final message");
+        assert!(
+            scram.verify_server_final("v=AAAA").is_err(),
+            "a verifier before the final message"
+        );
     }
 }

@@ -146,7 +146,7 @@ impl Value {
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     b.chunks_exact(2)
@@ -288,7 +288,10 @@ mod tests {
         }
         assert!(!Value::Null.encode(&mut Vec::new()));
         assert_eq!(Value::decode(oid::BOOL, b"t"), Some(Value::Int(1)));
-        assert_eq!(Value::decode(oid::NUMERIC, b"12.50"), Some(Value::Real(12.5)));
+        assert_eq!(
+            Value::decode(oid::NUMERIC, b"12.50"),
+            Some(Value::Real(12.5))
+        );
         assert_eq!(Value::decode(oid::BYTEA, b"\\x0g"), None);
         assert_eq!(Value::decode(oid::INT4, b"x"), None);
     }
