@@ -497,7 +497,10 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             print_out(json, &a, || {
                 let mut line = format!("archived {} (was {})", a.task_id, a.prev_status);
                 if let Some(pid) = a.worker_pid {
-                    line.push_str(&format!("; its worker pid {pid} may still be running"));
+                    line.push_str(&format!(
+                        "; its worker pid {pid}{} may still be running",
+                        on_host(a.claim_lock.as_deref())
+                    ));
                 }
                 line
             })
@@ -517,7 +520,8 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
                         i.prior_status,
                         i.worker_pid
                             .map(|p| format!(
-                                " (its worker pid {p} is terminated by the dispatcher)"
+                                " (its worker pid {p}{} is terminated by its host's dispatcher)",
+                                on_host(i.claim_lock.as_deref())
                             ))
                             .unwrap_or_default()
                     ));
@@ -532,7 +536,10 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             print_out(json, &r, || {
                 let mut line = format!("reclaimed {}; now {}", r.task_id, r.retry_status);
                 if let Some(pid) = r.worker_pid {
-                    line.push_str(&format!("; its worker pid {pid} may still be running"));
+                    line.push_str(&format!(
+                        "; its worker pid {pid}{} may still be running",
+                        on_host(r.prev_lock.as_deref())
+                    ));
                 }
                 line
             })
@@ -962,4 +969,14 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             })
         }
     }
+}
+
+/// ` on <host>` for a claim lock `"<host>:<pid>"`: a worker pid means something only on the host
+/// that claimed it (empty when the lock is missing or has no host part).
+fn on_host(lock: Option<&str>) -> String {
+    lock.and_then(|l| l.rsplit_once(':'))
+        .map(|(host, _)| host)
+        .filter(|h| !h.is_empty())
+        .map(|h| format!(" on {}", line(h)))
+        .unwrap_or_default()
 }

@@ -194,7 +194,10 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
     if progress {
         println!();
     }
-    eprintln!("kanban dispatch: {}", stop_line(&board)?);
+    eprintln!(
+        "kanban dispatch: {}",
+        stop_line(&board, &settings.host_prefix)?
+    );
     Ok(Exit::OK)
 }
 
@@ -219,12 +222,18 @@ fn progress_line(board: &Board, report: &TickReport) -> String {
     )
 }
 
-/// The one line the dispatcher prints when it stops: the workers it leaves running (their tasks
-/// stay claimed; a dispatcher started again finds them on the board).
-fn stop_line(board: &Board) -> anyhow::Result<String> {
+/// The one line the dispatcher prints when it stops: the workers of this host (claim lock
+/// `host_prefix…`) it leaves running (their tasks stay claimed; a dispatcher started again finds
+/// them on the board). Another host's workers are not this dispatcher's to report.
+fn stop_line(board: &Board, host_prefix: &str) -> anyhow::Result<String> {
     let left: Vec<String> = board
         .running_tasks()?
         .into_iter()
+        .filter(|t| {
+            t.claim_lock
+                .as_deref()
+                .is_some_and(|l| l.starts_with(host_prefix))
+        })
         .filter_map(|t| t.worker_pid.map(|pid| format!("{} (pid {pid})", t.id)))
         .collect();
     Ok(if left.is_empty() {

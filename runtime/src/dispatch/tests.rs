@@ -749,6 +749,9 @@ fn a_completed_run_s_worker_is_left_to_exit_by_itself() {
 /// breaker, terminal-worker reaping), on the same fake.
 mod gaps;
 
+/// Claims of other hosts: never judged by pid nor signalled, released only on expiry.
+mod hosts;
+
 #[test]
 fn our_own_claim_whose_worker_died_unrecorded_is_released_but_not_while_it_lives() {
     let mut e = env();

@@ -345,9 +345,14 @@ impl Tick<'_> {
     }
 
     fn host_local(&self, task: &RunningTask) -> bool {
-        task.claim_lock
-            .as_deref()
-            .is_some_and(|l| l.starts_with(&self.settings.host_prefix))
+        self.names_this_host(task.claim_lock.as_deref())
+    }
+
+    /// Whether a claim lock `"<hostname>:<pid>"` was written on this host. Only then may a pid
+    /// recorded under it be looked up in `/proc` or signalled (ARCHITECTURE.md §3): the same pid
+    /// on another host is another process.
+    fn names_this_host(&self, lock: Option<&str>) -> bool {
+        lock.is_some_and(|l| l.starts_with(&self.settings.host_prefix))
     }
 
     /// Liveness of the task's worker; a worker on another host is unknowable (`None`).
@@ -425,6 +430,11 @@ impl Tick<'_> {
     fn owner_paused(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         for task in running {
             let Some(run) = task.run_id else { continue };
+            // Another host's owner (its state file, its pid) is not ours to judge: that run
+            // follows the rules of any foreign claim (released only once its claim expires).
+            if !self.host_local(task) {
+                continue;
+            }
             let Some(turn) = self.board.owner_turn(&task.id, run)? else {
                 continue;
             };
@@ -765,12 +775,32 @@ impl Tick<'_> {
             .into_iter()
             .filter(|t| t.claim_lock.is_none() || t.claim_expires.is_none())
             .collect();
+        let max_stale = self.settings.heartbeat_max_stale_seconds;
         for task in orphans {
-            let alive = task.worker_pid.is_some_and(|pid| {
-                self.workers
-                    .liveness(pid, task.fingerprint.as_deref())
-                    .may_be_running()
-            });
+            // The claim lock names the worker's host; an orphan without one is placed by its
+            // run's lock. Only a worker of this host is judged by its pid; any other waits until
+            // its heartbeat (or, without one, its run's start) is older than the stale limit.
+            let local = if task.claim_lock.is_some() {
+                self.host_local(task)
+            } else {
+                let runs = self.board.runs(&task.id)?;
+                let lock = runs
+                    .iter()
+                    .find(|r| Some(r.id) == task.run_id)
+                    .and_then(|r| r.claim_lock.as_deref());
+                self.names_this_host(lock)
+            };
+            let alive = if local {
+                task.worker_pid.is_some_and(|pid| {
+                    self.workers
+                        .liveness(pid, task.fingerprint.as_deref())
+                        .may_be_running()
+                })
+            } else {
+                task.last_heartbeat_at
+                    .or(task.run_started_at)
+                    .is_none_or(|beat| self.now - beat <= max_stale)
+            };
             if alive {
                 continue;
             }
@@ -996,10 +1026,13 @@ impl Tick<'_> {
 
     fn runtime_cap(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         let now = self.now;
+        // Only this host's workers: another host's dispatcher enforces the cap on its own, and
+        // a dead host's claims go through expiry (releasing one here would start a twin while
+        // the other host's worker may still run).
         let over: Vec<(&RunningTask, i64, i64)> = self
             .pending(running)
             .into_iter()
-            .filter(|t| t.claim_lock.is_some())
+            .filter(|t| self.host_local(t))
             .filter_map(|t| {
                 let limit = t.max_runtime_seconds.filter(|l| *l > 0)?;
                 let elapsed = now - t.run_started_at?;
