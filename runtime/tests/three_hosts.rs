@@ -14,6 +14,8 @@
 
 // Test code drives the real binary and real processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+// A failed setup or check step fails the test at once, with the panic message.
+#![allow(clippy::unwrap_used)]
 
 mod dispatch_support;
 
@@ -374,7 +376,11 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
                     assert_eq!(p["termination_attempted"], false, "{id}: {p}");
                     assert_eq!(p["sigkill"], false, "{id}: {p}");
                     let expires = p["claim_expires"].as_i64().unwrap();
-                    assert!(event.created_at > expires, "{id}: reclaimed at {} <= {expires}", event.created_at);
+                    assert!(
+                        event.created_at > expires,
+                        "{id}: reclaimed at {} <= {expires}",
+                        event.created_at
+                    );
                     assert!(p["now"].as_i64().unwrap() > expires, "{id}: {p}");
                     // The expiry it waited for is the last one the dead host's worker wrote.
                     if let Some(recorded) = orphaned.get(id) {
@@ -383,8 +389,14 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
                     assert!(expires >= killed_at - TTL, "{id}: {p}");
                     taken_over += 1;
                 }
-                "reclaim_deferred" | "worker_superseded" | "terminal_worker_reaped"
-                | "timed_out" | "stale" | "crashed" | "claim_abandoned" | "reconciled" => {
+                "reclaim_deferred"
+                | "worker_superseded"
+                | "terminal_worker_reaped"
+                | "timed_out"
+                | "stale"
+                | "crashed"
+                | "claim_abandoned"
+                | "reconciled" => {
                     panic!("{id}: unexpected `{}` {p}", event.kind)
                 }
                 _ => {}

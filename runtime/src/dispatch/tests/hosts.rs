@@ -233,7 +233,8 @@ fn a_foreign_worker_whose_pid_is_dead_here_is_not_a_crash_and_trips_no_breaker()
 fn a_foreign_worker_past_its_runtime_cap_is_left_to_its_own_host() {
     let mut e = env();
     e.fake.alive.insert(COLLIDING);
-    let id = e.board
+    let id = e
+        .board
         .create_task(
             &NewTask {
                 title: "long elsewhere".into(),
@@ -309,7 +310,8 @@ fn a_foreign_orphan_waits_for_its_heartbeat_whatever_its_pid_is_here() {
         let r = e.tick_spied();
         assert!(r.reconciled.is_empty(), "alive here: {alive_here}: {r:?}");
         assert_eq!(e.status(&id), Status::Running);
-        e.clock.set(beat + e.settings.heartbeat_max_stale_seconds + 1);
+        e.clock
+            .set(beat + e.settings.heartbeat_max_stale_seconds + 1);
         let r = e.tick_spied();
         assert_eq!(r.reconciled, [id.as_str()], "alive here: {alive_here}");
         assert!(e.fake.terminated.is_empty());
