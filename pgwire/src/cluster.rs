@@ -11,7 +11,8 @@
 //!    Not root and missing: a clear error (tests fail, they never skip);
 //! 3. creates a fresh directory under the temporary directory, runs `initdb` (superuser
 //!    `postgres`, trust on the socket, UTF-8, C locale) and starts the server with
-//!    `listen_addresses = ''`: a Unix socket in that directory, no TCP. The server refuses to run
+//!    `listen_addresses = ''`: a Unix socket in that directory, no TCP (unless
+//!    [`TestClusterBuilder::tcp`] asks for `127.0.0.1` on a free port). The server refuses to run
 //!    as root, so as root `initdb` and `pg_ctl` run as `nobody` (through `setpriv`, else
 //!    `runuser`) in a directory owned by `nobody`; otherwise as the current user;
 //! 4. on drop, stops the server (`pg_ctl stop -m fast`, then `-m immediate`) and removes the
@@ -44,8 +45,8 @@ pub const SUPERUSER: &str = "postgres";
 /// Where Debian and Ubuntu install the server's binaries, one folder per major version.
 pub const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
 
-/// The port naming the socket (`.s.PGSQL.5432`); no TCP port is opened.
-const PORT: u16 = 5432;
+/// The port naming the socket (`.s.PGSQL.5432`) when no TCP port is opened.
+const SOCKET_PORT: u16 = 5432;
 
 /// Why a test cluster could not be started or used.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +144,7 @@ pub struct TestClusterBuilder {
     fsync: bool,
     base_dir: Option<PathBuf>,
     settings: Vec<(String, String)>,
+    tcp: bool,
 }
 
 impl Default for TestClusterBuilder {
@@ -154,6 +156,7 @@ impl Default for TestClusterBuilder {
             fsync: false,
             base_dir: None,
             settings: Vec::new(),
+            tcp: false,
         }
     }
 }
@@ -200,6 +203,13 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Also listen on TCP, `127.0.0.1` on a free port (default: the Unix socket only). The
+    /// same `pg_hba.conf` rules apply to TCP connections from `127.0.0.1`.
+    pub fn tcp(mut self, yes: bool) -> Self {
+        self.tcp = yes;
+        self
+    }
+
     /// Finds (or installs) the server, creates and starts the cluster.
     pub fn start(self) -> Result<TestCluster> {
         let bin = find_or_install(&self)?;
@@ -213,6 +223,8 @@ impl TestClusterBuilder {
             runner,
             watcher: None,
             running: false,
+            port: SOCKET_PORT,
+            tcp: self.tcp,
         };
         cluster.init_and_start(&self)?;
         Ok(cluster)
@@ -227,6 +239,8 @@ pub struct TestCluster {
     runner: Runner,
     watcher: Option<(Child, ChildStdin)>,
     running: bool,
+    port: u16,
+    tcp: bool,
 }
 
 static SHARED: OnceLock<std::result::Result<TestCluster, String>> = OnceLock::new();
@@ -271,11 +285,29 @@ impl TestCluster {
     /// `user`'s URL for database `db`, without a password.
     pub fn url_for(&self, user: &str, db: &str) -> String {
         format!(
-            "postgres://{}@{}:{PORT}/{}",
+            "postgres://{}@{}:{}/{}",
             encode(user),
             encode(&self.dir.to_string_lossy()),
+            self.port,
             encode(db)
         )
+    }
+
+    /// `user`'s TCP URL (`127.0.0.1`) for database `db`, when the cluster listens on TCP.
+    pub fn tcp_url_for(&self, user: &str, db: &str) -> Option<String> {
+        self.tcp.then(|| {
+            format!(
+                "postgres://{}@127.0.0.1:{}/{}",
+                encode(user),
+                self.port,
+                encode(db)
+            )
+        })
+    }
+
+    /// The port: of the TCP listener when there is one; it also names the socket file.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The superuser's settings for database `db`.
@@ -355,7 +387,17 @@ impl TestCluster {
     }
 
     fn init_and_start(&mut self, opts: &TestClusterBuilder) -> Result<()> {
-        let socket = self.dir.join(format!(".s.PGSQL.{PORT}"));
+        if opts.tcp {
+            // A free port now; another process could take it before the server does, which
+            // makes `pg_ctl start` fail with the log saying so.
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")
+                .map_err(io_err("cannot find a free TCP port on 127.0.0.1"))?;
+            self.port = listener
+                .local_addr()
+                .map_err(io_err("cannot find a free TCP port on 127.0.0.1"))?
+                .port();
+        }
+        let socket = self.dir.join(format!(".s.PGSQL.{}", self.port));
         if socket.as_os_str().len() >= 108 {
             return Err(ClusterError::Setup(format!(
                 "the socket path {} is too long for a Unix socket (108 bytes); pick a shorter \
@@ -382,12 +424,19 @@ impl TestCluster {
 
         let mut conf = String::from("\n# kanban-pgwire test cluster\n");
         let mut settings: Vec<(String, String)> = vec![
-            ("listen_addresses".into(), String::new()),
+            (
+                "listen_addresses".into(),
+                if opts.tcp {
+                    "127.0.0.1".into()
+                } else {
+                    String::new()
+                },
+            ),
             (
                 "unix_socket_directories".into(),
                 self.dir.to_string_lossy().into_owned(),
             ),
-            ("port".into(), PORT.to_string()),
+            ("port".into(), self.port.to_string()),
         ];
         if !opts.fsync {
             for name in ["fsync", "synchronous_commit", "full_page_writes"] {
@@ -404,11 +453,23 @@ impl TestCluster {
             .open(&conf_path)
             .and_then(|mut f| f.write_all(conf.as_bytes()))
             .map_err(io_err(format!("cannot append to {}", conf_path.display())))?;
-        let hba = "# kanban-pgwire test cluster: socket only\n\
-                   local all +pgwire_scram scram-sha-256\n\
-                   local all +pgwire_md5 md5\n\
-                   local all +pgwire_password password\n\
-                   local all all trust\n";
+        let mut hba = String::from("# kanban-pgwire test cluster\n");
+        let kinds: &[&str] = if opts.tcp {
+            &["local", "host"]
+        } else {
+            &["local"]
+        };
+        for kind in kinds {
+            let from = if *kind == "host" { " 127.0.0.1/32" } else { "" };
+            for (who, method) in [
+                ("+pgwire_scram", "scram-sha-256"),
+                ("+pgwire_md5", "md5"),
+                ("+pgwire_password", "password"),
+                ("all", "trust"),
+            ] {
+                hba.push_str(&format!("{kind} all {who}{from} {method}\n"));
+            }
+        }
         let hba_path = data.join("pg_hba.conf");
         fs::write(&hba_path, hba)
             .map_err(io_err(format!("cannot write {}", hba_path.display())))?;

@@ -55,7 +55,24 @@
 //! --no-install-recommends postgresql`, serialized across processes by a file lock). The server
 //! refuses to run as root, so as root it runs as `nobody`. Dropping the cluster stops the
 //! server and removes the directory; a watcher process does the same if the test process dies
-//! first. See the module's docs for the builder options (fsync for benchmarks, settings).
+//! first. See the module's docs for the builder options (`fsync` for benchmarks, extra
+//! settings, a TCP listener on `127.0.0.1`).
+//!
+//! ```toml
+//! # A crate's tests that need a server:
+//! [dev-dependencies]
+//! kanban-pgwire = { workspace = true, features = ["cluster"] }
+//! ```
+//!
+//! ```no_run
+//! use kanban_pgwire::cluster::TestCluster;
+//! // One server per test binary; each test takes its own database.
+//! let cluster = TestCluster::shared().expect("a PostgreSQL test server");
+//! cluster.create_database("my_test").expect("a fresh database");
+//! let url = cluster.url("my_test"); // postgres://postgres@%2Ftmp%2Fkanban-pg-…:5432/my_test
+//! let mut client = cluster.connect("my_test").expect("connect");
+//! # let _ = (url, &mut client);
+//! ```
 
 mod client;
 mod config;

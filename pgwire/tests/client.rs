@@ -451,3 +451,28 @@ fn a_terminated_session_gives_an_error_not_a_hang_and_the_client_is_closed() {
         Error::Closed
     ));
 }
+
+#[test]
+fn a_query_timeout_closes_the_connection_instead_of_waiting() {
+    let mut c = fresh_db("query_timeout");
+    c.set_query_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert_eq!(
+        c.query_one("SELECT 1", &[]).unwrap().get(0),
+        Some(&Value::Int(1))
+    );
+    // The server takes 60 s; the client gives up after its timeout.
+    let err = c.execute("SELECT pg_sleep(60)", &[]).unwrap_err();
+    let Error::Io { source, .. } = &err else {
+        panic!("an I/O timeout, got {err:?}");
+    };
+    assert!(
+        matches!(
+            source.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{source:?}"
+    );
+    assert!(c.is_closed());
+    assert!(matches!(c.batch("SELECT 1").unwrap_err(), Error::Closed));
+}

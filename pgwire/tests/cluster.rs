@@ -1,8 +1,8 @@
 //! The harness itself: a private cluster starts, serves, and leaves nothing behind; a missing
 //! server is a clear error.
 
-use kanban_pgwire::Value;
-use kanban_pgwire::cluster::{ClusterError, TestCluster};
+use kanban_pgwire::cluster::{ClusterError, SUPERUSER, TestCluster};
+use kanban_pgwire::{Client, Config, Error, Value};
 
 #[test]
 fn a_cluster_serves_on_its_socket_only_and_is_removed_on_drop() {
@@ -103,4 +103,56 @@ fn the_install_step_runs_apt_get_when_the_server_is_missing() {
         "{text}"
     );
     std::fs::remove_dir(&empty).unwrap();
+}
+
+#[test]
+fn a_tcp_cluster_serves_trust_and_scram_over_tcp() {
+    let cluster = TestCluster::builder()
+        .tcp(true)
+        .start()
+        .expect("the test cluster starts");
+    let url = cluster
+        .tcp_url_for(SUPERUSER, "postgres")
+        .expect("a TCP URL");
+    assert!(url.starts_with("postgres://postgres@127.0.0.1:"), "{url}");
+    let config = Config::parse(&format!(
+        "{url}?connect_timeout=30&application_name=pgwire-tcp"
+    ))
+    .unwrap();
+    let mut c = Client::connect(&config).unwrap();
+    assert!(c.target().starts_with("127.0.0.1:"), "{}", c.target());
+    let row = c
+        .query_one(
+            "SELECT inet_client_addr()::text, current_setting('application_name')",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        row.values(),
+        [
+            Value::Text("127.0.0.1/32".into()),
+            Value::Text("pgwire-tcp".into())
+        ]
+    );
+
+    cluster
+        .create_role_with_password("tcp_scram", "tcp-secret")
+        .unwrap();
+    let mut config = Config::parse(&cluster.tcp_url_for("tcp_scram", "postgres").unwrap()).unwrap();
+    let err = Client::connect(&config).unwrap_err();
+    assert!(matches!(err, Error::Auth(_)), "{err:?}");
+    config.set_password("tcp-secret");
+    let mut c = Client::connect(&config).unwrap();
+    assert_eq!(
+        c.query_one("SELECT current_user", &[]).unwrap().get(0),
+        Some(&Value::Text("tcp_scram".into()))
+    );
+    assert!(cluster.tcp_url_for("x", "y").is_some());
+    assert!(
+        TestCluster::shared()
+            .unwrap()
+            .tcp_url_for("x", "y")
+            .is_none(),
+        "socket only by default"
+    );
 }
