@@ -349,6 +349,33 @@ impl Config {
         Ok(self.password.is_some())
     }
 
+    /// Fills in the password the way libpq does, from values the caller read: a password
+    /// already set (in the URL or by [`Config::set_password`]) wins; else `pgpassword` (the
+    /// value of `PGPASSWORD`, ignored when empty); else the password file `passfile` (the value
+    /// of `PGPASSFILE`), or `<home>/.pgpass` without one. Returns whether the config now has a
+    /// password (none is fine for `trust`).
+    pub fn resolve_password(
+        &mut self,
+        pgpassword: Option<&str>,
+        passfile: Option<&Path>,
+        home: Option<&Path>,
+    ) -> Result<bool> {
+        if self.password.as_deref().is_some_and(|p| !p.is_empty()) {
+            return Ok(true);
+        }
+        if let Some(pw) = pgpassword.filter(|p| !p.is_empty()) {
+            self.password = Some(pw.to_string());
+            return Ok(true);
+        }
+        let file = match (passfile, home) {
+            (Some(f), _) => f.to_path_buf(),
+            (None, Some(home)) => home.join(".pgpass"),
+            (None, None) => return Ok(false),
+        };
+        self.password = self.password_from_passfile(&file)?;
+        Ok(self.password.is_some())
+    }
+
     fn match_passfile(&self, text: &str) -> Option<String> {
         let port = self.port.to_string();
         let hosts: Vec<String> = match &self.host {
@@ -695,6 +722,44 @@ mod tests {
             Some("viadir")
         );
         assert_eq!(sock.match_passfile("db.example:5432:d:u:no\n"), None);
+    }
+
+    #[test]
+    fn resolve_password_follows_libpq_precedence() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = std::env::temp_dir().join(format!("pgwire-home-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        let pgpass = home.join(".pgpass");
+        std::fs::write(&pgpass, "*:*:*:*:from-home\n").unwrap();
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let other = home.join("other");
+        std::fs::write(&other, "*:*:*:*:from-passfile\n").unwrap();
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let resolved = |url: &str, env: Option<&str>, file: Option<&Path>, home: Option<&Path>| {
+            let mut c = Config::parse(url).unwrap();
+            let has = c.resolve_password(env, file, home).unwrap();
+            assert_eq!(has, c.password().is_some());
+            c.password().map(str::to_string)
+        };
+        let url = "postgres://u@h/d";
+        let h = Some(home.as_path());
+        assert_eq!(
+            resolved("postgres://u:in-url@h/d", Some("env"), Some(&other), h).as_deref(),
+            Some("in-url")
+        );
+        assert_eq!(
+            resolved(url, Some("env"), Some(&other), h).as_deref(),
+            Some("env")
+        );
+        assert_eq!(
+            resolved(url, Some(""), Some(&other), h).as_deref(),
+            Some("from-passfile")
+        );
+        assert_eq!(resolved(url, None, None, h).as_deref(), Some("from-home"));
+        assert_eq!(resolved(url, None, Some(&home.join("missing")), h), None);
+        assert_eq!(resolved(url, None, None, None), None);
+        std::fs::remove_dir_all(&home).unwrap();
     }
 
     #[test]

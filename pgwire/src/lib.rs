@@ -8,8 +8,12 @@
 //! use kanban_pgwire::{Client, Config, Value};
 //! # fn main() -> Result<(), kanban_pgwire::Error> {
 //! let mut config = Config::parse("postgres://kanban@db.example:5432/board?application_name=kanban")?;
-//! // The library reads no environment variable: the caller supplies PGPASSWORD or PGPASSFILE.
-//! config.apply_passfile(std::path::Path::new("/home/me/.pgpass"))?;
+//! // The library reads no environment variable: the caller passes the values of PGPASSWORD,
+//! // PGPASSFILE and HOME (libpq's order: URL, PGPASSWORD, PGPASSFILE or ~/.pgpass).
+//! let (pgpassword, pgpassfile, home): (Option<String>, Option<std::path::PathBuf>, _) =
+//!     (None, None, Some(std::path::PathBuf::from("/home/me")));
+//! config.resolve_password(pgpassword.as_deref(), pgpassfile.as_deref(), home.as_deref())?;
+//! println!("connecting to {config}"); // the redacted URL: never the password
 //! let mut client = Client::connect(&config)?;
 //! client.batch("CREATE TABLE IF NOT EXISTS t (id bigint PRIMARY KEY, body text)")?;
 //! client.execute("INSERT INTO t VALUES ($1, $2)", &[Value::Int(1), "hello".into()])?;
