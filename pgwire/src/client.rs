@@ -588,6 +588,19 @@ impl Client {
         if sql.contains('\0') {
             return Err(Error::Config("the SQL text contains a NUL byte".into()));
         }
+        let size: usize = params
+            .iter()
+            .map(|p| match p {
+                Value::Text(t) => t.len(),
+                Value::Blob(b) => 2 * b.len() + 2,
+                _ => 24,
+            })
+            .sum();
+        if size + sql.len() >= MAX_MESSAGE {
+            return Err(Error::Config(
+                "the statement and its parameters exceed PostgreSQL's 1 GiB message limit".into(),
+            ));
+        }
         let types: Vec<u32> = params.iter().map(Value::param_type).collect();
         let key: StatementKey = (sql.to_string(), types);
         let was_cached = self.statements.contains_key(&key);

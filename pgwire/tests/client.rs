@@ -476,3 +476,30 @@ fn a_query_timeout_closes_the_connection_instead_of_waiting() {
     assert!(c.is_closed());
     assert!(matches!(c.batch("SELECT 1").unwrap_err(), Error::Closed));
 }
+
+#[test]
+fn bad_statements_are_refused_before_anything_is_sent() {
+    let mut c = fresh_db("bad_input");
+    c.batch("CREATE TABLE t (id int8)").unwrap();
+    let too_many = vec![Value::Int(1); 65_536];
+    for err in [
+        c.execute("INSERT INTO t VALUES (1)\0", &[]).unwrap_err(),
+        c.batch("SELECT 1\0").unwrap_err(),
+        c.listen("bad\0channel").unwrap_err(),
+        c.listen("").unwrap_err(),
+        c.execute("INSERT INTO t VALUES ($1)", &too_many)
+            .unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+    }
+    // Nothing ran, and the connection is fine.
+    assert!(!c.is_closed());
+    assert_eq!(
+        c.query_one("SELECT count(*) FROM t", &[]).unwrap().get(0),
+        Some(&Value::Int(0))
+    );
+    // A NUL inside a text value reaches the server, which refuses it.
+    let err = c.query("SELECT $1::text", &["a\0b".into()]).unwrap_err();
+    assert_eq!(err.code(), Some("22021"), "{err}");
+    assert_eq!(c.transaction_status(), TransactionStatus::Idle);
+}
