@@ -526,8 +526,9 @@ impl Client {
     }
 
     /// Returns the next notification: one buffered while other statements ran, else the first
-    /// to arrive within `timeout`; `Ok(None)` when none came in time. A server that goes away
-    /// is an error, never a wait beyond `timeout`.
+    /// to arrive within `timeout`; `Ok(None)` when none came in time. `Duration::ZERO` polls:
+    /// it reads what the server has already sent, waiting at most a millisecond. A server that
+    /// goes away is an error, never a wait beyond `timeout`.
     pub fn wait_notification(&mut self, timeout: Duration) -> Result<Option<Notification>> {
         self.check_open()?;
         if let Some(n) = self.notifications.pop_front() {
@@ -850,8 +851,10 @@ impl Client {
     }
 
     /// Reads one whole message; with a deadline, `TimedOut` when it passes first (a partly
-    /// received message stays buffered). Without one, the socket's own timeout applies.
+    /// received message stays buffered; a deadline already past still gets one short read, so
+    /// a zero timeout polls). Without one, the socket's own timeout applies.
     fn read_message(&mut self, deadline: Option<Instant>) -> Result<Received> {
+        let mut tried = false;
         loop {
             let avail = self.buf.len() - self.pos;
             if avail >= 5 {
@@ -879,12 +882,15 @@ impl Client {
             }
             if let Some(deadline) = deadline {
                 let now = Instant::now();
-                if now >= deadline {
+                if now >= deadline && tried {
                     return Ok(Received::TimedOut);
                 }
-                let remaining = (deadline - now).max(Duration::from_millis(1));
+                let remaining = deadline
+                    .saturating_duration_since(now)
+                    .max(Duration::from_millis(1));
                 self.set_timeouts(Some(remaining))?;
             }
+            tried = true;
             if self.pos > 0 {
                 self.buf.drain(..self.pos);
                 self.pos = 0;

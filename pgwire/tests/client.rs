@@ -362,6 +362,16 @@ fn a_notification_from_another_session_is_delivered_with_its_payload() {
     assert_eq!(n.channel, "Board Events");
     assert_eq!(n.payload, "task 7 ✓");
     assert_eq!(n.process_id, sender.backend_pid());
+    // A zero timeout polls: it finds a notification that already arrived on the socket.
+    sender.batch("NOTIFY \"Board Events\", 'polled'").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let polled = loop {
+        if let Some(n) = listener.wait_notification(Duration::ZERO).unwrap() {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "the notification never arrived");
+    };
+    assert_eq!(polled.payload, "polled");
     listener.unlisten("Board Events").unwrap();
     sender.batch("NOTIFY \"Board Events\"").unwrap();
     assert_eq!(
