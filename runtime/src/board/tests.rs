@@ -1167,3 +1167,39 @@ fn claim_batch_with_a_bad_ttl_is_refused_and_changes_nothing() {
     assert_eq!(claimed_runs(&b, &id), 0);
     assert!(b.claim_batch(&[], &spec("host:1"), T0).unwrap().is_empty());
 }
+
+// ---------------------------------------------------------------- statement cache
+
+#[test]
+fn completions_reuse_their_cached_statements_without_re_preparing() {
+    let (_d, b) = board();
+    for i in 0..5 {
+        let id = create(&b, &format!("t{i}"));
+        let c = claim(&b, &id);
+        let done = Completion {
+            expected_run_id: Some(c.run_id),
+            summary: Some("ok".into()),
+            ..Default::default()
+        };
+        assert!(b.complete(&id, &done, T0).unwrap().is_done());
+    }
+    // The parent and child reads of `create` / `complete`: SQLite re-planned these joins on
+    // every new binding until the query planner stability guarantee was switched on.
+    for sql in [
+        "SELECT p.id FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+         WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived') ORDER BY p.id",
+        "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id \
+             WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY c.id",
+    ] {
+        let stmt = b.conn().prepare_cached(sql).unwrap();
+        assert!(
+            stmt.get_status(rusqlite::StatementStatus::VmStep) > 0,
+            "not the statement the transitions cached (its SQL changed?): {sql}"
+        );
+        assert_eq!(
+            stmt.get_status(rusqlite::StatementStatus::RePrepare),
+            0,
+            "re-prepared: {sql}"
+        );
+    }
+}
