@@ -365,6 +365,7 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
     // The dead host's tasks were taken over only after their claims expired, by a live host
     // that attempted no signal; nothing else was ever reclaimed, stopped or reaped.
     let mut taken_over = 0;
+    let mut after_heartbeat = 0;
     for id in &ids {
         for event in board.events(id, None).unwrap() {
             let p = event.payload.clone().unwrap_or_default();
@@ -382,6 +383,12 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
                         event.created_at
                     );
                     assert!(p["now"].as_i64().unwrap() > expires, "{id}: {p}");
+                    // A heartbeat extends the claim to its time + TTL: the last one had expired.
+                    if let Some(beat) = p["last_heartbeat_at"].as_i64() {
+                        assert!(expires >= beat + TTL, "{id}: {p}");
+                        assert!(event.created_at > beat + TTL, "{id}: {p}");
+                        after_heartbeat += 1;
+                    }
                     // The expiry it waited for is the last one the dead host's worker wrote.
                     if let Some(recorded) = orphaned.get(id) {
                         assert!(expires >= *recorded, "{id}: {p}");
@@ -438,7 +445,8 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
     );
     eprintln!(
         "three hosts: {TASKS} tasks, completed per host {completed_by:?}, {} claims orphaned by \
-         the kill, {taken_over} taken over after expiry, {shared_pids} pids used on both live hosts",
+         the kill, {taken_over} taken over after expiry ({after_heartbeat} after a heartbeat), \
+         {shared_pids} pids used on both live hosts",
         orphaned.len()
     );
 }

@@ -980,3 +980,17 @@ fn on_host(lock: Option<&str>) -> String {
         .map(|h| format!(" on {}", line(h)))
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::on_host;
+
+    #[test]
+    fn a_worker_pid_is_named_with_the_host_of_its_claim() {
+        assert_eq!(on_host(Some("host-b:123")), " on host-b");
+        assert_eq!(on_host(Some("a.example:org:9")), " on a.example:org");
+        assert_eq!(on_host(Some(":9")), "");
+        assert_eq!(on_host(Some("no-pid")), "");
+        assert_eq!(on_host(None), "");
+    }
+}

@@ -650,3 +650,45 @@ mod wait_tests {
         assert_eq!(wait_line(&dry), None);
     }
 }
+
+#[cfg(test)]
+mod stop_line_tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_line_names_only_this_host_s_workers() {
+        let dir = tempfile::tempdir().unwrap();
+        let board =
+            Board::open_path(&dir.path().join("kanban.db"), &OpenOptions::create()).unwrap();
+        let id = board
+            .create_task(
+                &board::NewTask {
+                    title: "elsewhere".into(),
+                    ..board::NewTask::default()
+                },
+                100,
+            )
+            .unwrap()
+            .id;
+        let spec = board::ClaimSpec {
+            lock: "host-b:1".into(),
+            ttl_seconds: 60,
+        };
+        let run = match board.claim(&id, &spec, 100).unwrap() {
+            board::ClaimOutcome::Claimed(c) => c.run_id,
+            board::ClaimOutcome::Lost(l) => panic!("{l:?}"),
+        };
+        let reg = board
+            .register_worker(&id, run, "host-b:1", 77, "boot|1", 100)
+            .unwrap();
+        assert!(reg.is_done());
+        assert_eq!(
+            stop_line(&board, "host-a:").unwrap(),
+            "stopped; no worker left running"
+        );
+        assert_eq!(
+            stop_line(&board, "host-b:").unwrap(),
+            format!("stopped; 1 worker(s) left running: {id} (pid 77)")
+        );
+    }
+}

@@ -430,9 +430,19 @@ impl Tick<'_> {
     fn owner_paused(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
         for task in running {
             let Some(run) = task.run_id else { continue };
-            // Another host's owner (its state file, its pid) is not ours to judge: that run
-            // follows the rules of any foreign claim (released only once its claim expires).
+            // Another host's owner (its state file, its pid) cannot be read from here, so
+            // whether its turn started is unknowable: a run it admitted is paused on this host
+            // (its own host, or an operator, decides). A run no owner admitted is any other
+            // foreign claim (released once its claim expires).
             if !self.host_local(task) {
+                let admitted = self
+                    .board
+                    .events(&task.id, None)?
+                    .iter()
+                    .any(|e| e.kind == "owner_admitted" && e.run_id == Some(run));
+                if admitted {
+                    self.handled.insert(task.id.clone());
+                }
                 continue;
             }
             let Some(turn) = self.board.owner_turn(&task.id, run)? else {

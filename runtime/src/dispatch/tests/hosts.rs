@@ -376,3 +376,35 @@ fn an_ended_foreign_run_s_worker_is_never_stopped_here() {
     let runs = e.board.runs(&finished).unwrap();
     assert_eq!(runs[0].worker_pid, Some(COLLIDING));
 }
+
+#[test]
+fn in_owner_mode_a_run_another_host_s_owner_admitted_is_never_taken_over() {
+    let mut e = env();
+    e.settings.owner_mode = true;
+    e.fake.alive.insert(COLLIDING);
+    let admitted = e.create("admitted elsewhere", 0, vec![]);
+    let plain = e.create("not admitted", 0, vec![]);
+    let run = e.claim_elsewhere(&admitted, Some(COLLIDING));
+    e.claim_elsewhere(&plain, Some(COLLIDING));
+    // The other host's owner admitted the run: its state file and its pid live over there.
+    let marker = board::Event::OwnerAdmitted {
+        db: "/nonexistent/elsewhere/state.db".into(),
+        session_id: "s1".into(),
+        request_id: "r1".into(),
+        pid: COLLIDING,
+        birth: Some("other-boot|1".into()),
+    };
+    e.board
+        .append_owner_marker(&admitted, run, FOREIGN_LOCK, &marker, "s1", e.clock.now())
+        .unwrap();
+    e.clock.set(e.expires(&admitted) + 1);
+    let r = e.tick_spied();
+    // Whether that turn started is unknowable here: never a second attempt from this host.
+    assert_eq!(r.reclaimed, [plain.as_str()], "{r:?}");
+    e.still_elsewhere(&admitted, run);
+    e.clock.advance(e.settings.claim_ttl_seconds * 10);
+    let r = e.tick_spied();
+    assert!(!r.reclaimed.contains(&admitted), "{r:?}");
+    e.still_elsewhere(&admitted, run);
+    assert!(!e.kinds(&admitted).iter().any(|k| k == "reclaimed"));
+}
