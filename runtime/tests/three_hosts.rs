@@ -29,9 +29,10 @@ use kanban_runtime::board::{self, Board, NewTask, OpenOptions, Status, TaskFilte
 
 const HOSTS: [&str; 3] = ["kanban-host-a", "kanban-host-b", "kanban-host-c"];
 const TASKS: usize = 300;
-/// Claims last 5 s (workers heartbeat every ~1.7 s), so a dead host's tasks come back quickly
-/// while a worker delayed by a busy machine still keeps its claim.
-const TTL: i64 = 5;
+/// Claims last 8 s (workers heartbeat every ~2.7 s), so a dead host's tasks come back within
+/// seconds while a live worker slowed down by a busy machine (a slow start, a late beat) still
+/// keeps its claim: another host would rightly take over a claim that expired.
+const TTL: i64 = 8;
 
 /// Where the three dispatchers find the board, and how the test reads it.
 struct SharedBoard {
