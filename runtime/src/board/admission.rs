@@ -5,7 +5,7 @@
 //! `state.db` is opened by the board's own layer ([`Board::open_store`]): same pragmas, same busy
 //! handling, same one write-transaction helper. Nothing here reads the clock or a process.
 
-use rusqlite::{OptionalExtension, params};
+use super::sql::{self, Db, OptionalExtension, params};
 
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
@@ -59,7 +59,7 @@ pub enum MarkerOutcome {
 
 /// The payload of the latest `kind` event of `task`'s run `run`, parsed.
 fn latest_event_payload(
-    conn: &rusqlite::Connection,
+    conn: &Db,
     task: &str,
     run: i64,
     kind: &str,
@@ -77,11 +77,7 @@ fn latest_event_payload(
     Ok(Some(serde_json::from_str(&payload)?))
 }
 
-fn latest_marker(
-    conn: &rusqlite::Connection,
-    task: &str,
-    run: i64,
-) -> Result<Option<(String, String)>> {
+fn latest_marker(conn: &Db, task: &str, run: i64) -> Result<Option<(String, String)>> {
     let Some(v) = latest_event_payload(conn, task, run, "owner_admitted")? else {
         return Ok(None);
     };
@@ -89,7 +85,7 @@ fn latest_marker(
     Ok(Some((field("session_id"), field("request_id"))))
 }
 
-fn claim_view(conn: &rusqlite::Connection, task: &str, run: i64) -> Result<Option<ClaimView>> {
+fn claim_view(conn: &Db, task: &str, run: i64) -> Result<Option<ClaimView>> {
     let row = conn
         .prepare_cached(
             "SELECT status, current_run_id, claim_lock, assignee FROM tasks WHERE id = ?1",
@@ -118,7 +114,7 @@ fn claim_view(conn: &rusqlite::Connection, task: &str, run: i64) -> Result<Optio
 /// The latest `worker_result` of a run, accepted only for the exact claim lock:
 /// `(exit_code, last_output)`.
 fn worker_result(
-    conn: &rusqlite::Connection,
+    conn: &Db,
     task: &str,
     run: i64,
     lock: &str,
@@ -223,19 +219,16 @@ impl Board {
         };
         let v: serde_json::Value = serde_json::from_str(&payload)?;
         let db = v.get("db").and_then(|d| d.as_str()).unwrap_or_default();
-        let status = rusqlite::Connection::open_with_flags(
-            db,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .and_then(|c| {
-            c.query_row(
-                "SELECT status FROM session_admissions WHERE task_id = ?1 AND run_id = ?2 \
-                 ORDER BY seq DESC LIMIT 1",
-                params![task, run],
-                |r| r.get::<_, String>(0),
-            )
-        })
-        .ok();
+        let status = Db::open_sqlite_read_only(std::path::Path::new(db))
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT status FROM session_admissions WHERE task_id = ?1 AND run_id = ?2 \
+                     ORDER BY seq DESC LIMIT 1",
+                    params![task, run],
+                    |r| r.get::<_, String>(0),
+                )
+            })
+            .ok();
         Ok(Some(OwnerTurn {
             status,
             owner_pid: v.get("pid").and_then(serde_json::Value::as_i64),
@@ -332,7 +325,7 @@ pub struct AdmissionRow {
 const ROW: &str = "seq, admission_id, principal_id, target_session_id, request_id, task_id, run_id, \
     marker_confirmed, status, exit_code, last_output, owner_epoch, worker_pid, requeue, updated_at";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AdmissionRow> {
+fn row(r: &sql::Row<'_>) -> sql::Result<AdmissionRow> {
     row_at(r, 0)
 }
 
@@ -399,7 +392,7 @@ impl StateDb {
                     "SELECT {ROW} FROM session_admissions WHERE status = 'started' AND owner_epoch < ?1"
                 ))?
                 .query_map(params![epoch], row)?
-                .collect::<rusqlite::Result<_>>()?;
+                .collect::<sql::Result<_>>()?;
             tx.execute(
                 "UPDATE session_admissions SET status = 'unknown', updated_at = ?2 \
                  WHERE status = 'started' AND owner_epoch < ?1",
@@ -472,7 +465,7 @@ impl StateDb {
                 ],
             )?;
             let created = get_in(tx, new.admission_id)?
-                .ok_or(BoardError::Sql(rusqlite::Error::QueryReturnedNoRows))?;
+                .ok_or(BoardError::Sql(sql::Error::no_rows()))?;
             Ok(Admitted::Created(created))
         })
     }
@@ -606,11 +599,11 @@ impl StateDb {
             "SELECT {ROW} FROM session_admissions ORDER BY seq"
         ))?;
         let rows = stmt.query_map([], row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows.collect::<sql::Result<_>>()?)
     }
 }
 
-fn row_at(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<AdmissionRow> {
+fn row_at(r: &sql::Row<'_>, offset: usize) -> sql::Result<AdmissionRow> {
     Ok(AdmissionRow {
         sequence: r.get(offset)?,
         admission_id: r.get(offset + 1)?,
@@ -630,7 +623,7 @@ fn row_at(r: &rusqlite::Row<'_>, offset: usize) -> rusqlite::Result<AdmissionRow
     })
 }
 
-fn get_in(conn: &rusqlite::Connection, admission_id: &str) -> Result<Option<AdmissionRow>> {
+fn get_in(conn: &Db, admission_id: &str) -> Result<Option<AdmissionRow>> {
     Ok(conn
         .prepare_cached(&format!(
             "SELECT {ROW} FROM session_admissions WHERE admission_id = ?1"

@@ -101,11 +101,11 @@ pub enum BoardError {
     Sqlite {
         path: PathBuf,
         #[source]
-        source: rusqlite::Error,
+        source: super::sql::Error,
     },
 
     #[error("a board query failed")]
-    Sql(#[from] rusqlite::Error),
+    Sql(#[from] super::sql::Error),
 
     #[error("cannot {action} {path}")]
     Io {
@@ -216,10 +216,9 @@ impl BoardError {
     /// `SQLITE_NOTADB`): the caller should stop and say so rather than retry.
     pub fn is_corrupt(&self) -> bool {
         match self {
-            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => matches!(
-                source.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-            ),
+            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => {
+                source.kind() == super::sql::ErrorKind::Corrupt
+            }
             _ => false,
         }
     }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::Result;
 use super::model::{BlockKind, Status};
+use super::sql;
 use super::store::Tx;
 
 /// What the dispatcher did to a worker process before releasing its claim. Its fields sit at the
@@ -466,7 +467,7 @@ impl StoredEvent {
         Ok(serde_json::from_value(serde_json::Value::Object(object))?)
     }
 
-    pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEvent> {
+    pub(crate) fn from_row(row: &sql::Row<'_>) -> sql::Result<StoredEvent> {
         let payload: Option<String> = row.get(4)?;
         Ok(StoredEvent {
             id: row.get(0)?,
@@ -491,11 +492,14 @@ pub(crate) fn append_event(
     now: i64,
 ) -> Result<i64> {
     let (kind, payload) = event.encode()?;
-    tx.prepare_cached(
-        "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
-    .execute(rusqlite::params![task_id, run_id, kind, payload, now])?;
-    Ok(tx.last_insert_rowid())
+    Ok(tx
+        .prepare_cached(
+            "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+        )?
+        .query_row(sql::params![task_id, run_id, kind, payload, now], |r| {
+            r.get(0)
+        })?)
 }
 
 #[cfg(test)]

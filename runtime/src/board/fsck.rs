@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use super::error::Result;
 use super::model::Status;
+use super::sql::{self, Db};
 use super::store::Board;
 
 /// One broken invariant.
@@ -40,21 +41,10 @@ impl std::fmt::Display for Violation {
 
 /// What `PRAGMA quick_check` finds wrong with the file (empty when it answers `ok`); a check that
 /// itself fails on a damaged page is reported as damage too.
-fn storage_damage(conn: &rusqlite::Connection) -> Result<Vec<String>> {
-    let rows = conn.prepare("PRAGMA quick_check").and_then(|mut stmt| {
-        stmt.query_map([], |r| r.get::<_, String>(0))?
-            .collect::<rusqlite::Result<Vec<String>>>()
-    });
-    match rows {
-        Ok(rows) => Ok(rows.into_iter().filter(|r| r != "ok").collect()),
-        Err(e)
-            if matches!(
-                e.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-            ) =>
-        {
-            Ok(vec![e.to_string()])
-        }
+fn storage_damage(conn: &Db) -> Result<Vec<String>> {
+    match conn.quick_check() {
+        Ok(problems) => Ok(problems),
+        Err(e) if e.kind() == sql::ErrorKind::Corrupt => Ok(vec![e.to_string()]),
         Err(e) => Err(e.into()),
     }
 }
@@ -277,7 +267,7 @@ impl Board {
 }
 
 /// One representative cycle per strongly connected group of links (parent -> child order).
-fn link_cycles(conn: &rusqlite::Connection) -> Result<Vec<Vec<String>>> {
+fn link_cycles(conn: &Db) -> Result<Vec<Vec<String>>> {
     let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut stmt = conn.prepare("SELECT parent_id, child_id FROM task_links ORDER BY 1, 2")?;
     let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;

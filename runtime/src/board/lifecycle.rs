@@ -18,7 +18,7 @@
 //! ([`Board::guard_facts`]), and closed runs whose worker may linger
 //! ([`Board::lingering_workers`]).
 
-use rusqlite::{OptionalExtension, params};
+use super::sql::{self, Db, OptionalExtension, params};
 use serde::Serialize;
 
 use super::error::Result;
@@ -188,12 +188,12 @@ fn cap(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
+fn cas(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<bool> {
     Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
 }
 
 /// Runs a statement through the connection's statement cache; returns the rows changed.
-fn exec(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<usize> {
+fn exec(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
@@ -585,7 +585,7 @@ impl Board {
                 claim_lock: r.get::<_, Option<String>>(4)?.filter(|s| !s.is_empty()),
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows.collect::<sql::Result<_>>()?)
     }
 
     /// Forgets the pid of each closed run whose worker is gone (one transaction), fenced on the
@@ -648,7 +648,7 @@ impl Board {
                 assignee: r.get::<_, Option<String>>(9)?.filter(|s| !s.is_empty()),
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows.collect::<sql::Result<_>>()?)
     }
 
     /// Up to `limit` claimable tasks of a lane — `ready`, or `review` (unclaimed `review` tasks,
@@ -687,7 +687,7 @@ impl Board {
                 has_history: r.get(8)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows.collect::<sql::Result<_>>()?)
     }
 
     /// What the respawn guard of task `id` needs: its newest closed run, an unrequeued
@@ -736,7 +736,7 @@ impl Board {
                  ORDER BY c.created_at DESC, c.id DESC",
             )?;
             let rows = stmt.query_map(params![id, pr_since], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect::<rusqlite::Result<_>>()?
+            rows.collect::<sql::Result<_>>()?
         };
         Ok(GuardFacts {
             latest_run,
@@ -773,7 +773,7 @@ impl Board {
              GROUP BY NULLIF(TRIM(assignee), '')",
         )?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows.collect::<sql::Result<_>>()?)
     }
 
     /// Records once that a ready task is not spawned because its profile is undefined (event
@@ -799,7 +799,7 @@ impl Board {
     /// Appends `event` unless it is already the task's newest event.
     fn note_once(&self, id: &str, event: &Event, now: i64) -> Result<bool> {
         let (kind, payload) = event.encode()?;
-        let noted = |conn: &rusqlite::Connection| -> Result<bool> {
+        let noted = |conn: &Db| -> Result<bool> {
             let newest: Option<(String, Option<String>)> = conn
                 .prepare_cached(
                     "SELECT kind, payload FROM task_events WHERE task_id = ?1 ORDER BY id DESC LIMIT 1",
@@ -877,9 +877,7 @@ impl Board {
 
     /// SQLite's `PRAGMA data_version`: changes whenever another connection commits to the board.
     pub fn data_version(&self) -> Result<i64> {
-        Ok(self
-            .conn()
-            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        Ok(self.conn().data_version()?)
     }
 
     /// See [`record_spawn_in`].
@@ -1163,7 +1161,7 @@ impl Board {
                 outcome: r.get(5)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        Ok(rows.collect::<sql::Result<_>>()?)
     }
 
     /// Whether run `run_id` of `task_id` has ended, how, and which run of the task is current;

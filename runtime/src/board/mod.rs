@@ -10,7 +10,8 @@
 //! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), [`tasks`] (transitions),
 //! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks),
 //! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop), `wake`
-//! ([`Board::watch_changes`]: waking on another connection's commit).
+//! ([`Board::watch_changes`]: waking on another connection's commit), [`sql`] (the SQL layer every
+//! statement runs through: connection, statements, rows, classified errors, dialect).
 
 pub mod admission;
 mod edit;
@@ -23,6 +24,7 @@ pub mod outcome;
 pub mod paths;
 pub mod query;
 mod schema;
+pub mod sql;
 pub mod store;
 pub mod tasks;
 pub mod turns;
@@ -38,6 +40,7 @@ pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef};
 pub use outcome::*;
 pub use paths::{BoardLocation, DEFAULT_BOARD};
 pub use query::TaskFilter;
+pub use sql::{Error as SqlError, ErrorKind as SqlErrorKind};
 pub(crate) use store::Tx;
 pub use store::{Board, Durability, OpenOptions};
 pub use tasks::{

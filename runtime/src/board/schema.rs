@@ -38,6 +38,7 @@
 use std::path::Path;
 
 use super::error::{BoardError, Result};
+use super::sql::{self, Db};
 use super::store::Tx;
 
 /// `PRAGMA application_id` of a board kanban created (`"KBN1"`).
@@ -285,22 +286,22 @@ const RENAMED_COLUMNS: &[(&str, &str, &str, &str)] = &[
 /// created (or opened), for boards that predate [`APPLICATION_ID`].
 const ORIGINAL_ONLY_TABLES: &[&str] = &["task_attachments", "kanban_notify_subs"];
 
-fn has_table(tx: &rusqlite::Connection, name: &str) -> Result<bool> {
+fn has_table(tx: &Db, name: &str) -> Result<bool> {
     let n: i64 = tx
         .prepare_cached("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1")?
         .query_row([name], |r| r.get(0))?;
     Ok(n > 0)
 }
 
-fn columns(tx: &rusqlite::Connection, table: &str) -> Result<Vec<String>> {
+fn columns(tx: &Db, table: &str) -> Result<Vec<String>> {
     let mut stmt = tx.prepare(&format!("PRAGMA table_info({table})"))?;
     let names = stmt
         .query_map([], |r| r.get::<_, String>(1))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<sql::Result<Vec<_>>>()?;
     Ok(names)
 }
 
-fn application_id(conn: &rusqlite::Connection) -> Result<i32> {
+fn application_id(conn: &Db) -> Result<i32> {
     Ok(conn.query_row("PRAGMA application_id", [], |r| r.get(0))?)
 }
 
@@ -340,7 +341,7 @@ pub(crate) fn migrate_in(tx: &Tx<'_>, current: i64, path: &Path) -> Result<Origi
         }
         Origin::Adopted => adopt_in(tx, path)?,
     }
-    tx.execute_batch(&format!("PRAGMA user_version={LATEST}"))?;
+    tx.set_schema_version(LATEST)?;
     Ok(origin)
 }
 
@@ -465,9 +466,12 @@ mod tests {
         // The original's rename-by-copy, done the same way.
         assert_eq!(task.consecutive_failures, 2);
         assert_eq!(task.last_failure_error.as_deref(), Some("boom"));
-        assert_eq!(pragma(c, "journal_mode"), "delete");
-        assert_eq!(pragma(c, "application_id"), "0");
-        assert_eq!(pragma(c, "user_version"), LATEST.to_string());
+        assert_eq!(pragma(c.as_sqlite().unwrap(), "journal_mode"), "delete");
+        assert_eq!(pragma(c.as_sqlite().unwrap(), "application_id"), "0");
+        assert_eq!(
+            pragma(c.as_sqlite().unwrap(), "user_version"),
+            LATEST.to_string()
+        );
         let status_index: String = c
             .query_row(
                 "SELECT sql FROM sqlite_master WHERE name = 'idx_runs_status'",
@@ -519,10 +523,13 @@ mod tests {
         let path = dir.path().join("kanban.db");
         let board = Board::open_path(&path, &OpenOptions::create()).unwrap();
         assert_eq!(
-            pragma(board.conn(), "application_id"),
+            pragma(board.conn().as_sqlite().unwrap(), "application_id"),
             APPLICATION_ID.to_string()
         );
-        assert_eq!(pragma(board.conn(), "journal_mode"), "wal");
+        assert_eq!(
+            pragma(board.conn().as_sqlite().unwrap(), "journal_mode"),
+            "wal"
+        );
     }
 
     /// A version-2 board of an older kanban without the marker: ours unless the original's own
@@ -539,10 +546,13 @@ mod tests {
         let (_a, ours) = v2("");
         let board = Board::open_path(&ours, &OpenOptions::default()).unwrap();
         assert_eq!(
-            pragma(board.conn(), "application_id"),
+            pragma(board.conn().as_sqlite().unwrap(), "application_id"),
             APPLICATION_ID.to_string()
         );
-        assert_eq!(pragma(board.conn(), "journal_mode"), "wal");
+        assert_eq!(
+            pragma(board.conn().as_sqlite().unwrap(), "journal_mode"),
+            "wal"
+        );
 
         // An original board an older kanban adopted (and whose runs lack `worker_started_at`).
         let (_b, adopted) = temp_board(
@@ -553,8 +563,14 @@ mod tests {
              CREATE TABLE task_attachments (id INTEGER PRIMARY KEY); PRAGMA user_version = 2;",
         );
         let board = Board::open_path(&adopted, &OpenOptions::default()).unwrap();
-        assert_eq!(pragma(board.conn(), "application_id"), "0");
-        assert_eq!(pragma(board.conn(), "journal_mode"), "delete");
+        assert_eq!(
+            pragma(board.conn().as_sqlite().unwrap(), "application_id"),
+            "0"
+        );
+        assert_eq!(
+            pragma(board.conn().as_sqlite().unwrap(), "journal_mode"),
+            "delete"
+        );
         board
             .conn()
             .prepare(&format!(

@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
+use super::sql::{self, Db, ErrorKind};
+
 use super::error::{BoardError, Result};
 use super::paths::BoardLocation;
 use super::schema;
@@ -98,7 +100,7 @@ impl OpenOptions {
 /// An open board database.
 #[derive(Debug)]
 pub struct Board {
-    conn: Connection,
+    conn: Db,
     path: PathBuf,
     /// The busy timeout: the whole budget of one `BEGIN` or `COMMIT`, retries included.
     busy_timeout: Duration,
@@ -107,12 +109,12 @@ pub struct Board {
 
 /// An open write transaction; SQL that writes takes one. Derefs to the connection.
 pub(crate) struct Tx<'a> {
-    conn: &'a Connection,
+    conn: &'a Db,
 }
 
 impl std::ops::Deref for Tx<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
+    type Target = Db;
+    fn deref(&self) -> &Db {
         self.conn
     }
 }
@@ -130,27 +132,20 @@ pub fn wal_safe(version: i32) -> bool {
 
 /// Refuses to open `path` with a linked SQLite that has the WAL-reset bug (see [`wal_safe`]).
 fn refuse_vulnerable_sqlite(path: &Path) -> Result<()> {
-    if wal_safe(rusqlite::version_number()) {
+    if wal_safe(sql::version_number()) {
         return Ok(());
     }
     Err(BoardError::VulnerableSqlite {
-        version: rusqlite::version().to_owned(),
+        version: sql::version_text().to_owned(),
         path: path.to_path_buf(),
     })
 }
 
-fn sqlite_err(path: &Path) -> impl FnOnce(rusqlite::Error) -> BoardError + '_ {
+fn sqlite_err<E: Into<sql::Error>>(path: &Path) -> impl FnOnce(E) -> BoardError + '_ {
     move |source| BoardError::Sqlite {
         path: path.to_path_buf(),
-        source,
+        source: source.into(),
     }
-}
-
-fn is_busy(err: &rusqlite::Error) -> bool {
-    matches!(
-        err.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
 }
 
 /// A pause of 20–150 ms, random without a `rand` dependency (std's randomly keyed hasher).
@@ -238,7 +233,7 @@ impl Board {
         // one dispatch tick plus the transitions use, and an evicted statement is re-prepared.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         let board = Board {
-            conn,
+            conn: Db::sqlite(conn),
             path: path.to_path_buf(),
             busy_timeout: Duration::from_millis(busy_ms),
             read_only: options.read_only,
@@ -270,7 +265,7 @@ impl Board {
         let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         let store = Board {
-            conn,
+            conn: Db::sqlite(conn),
             path: path.to_path_buf(),
             busy_timeout: Duration::from_millis(busy_ms),
             read_only: false,
@@ -279,7 +274,7 @@ impl Board {
             .configure(&OpenOptions::create())
             .map_err(|e| store.classify(e))?;
         store
-            .conn
+            .sqlite()
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
             .map_err(sqlite_err(path))?;
         store
@@ -296,17 +291,15 @@ impl Board {
     /// Turns a SQLite "read-only" or "cannot open" failure on this board into the error that
     /// names the file and says what to do.
     fn classify(&self, err: BoardError) -> BoardError {
-        let code = match &err {
-            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => {
-                source.sqlite_error_code()
-            }
+        let kind = match &err {
+            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => Some(source.kind()),
             _ => None,
         };
-        match code {
-            Some(rusqlite::ErrorCode::ReadOnly) => BoardError::ReadOnly {
+        match kind {
+            Some(ErrorKind::ReadOnly) => BoardError::ReadOnly {
                 path: self.path.clone(),
             },
-            Some(rusqlite::ErrorCode::CannotOpen) => BoardError::CannotOpen {
+            Some(ErrorKind::CannotOpen) => BoardError::CannotOpen {
                 path: self.path.clone(),
             },
             _ => err,
@@ -353,16 +346,10 @@ impl Board {
             )?;
             // Fold the WAL into the file and close, so the one file is the whole board.
             board
-                .conn
+                .sqlite()
                 .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
                 .map_err(sqlite_err(&temp))?;
-            board
-                .conn
-                .close()
-                .map_err(|(_, source)| BoardError::Sqlite {
-                    path: temp.clone(),
-                    source,
-                })?;
+            board.conn.close().map_err(sqlite_err(&temp))?;
             before_link(&temp)?;
             std::fs::hard_link(&temp, path).map_err(|source| {
                 if source.kind() == std::io::ErrorKind::AlreadyExists {
@@ -397,13 +384,21 @@ impl Board {
     }
 
     /// The connection, for read queries inside `board/`.
-    pub(crate) fn conn(&self) -> &Connection {
+    pub(crate) fn conn(&self) -> &Db {
         &self.conn
+    }
+
+    /// The SQLite connection: opening, pragmas and checkpoints are the SQLite backend's own.
+    fn sqlite(&self) -> &Connection {
+        match self.conn.as_sqlite() {
+            Some(c) => c,
+            None => unreachable!("Board::open_path and Board::open_store open SQLite files only"),
+        }
     }
 
     fn configure(&self, options: &OpenOptions) -> Result<()> {
         self.conn
-            .busy_timeout(self.busy_timeout)
+            .set_lock_wait(self.busy_timeout)
             .map_err(sqlite_err(&self.path))?;
         // The query planner stability guarantee: a plan never depends on the values bound to a
         // statement. Without it, SQLite re-parses and re-plans a statement whose plan might
@@ -416,20 +411,20 @@ impl Board {
         if options.read_only {
             // Nothing that writes: the journal mode and page size stay as the file has them.
             return self
-                .conn
+                .sqlite()
                 .execute_batch("PRAGMA foreign_keys=ON;")
                 .map_err(sqlite_err(&self.path));
         }
         // Takes effect only on a board with no content yet (before WAL writes the header);
         // an existing board keeps its page size.
-        self.conn
+        self.sqlite()
             .execute_batch(&format!("PRAGMA page_size={FRESH_PAGE_SIZE}"))
             .map_err(sqlite_err(&self.path))?;
         let sync = match options.durability {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
         };
-        self.conn
+        self.sqlite()
             .execute_batch(&format!(
                 "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit=8388608;"
             ))
@@ -444,18 +439,18 @@ impl Board {
     fn set_journal_mode(&self) -> Result<()> {
         let err = || sqlite_err(&self.path);
         let application_id: i32 = self
-            .conn
+            .sqlite()
             .query_row("PRAGMA application_id", [], |r| r.get(0))
             .map_err(err())?;
         if application_id != schema::APPLICATION_ID {
             return Ok(());
         }
         let mode: String = self
-            .conn
+            .sqlite()
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(err())?;
         if !mode.eq_ignore_ascii_case("wal") {
-            self.conn
+            self.sqlite()
                 .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))
                 .map_err(err())?;
         }
@@ -463,9 +458,7 @@ impl Board {
     }
 
     fn user_version(&self) -> Result<i64> {
-        self.conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(sqlite_err(&self.path))
+        self.conn.schema_version().map_err(sqlite_err(&self.path))
     }
 
     fn migrate(&self) -> Result<()> {
@@ -486,7 +479,7 @@ impl Board {
         let path = self.path.clone();
         self.write(|tx| {
             // Re-read under the write lock: another process may have migrated meanwhile.
-            let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            let current = tx.schema_version()?;
             if current > schema::LATEST {
                 return Err(self.too_new(current));
             }
@@ -521,55 +514,40 @@ impl Board {
         if !self.conn.is_autocommit() {
             return Err(BoardError::NestedWrite.into());
         }
-        self.retry_busy("begin a write transaction", |c| {
-            c.prepare_cached("BEGIN IMMEDIATE")?.execute([]).map(drop)
-        })?;
+        self.retry_busy("begin a write transaction", Db::begin_immediate)?;
         let tx = Tx { conn: &self.conn };
         match body(&tx) {
             Ok(value) => {
-                if let Err(err) = self.retry_busy("commit", |c| {
-                    c.prepare_cached("COMMIT")?.execute([]).map(drop)
-                }) {
-                    self.rollback();
+                if let Err(err) = self.retry_busy("commit", Db::commit) {
+                    self.conn.rollback();
                     return Err(err.into());
                 }
                 Ok(value)
             }
             Err(err) => {
-                self.rollback();
+                self.conn.rollback();
                 Err(err)
             }
         }
     }
 
-    fn rollback(&self) {
-        if !self.conn.is_autocommit() {
-            // A failed rollback leaves nothing more to undo; the connection stays usable.
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-    }
-
     /// Runs `step` (`BEGIN IMMEDIATE` or `COMMIT`), retrying it on busy within one budget: the
-    /// busy timeout. Before each retry SQLite's busy handler is given only what is left of the
-    /// budget, and the full timeout is restored afterwards.
-    fn retry_busy(
-        &self,
-        what: &'static str,
-        step: impl Fn(&Connection) -> rusqlite::Result<()>,
-    ) -> Result<()> {
+    /// busy timeout. Before each retry the engine's lock wait (SQLite's busy handler) is given
+    /// only what is left of the budget, and the full timeout is restored afterwards.
+    fn retry_busy(&self, what: &'static str, step: impl Fn(&Db) -> sql::Result<()>) -> Result<()> {
         let started = Instant::now();
         let mut tries = 0;
         let mut shortened = false;
         let outcome = loop {
             match step(&self.conn) {
                 Ok(()) => break Ok(()),
-                Err(e) if is_busy(&e) => {
+                Err(e) if e.kind() == ErrorKind::Busy => {
                     match next_busy_try(started.elapsed(), self.busy_timeout, tries, jitter()) {
                         Some((pause, left)) => {
                             std::thread::sleep(pause);
                             tries += 1;
                             shortened = true;
-                            if let Err(source) = self.conn.busy_timeout(left) {
+                            if let Err(source) = self.conn.set_lock_wait(left) {
                                 break Err(self.classify(BoardError::Sqlite {
                                     path: self.path.clone(),
                                     source,
@@ -598,7 +576,7 @@ impl Board {
         if shortened {
             // Restoring the handler cannot fail on an open connection; if it did, the next write
             // would merely wait less.
-            let _ = self.conn.busy_timeout(self.busy_timeout);
+            let _ = self.conn.set_lock_wait(self.busy_timeout);
         }
         outcome
     }
@@ -633,15 +611,10 @@ fn open_read_only(path: &Path) -> Result<Connection> {
         c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
             .map(|_| c)
     });
-    match plain {
+    match plain.map_err(sql::Error::from) {
         Ok(conn) => Ok(conn),
         // SQLITE_CANTOPEN, or SQLITE_READONLY_CANTINIT when the -shm cannot be created.
-        Err(e)
-            if matches!(
-                e.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
-            ) =>
-        {
+        Err(e) if matches!(e.kind(), ErrorKind::CannotOpen | ErrorKind::ReadOnly) => {
             let mut wal = path.as_os_str().to_owned();
             wal.push("-wal");
             if Path::new(&wal).exists() {
@@ -688,14 +661,13 @@ fn folder_error(dir: &Path, source: std::io::Error) -> BoardError {
 }
 
 /// The error of a failed `open` of `path`, naming the file and what to do.
-fn open_error(path: &Path, source: rusqlite::Error) -> BoardError {
-    match source.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied) => {
-            BoardError::CannotOpen {
-                path: path.to_path_buf(),
-            }
-        }
-        Some(rusqlite::ErrorCode::ReadOnly) => BoardError::ReadOnly {
+fn open_error(path: &Path, source: impl Into<sql::Error>) -> BoardError {
+    let source = source.into();
+    match source.kind() {
+        ErrorKind::CannotOpen => BoardError::CannotOpen {
+            path: path.to_path_buf(),
+        },
+        ErrorKind::ReadOnly => BoardError::ReadOnly {
             path: path.to_path_buf(),
         },
         _ => BoardError::Sqlite {
@@ -922,7 +894,7 @@ mod tests {
     #[test]
     fn a_fresh_board_gets_small_pages_and_an_existing_one_keeps_its_own() {
         let (_dir, board) = open_temp();
-        assert_eq!(page_size(board.conn()), i64::from(FRESH_PAGE_SIZE));
+        assert_eq!(page_size(board.sqlite()), i64::from(FRESH_PAGE_SIZE));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kanban.db");
         let old = Connection::open(&path).unwrap();
@@ -930,7 +902,7 @@ mod tests {
             .unwrap();
         drop(old);
         let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
-        assert_eq!(page_size(board.conn()), 4096);
+        assert_eq!(page_size(board.sqlite()), 4096);
     }
 
     #[test]
@@ -960,8 +932,8 @@ mod tests {
         drop(v1);
         let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
         assert_eq!(board.user_version().unwrap(), schema::LATEST);
-        assert_eq!(indexes(board.conn()), indexes(fresh.conn()));
-        let names: Vec<String> = indexes(board.conn()).into_iter().map(|i| i.0).collect();
+        assert_eq!(indexes(board.sqlite()), indexes(fresh.sqlite()));
+        let names: Vec<String> = indexes(board.sqlite()).into_iter().map(|i| i.0).collect();
         assert!(
             !names
                 .iter()
@@ -992,7 +964,7 @@ mod tests {
                 .unwrap();
             stmt.query_map(["k"], |r| r.get::<_, String>(3))
                 .unwrap()
-                .collect::<rusqlite::Result<Vec<_>>>()
+                .collect::<sql::Result<Vec<_>>>()
                 .unwrap()
                 .join("; ")
         };

@@ -26,7 +26,7 @@
 //! * `reopen` sends a done task back and invalidates every descendant in
 //!   `ready`/`review`/`running`/`done`; like `archive`, it signals nothing.
 
-use rusqlite::{OptionalExtension, params};
+use super::sql::{self, Db, OptionalExtension, params};
 
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
@@ -140,7 +140,7 @@ fn summary_line(text: &str) -> String {
 }
 
 /// Loads a task or fails with [`BoardError::TaskNotFound`].
-pub(crate) fn load_task(conn: &rusqlite::Connection, id: &str) -> Result<Task> {
+pub(crate) fn load_task(conn: &Db, id: &str) -> Result<Task> {
     conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?
         .query_row([id], Task::from_row)
         .optional()?
@@ -148,17 +148,17 @@ pub(crate) fn load_task(conn: &rusqlite::Connection, id: &str) -> Result<Task> {
 }
 
 /// Parents of `id` that are neither done nor archived.
-pub(crate) fn unfinished_parents(conn: &rusqlite::Connection, id: &str) -> Result<Vec<String>> {
+pub(crate) fn unfinished_parents(conn: &Db, id: &str) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(
         "SELECT p.id FROM task_links l JOIN tasks p ON p.id = l.parent_id \
          WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived') ORDER BY p.id",
     )?;
     let rows = stmt.query_map([id], |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    Ok(rows.collect::<sql::Result<_>>()?)
 }
 
 /// `ready` when every parent is finished, else `todo`.
-fn landing_status(conn: &rusqlite::Connection, id: &str) -> Result<Status> {
+fn landing_status(conn: &Db, id: &str) -> Result<Status> {
     Ok(if unfinished_parents(conn, id)?.is_empty() {
         Status::Ready
     } else {
@@ -170,7 +170,7 @@ fn landing_status(conn: &rusqlite::Connection, id: &str) -> Result<Status> {
 /// claimed from the review lane (its `claimed` event says `source_status: review`), else
 /// `ready`. A reviewer run never turns into an implementer run.
 pub(crate) fn retry_status_for_run(
-    conn: &rusqlite::Connection,
+    conn: &Db,
     task_id: &str,
     run_id: Option<i64>,
 ) -> Result<Status> {
@@ -195,7 +195,7 @@ pub(crate) fn retry_status_for_run(
 /// Where a waiting task resumes once nothing holds it: `review` when its newest lifecycle event
 /// (a block, a wait, a release, a review hand-back…) names `review` as its resume, retry or source
 /// status, else `ready`.
-pub(crate) fn resume_status(conn: &rusqlite::Connection, task_id: &str) -> Result<Status> {
+pub(crate) fn resume_status(conn: &Db, task_id: &str) -> Result<Status> {
     let newest: Option<bool> = conn
         .prepare_cached(
             "SELECT 'review' IN (COALESCE(json_extract(payload, '$.resume_status'), ''), \
@@ -217,12 +217,17 @@ pub(crate) fn resume_status(conn: &rusqlite::Connection, task_id: &str) -> Resul
 }
 
 /// Runs a statement through the connection's statement cache; returns the rows changed.
-fn exec(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<usize> {
+fn exec(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
+/// Runs an `INSERT … RETURNING id` through the statement cache; returns the new row's id.
+pub(crate) fn insert_returning_id(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<i64> {
+    Ok(tx.prepare_cached(sql)?.query_row(params, |r| r.get(0))?)
+}
+
 /// Runs an `UPDATE` that must change exactly one row.
-fn cas(tx: &Tx<'_>, sql: &str, params: impl rusqlite::Params) -> Result<bool> {
+fn cas(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<bool> {
     Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
 }
 
@@ -254,13 +259,12 @@ fn instant_run_in(
     summary: Option<&str>,
     now: i64,
 ) -> Result<i64> {
-    exec(
+    insert_returning_id(
         tx,
         "INSERT INTO task_runs (task_id, profile, status, started_at, ended_at, outcome, summary) \
-         VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
+         VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6) RETURNING id",
         params![task.id, task.assignee, status, now, outcome, summary],
-    )?;
-    Ok(tx.last_insert_rowid())
+    )
 }
 
 /// Closes every open run of `task_id` as reclaimed (invariant recovery); returns how many.
@@ -281,7 +285,7 @@ fn promote_children_in(tx: &Tx<'_>, parent_id: &str, now: i64) -> Result<Vec<Str
              WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY c.id",
         )?;
         let rows = stmt.query_map([parent_id], |r| r.get(0))?;
-        rows.collect::<rusqlite::Result<_>>()?
+        rows.collect::<sql::Result<_>>()?
     };
     let mut promoted = Vec::new();
     for child in children {
@@ -433,7 +437,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
     for p in &parents {
         exec(
             tx,
-            "INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)",
+            "INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![p, id],
         )?;
     }
@@ -556,11 +560,11 @@ fn claim_from_in(
     let expires = now + spec.ttl_seconds;
     // The run row first, so one UPDATE of the task row both claims it and points it at the run
     // (each statement on `tasks` rewrites its page and the `idx_tasks_status` entry).
-    exec(
+    let run_id = insert_returning_id(
         tx,
         "INSERT INTO task_runs (task_id, profile, status, claim_lock, claim_expires, \
          max_runtime_seconds, last_heartbeat_at, started_at) \
-         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?6)",
+         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?6) RETURNING id",
         params![
             id,
             task.assignee,
@@ -570,7 +574,6 @@ fn claim_from_in(
             now
         ],
     )?;
-    let run_id = tx.last_insert_rowid();
     let won = cas(
         tx,
         "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, \
@@ -1408,7 +1411,7 @@ pub(crate) fn reopen_in(
              ORDER BY rowid"
         ))?;
         let rows = stmt.query_map([id], Task::from_row)?;
-        rows.collect::<rusqlite::Result<_>>()?
+        rows.collect::<sql::Result<_>>()?
     };
     let mut invalidated = Vec::with_capacity(descendants.len());
     for child in descendants {
@@ -1646,12 +1649,12 @@ pub(crate) fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i
     } else {
         author.trim()
     };
-    exec(
+    let comment_id = insert_returning_id(
         tx,
-        "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4) \
+         RETURNING id",
         params![id, author, body, now],
     )?;
-    let comment_id = tx.last_insert_rowid();
     append_event(
         tx,
         id,
@@ -1666,7 +1669,7 @@ pub(crate) fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i
 }
 
 /// True when `ancestor` is `id` or one of its (transitive) parents.
-fn depends_on(conn: &rusqlite::Connection, id: &str, ancestor: &str) -> Result<bool> {
+fn depends_on(conn: &Db, id: &str, ancestor: &str) -> Result<bool> {
     Ok(conn
         .query_row(
             "WITH RECURSIVE anc(id) AS ( \
@@ -1823,7 +1826,7 @@ pub(crate) fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
              ORDER BY t.priority DESC, t.created_at ASC, t.rowid",
         )?;
         let rows = stmt.query_map([], |r| r.get(0))?;
-        rows.collect::<rusqlite::Result<_>>()?
+        rows.collect::<sql::Result<_>>()?
     };
     let mut promoted = Vec::with_capacity(candidates.len());
     for id in candidates {

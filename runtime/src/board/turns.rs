@@ -3,7 +3,7 @@
 //! (the proof re-taken before and after an in-place recovery's backoff) and [`Board::record_turn`]
 //! (the `turn` event, written only while the run is ours).
 
-use rusqlite::{OptionalExtension, params};
+use super::sql::{Db, OptionalExtension, params};
 use serde::Serialize;
 
 use super::error::Result;
@@ -39,12 +39,7 @@ impl RunStatus {
 }
 
 /// Reads the run's standing on any connection (inside or outside a write transaction).
-fn run_status(
-    conn: &rusqlite::Connection,
-    task_id: &str,
-    run_id: i64,
-    claim_lock: &str,
-) -> Result<RunStatus> {
+fn run_status(conn: &Db, task_id: &str, run_id: i64, claim_lock: &str) -> Result<RunStatus> {
     let row = conn
         .prepare_cached(
             "SELECT r.status, r.ended_at IS NOT NULL, t.status, t.current_run_id, t.claim_lock \

@@ -127,15 +127,14 @@ pub fn main() -> ExitCode {
                 escape::block(&crate::error_chain(err.as_ref()))
             );
             let disk_full = err.chain().any(|e| {
-                e.downcast_ref::<rusqlite::Error>()
-                    .is_some_and(|s| s.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull))
+                e.downcast_ref::<crate::board::SqlError>()
+                    .is_some_and(|s| s.kind() == crate::board::SqlErrorKind::DiskFull)
                     || e.downcast_ref::<std::io::Error>()
                         .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
             });
             let io_failure = err.chain().any(|e| {
-                e.downcast_ref::<rusqlite::Error>().is_some_and(|s| {
-                    s.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
-                })
+                e.downcast_ref::<crate::board::SqlError>()
+                    .is_some_and(|s| s.kind() == crate::board::SqlErrorKind::IoFailure)
             });
             if io_failure && !disk_full {
                 eprintln!(

@@ -18,7 +18,7 @@
 //!
 //! This module never runs a job and never reads the clock: every transition takes `now`.
 
-use rusqlite::{OptionalExtension, Row, params};
+use crate::board::sql::{self, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,7 @@ use crate::board::{Board, BoardError, Tx};
 /// File name of the store inside `<root>/cron/`.
 pub const STORE_FILE: &str = "jobs.db";
 
-const SCHEMA_VERSION: i32 = 1;
+const SCHEMA_VERSION: i64 = 1;
 
 /// Fire-ledger rows kept per job (older ones are pruned when a fire completes; `next_run_at`
 /// only moves forward, so a pruned occurrence can never be claimed again anyway).
@@ -301,7 +301,7 @@ impl Store {
         self.db.path()
     }
 
-    fn db(&self, source: rusqlite::Error) -> CronError {
+    fn db(&self, source: sql::Error) -> CronError {
         CronError::Db {
             path: self.path().to_owned(),
             source,
@@ -309,21 +309,17 @@ impl Store {
     }
 
     fn migrate(&mut self) -> Result<(), CronError> {
-        let current: i32 = self
-            .db
-            .conn()
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| self.db(e))?;
+        let current = self.db.conn().schema_version().map_err(|e| self.db(e))?;
         if current >= SCHEMA_VERSION {
             return Ok(());
         }
         self.write(|tx| {
-            let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            let version = tx.schema_version()?;
             if version < 1 {
                 tx.execute_batch(SCHEMA)?;
             }
             if version < SCHEMA_VERSION {
-                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+                tx.set_schema_version(SCHEMA_VERSION)?;
             }
             Ok(())
         })
@@ -334,7 +330,7 @@ impl Store {
     /// rolls back).
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Tx<'_>) -> Result<T, rusqlite::Error>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, sql::Error>,
     ) -> Result<T, CronError> {
         self.db
             .write(|tx| f(tx).map_err(BoardError::from))
@@ -569,15 +565,19 @@ impl Store {
                     )
                 }
             };
-            let inserted = tx.execute(
-                "INSERT INTO fires (job_id, occurrence, owner, started_at, status) \
-                 VALUES (?1, ?2, ?3, ?4, 'running') ON CONFLICT (job_id, occurrence) DO NOTHING",
-                params![id, occurrence, owner, now],
-            )?;
-            if inserted != 1 {
+            // No row back: the occurrence already has its ledger row.
+            let Some(fire_id) = tx
+                .query_row(
+                    "INSERT INTO fires (job_id, occurrence, owner, started_at, status) \
+                     VALUES (?1, ?2, ?3, ?4, 'running') ON CONFLICT (job_id, occurrence) DO NOTHING \
+                     RETURNING id",
+                    params![id, occurrence, owner, now],
+                    |r| r.get::<_, i64>(0),
+                )
+                .optional()?
+            else {
                 return Ok(Step::Done(ClaimOutcome::NotDue));
-            }
-            let fire_id = tx.last_insert_rowid();
+            };
             let changed = tx.execute(
                 "UPDATE jobs SET next_run_at = ?2, repeat_completed = ?3, fire_id = ?4, \
                  fire_owner = ?5, fire_occurrence = ?6, fire_claimed_at = ?7, \
@@ -595,7 +595,7 @@ impl Store {
                 ],
             )?;
             if changed != 1 {
-                return Err(rusqlite::Error::StatementChangedRows(changed));
+                return Err(sql::Error::changed_rows(changed));
             }
             Ok(Step::Claimed(fire_id))
         })?;
@@ -784,7 +784,7 @@ fn store_error(path: &Path, err: BoardError) -> CronError {
 }
 
 /// Deletes all but the newest `keep` ledger rows of a job.
-fn prune_fires_in(tx: &Tx<'_>, job_id: &str, keep: usize) -> Result<(), rusqlite::Error> {
+fn prune_fires_in(tx: &Tx<'_>, job_id: &str, keep: usize) -> Result<(), sql::Error> {
     tx.execute(
         "DELETE FROM fires WHERE job_id = ?1 AND id <= \
          (SELECT id FROM fires WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
@@ -811,12 +811,7 @@ fn retirement(job: &Job, error: Option<String>) -> (JobState, bool, Option<Strin
 
 /// Closes an expired claim: the ledger row becomes `lost`, the job records a failure and is
 /// retired if nothing more will run.
-fn close_expired(
-    tx: &Tx<'_>,
-    job: &Job,
-    claim: &FireClaim,
-    now: i64,
-) -> Result<(), rusqlite::Error> {
+fn close_expired(tx: &Tx<'_>, job: &Job, claim: &FireClaim, now: i64) -> Result<(), sql::Error> {
     let message = format!(
         "the runner {} stopped heartbeating its fire claim (it crashed or hung); the run's \
          result is unknown",
@@ -845,7 +840,7 @@ fn close_expired(
     Ok(())
 }
 
-fn read_job(r: &Row<'_>) -> Result<Result<Job, CronError>, rusqlite::Error> {
+fn read_job(r: &Row<'_>) -> Result<Result<Job, CronError>, sql::Error> {
     let id: String = r.get("id")?;
     let spec: String = r.get("schedule_spec")?;
     let state: String = r.get("state")?;
@@ -957,15 +952,13 @@ mod tests {
         let (_d, s) = store();
         let c = s.db.conn();
         let pragma = |name: &str| -> String {
-            c.query_row(&format!("PRAGMA {name}"), [], |r| {
-                r.get::<_, rusqlite::types::Value>(0)
-            })
-            .map(|v| match v {
-                rusqlite::types::Value::Integer(n) => n.to_string(),
-                rusqlite::types::Value::Text(t) => t,
-                other => format!("{other:?}"),
-            })
-            .unwrap()
+            c.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, sql::Value>(0))
+                .map(|v| match v {
+                    sql::Value::Integer(n) => n.to_string(),
+                    sql::Value::Text(t) => t,
+                    other => format!("{other:?}"),
+                })
+                .unwrap()
         };
         assert_eq!(pragma("journal_mode"), "wal");
         assert_eq!(pragma("synchronous"), "2", "FULL");

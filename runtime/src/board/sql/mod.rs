@@ -1,0 +1,608 @@
+//! The board's SQL layer: the one place that knows which database engine a board lives in.
+//!
+//! Every statement of `board/` (and of the cron store, which opens its file through the board's
+//! store) runs through the types here — [`Db`] (a connection), [`Stmt`] (a prepared statement),
+//! [`Row`] (one result row), [`Error`] (with a classified [`ErrorKind`]) — never through a driver
+//! directly. Today the only backend is SQLite ([`sqlite`], over rusqlite); a PostgreSQL board is
+//! meant to be a second variant of the private `Backend` enum, so that no transition, query or
+//! `fsck` rule changes when it arrives.
+//!
+//! **The value vocabulary is rusqlite's.** Parameters are anything that is [`ToSql`] (so
+//! `params![…]` and `[id]` work as before), and [`Row::get`] decodes a column with [`FromSql`],
+//! with rusqlite's shape (`row.get::<_, T>(idx)`). A backend that is not SQLite produces a
+//! [`ValueRef`] per column and lets `FromSql` decode it; it reads a parameter through
+//! [`ToSql::to_sql`]. Keeping one vocabulary keeps every call site as it was.
+//!
+//! **SQL is written once**, with `?N` placeholders, in a common dialect: the part of SQLite's
+//! syntax that the layer can map to another engine's statement by statement. At prepare time
+//! [`Dialect::translate`] gives the backend's text (for SQLite the text as written, borrowed:
+//! nothing is copied); a backend that must rewrite caches the result with its prepared
+//! statement. The constructs the board uses that a PostgreSQL translation has to map are:
+//! `?N` (→ `$N`), `x IS ?N` / `x IS NOT ?N` (→ `IS [NOT] DISTINCT FROM`), `json_extract(col,
+//! '$.key')` (→ `col::jsonb ->> 'key'`), `rowid` (→ the table's key), and SQLite's `substr` /
+//! `COALESCE` / `IN (…)`, which both engines share. `INSERT … ON CONFLICT DO NOTHING` and
+//! `INSERT … RETURNING id` are written as such (both engines have them; nothing uses
+//! `INSERT OR IGNORE` or `last_insert_rowid()`).
+//!
+//! **What differs per engine stays behind a method of [`Db`]**, never in SQL a transition
+//! writes: the schema version ([`Db::schema_version`], SQLite's `PRAGMA user_version`), the change
+//! counter the dispatcher polls ([`Db::data_version`], `PRAGMA data_version`; a PostgreSQL board
+//! wakes on `LISTEN/NOTIFY` instead), the transaction verbs of `Board::write`
+//! ([`Db::begin_immediate`], [`Db::commit`], [`Db::rollback`]), and everything about opening a
+//! file (pragmas, journal mode, page size, the busy handler), which is the SQLite backend's own
+//! (`sqlite`) and the schema DDL (`schema`).
+//!
+//! **Errors** are [`Error`]: its message and source chain are the driver's, unchanged (the CLI
+//! prints the chain), and [`Error::kind`] classifies it — busy or locked, a unique violation, no
+//! row, read-only, cannot open, a damaged file, a full disk, an I/O failure, anything else — so
+//! `BoardError` and the busy retry of `Board::write` decide on the kind, never on a driver's
+//! error code.
+//!
+//! Cost on the SQLite path: none measurable. [`Db::prepare_cached`] is rusqlite's statement
+//! cache; the wrappers are enums with one variant; parameters are bound from a slice of
+//! `&dyn ToSql` built on the stack.
+
+mod sqlite;
+
+use std::borrow::Cow;
+
+pub use rusqlite::types::{FromSql, ToSql, Value, ValueRef};
+
+/// `params![a, b, …]`: a statement's parameters, as a slice of [`ToSql`] values.
+pub(crate) use rusqlite::params;
+
+pub(crate) use sqlite::{version_number, version_text};
+
+/// Result of the SQL layer.
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The SQL dialect a statement is translated to at prepare time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// SQLite: the common dialect is SQLite's own syntax, so nothing is rewritten.
+    Sqlite,
+}
+
+impl Dialect {
+    /// The text to prepare for this dialect from a statement written in the common dialect
+    /// (see the module docs). Borrowed when nothing changes.
+    pub fn translate(self, sql: &str) -> Cow<'_, str> {
+        match self {
+            Dialect::Sqlite => Cow::Borrowed(sql),
+        }
+    }
+}
+
+/// What kind of failure an [`Error`] is, whatever the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Another connection holds the lock (SQLite `BUSY` / `LOCKED`): worth a retry of `BEGIN` or
+    /// `COMMIT`, never of a statement.
+    Busy,
+    /// A `UNIQUE` or primary-key constraint refused a row.
+    UniqueViolation,
+    /// A query that must return a row returned none.
+    NoRows,
+    /// The database (or its folder) is read-only for this process.
+    ReadOnly,
+    /// The database could not be opened (missing, permissions).
+    CannotOpen,
+    /// The database file is damaged or not a database.
+    Corrupt,
+    /// The disk is full.
+    DiskFull,
+    /// The engine could not read or write its file.
+    IoFailure,
+    /// Anything else (a constraint other than uniqueness, a type mismatch, bad SQL, …).
+    Other,
+}
+
+/// An error of the SQL layer: the driver's error (message and source chain unchanged) with its
+/// [`ErrorKind`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// From the SQLite backend, or from decoding a value with the shared vocabulary
+    /// ([`FromSql`] / [`ToSql`]).
+    #[error(transparent)]
+    Sqlite(rusqlite::Error),
+}
+
+impl Error {
+    /// The classified kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Sqlite(e) => sqlite::kind(e),
+        }
+    }
+
+    /// The error a row decoder returns for a column whose stored value it cannot accept
+    /// (`index` is the column; `cause` says why).
+    pub(crate) fn invalid_value(
+        index: usize,
+        cause: Box<dyn std::error::Error + Send + Sync + 'static>,
+    ) -> Error {
+        Error::Sqlite(rusqlite::Error::FromSqlConversionFailure(
+            index,
+            rusqlite::types::Type::Text,
+            cause,
+        ))
+    }
+
+    /// The error of a statement that had to change one row and changed `n`.
+    pub(crate) fn changed_rows(n: usize) -> Error {
+        Error::Sqlite(rusqlite::Error::StatementChangedRows(n))
+    }
+
+    /// The error of a query that had to return a row and returned none.
+    pub(crate) fn no_rows() -> Error {
+        Error::Sqlite(rusqlite::Error::QueryReturnedNoRows)
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Error {
+        Error::Sqlite(e)
+    }
+}
+
+/// `.optional()` on a one-row result: no row is `Ok(None)`.
+pub(crate) trait OptionalExtension<T> {
+    fn optional(self) -> Result<Option<T>>;
+}
+
+impl<T> OptionalExtension<T> for Result<T> {
+    fn optional(self) -> Result<Option<T>> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind() == ErrorKind::NoRows => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A statement's parameters: `params![…]`, an array of one [`ToSql`] type (`[id]`), `[]`, or
+/// [`params_from_iter`]. Bound positionally: the first is `?1`.
+pub(crate) trait Params {
+    /// Calls `f` with the parameters as a slice.
+    fn with_values<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R;
+}
+
+impl Params for &[&dyn ToSql] {
+    fn with_values<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+        f(self)
+    }
+}
+
+impl Params for [&(dyn ToSql + Send + Sync); 0] {
+    fn with_values<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+        f(&[])
+    }
+}
+
+macro_rules! array_params {
+    ($($n:literal)*) => {$(
+        impl<T: ToSql> Params for [T; $n] {
+            fn with_values<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+                let refs: [&dyn ToSql; $n] = self.each_ref().map(|v| v as &dyn ToSql);
+                f(&refs)
+            }
+        }
+        impl<T: ToSql> Params for &[T; $n] {
+            fn with_values<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+                let refs: [&dyn ToSql; $n] = self.each_ref().map(|v| v as &dyn ToSql);
+                f(&refs)
+            }
+        }
+    )*};
+}
+
+array_params!(1 2 3 4 5 6 7 8);
+
+/// Parameters from an iterator of [`ToSql`] values (a query built at run time).
+pub(crate) struct ParamsFromIter<I>(I);
+
+/// See [`ParamsFromIter`].
+pub(crate) fn params_from_iter<I>(iter: I) -> ParamsFromIter<I>
+where
+    I: IntoIterator,
+    I::Item: ToSql,
+{
+    ParamsFromIter(iter)
+}
+
+impl<I> Params for ParamsFromIter<I>
+where
+    I: IntoIterator,
+    I::Item: ToSql,
+{
+    fn with_values<R>(self, f: impl FnOnce(&[&dyn ToSql]) -> R) -> R {
+        let values: Vec<I::Item> = self.0.into_iter().collect();
+        let refs: Vec<&dyn ToSql> = values.iter().map(|v| v as &dyn ToSql).collect();
+        f(&refs)
+    }
+}
+
+/// A connection to a board's database (or to another store opened like one).
+#[derive(Debug)]
+pub(crate) struct Db {
+    backend: Backend,
+}
+
+#[derive(Debug)]
+enum Backend {
+    Sqlite(rusqlite::Connection),
+}
+
+impl Db {
+    /// A SQLite connection (opened and configured by the caller).
+    pub(crate) fn sqlite(conn: rusqlite::Connection) -> Db {
+        Db {
+            backend: Backend::Sqlite(conn),
+        }
+    }
+
+    /// Opens the SQLite file at `path` for reading only, as it is (no pragma, no check): for a
+    /// glance at another process's store (the owner's `state.db`).
+    pub(crate) fn open_sqlite_read_only(path: &std::path::Path) -> Result<Db> {
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        Ok(Db::sqlite(rusqlite::Connection::open_with_flags(
+            path, flags,
+        )?))
+    }
+
+    /// The SQLite connection, for the SQLite backend's own steps (pragmas, checkpoints, the busy
+    /// handler); `None` on another engine.
+    pub(crate) fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
+        match &self.backend {
+            Backend::Sqlite(c) => Some(c),
+        }
+    }
+
+    /// Prepares `sql` through the connection's statement cache (a statement run on every
+    /// transition is parsed once per connection).
+    pub(crate) fn prepare_cached(&self, sql: &str) -> Result<Stmt<'_>> {
+        match &self.backend {
+            Backend::Sqlite(c) => Ok(Stmt {
+                inner: StmtInner::SqliteCached(c.prepare_cached(&Dialect::Sqlite.translate(sql))?),
+            }),
+        }
+    }
+
+    /// Prepares `sql` once, outside the cache (a statement built at run time).
+    pub(crate) fn prepare(&self, sql: &str) -> Result<Stmt<'_>> {
+        match &self.backend {
+            Backend::Sqlite(c) => Ok(Stmt {
+                inner: StmtInner::Sqlite(c.prepare(&Dialect::Sqlite.translate(sql))?),
+            }),
+        }
+    }
+
+    /// Runs one statement; returns the rows changed.
+    pub(crate) fn execute(&self, sql: &str, params: impl Params) -> Result<usize> {
+        self.prepare(sql)?.execute(params)
+    }
+
+    /// Runs one or more statements without parameters (schema DDL, set-up).
+    pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(c) => Ok(c.execute_batch(&Dialect::Sqlite.translate(sql))?),
+        }
+    }
+
+    /// Runs a query and decodes its first row with `f`; no row is an error of kind
+    /// [`ErrorKind::NoRows`] (see [`OptionalExtension::optional`]).
+    pub(crate) fn query_row<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        f: impl FnOnce(&Row<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.prepare(sql)?.query_row(params, f)
+    }
+
+    /// True outside a transaction.
+    pub(crate) fn is_autocommit(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(c) => c.is_autocommit(),
+        }
+    }
+
+    /// Starts a write transaction that holds the write lock from its first statement on
+    /// (SQLite `BEGIN IMMEDIATE`).
+    pub(crate) fn begin_immediate(&self) -> Result<()> {
+        self.prepare_cached("BEGIN IMMEDIATE")?
+            .execute([])
+            .map(drop)
+    }
+
+    /// Commits the open transaction.
+    pub(crate) fn commit(&self) -> Result<()> {
+        self.prepare_cached("COMMIT")?.execute([]).map(drop)
+    }
+
+    /// Rolls back the open transaction, if any. A failed rollback leaves nothing more to undo;
+    /// the connection stays usable.
+    pub(crate) fn rollback(&self) {
+        if !self.is_autocommit() {
+            let _ = self.execute_batch("ROLLBACK");
+        }
+    }
+
+    /// How long a statement waits for a lock another connection holds before it fails with
+    /// [`ErrorKind::Busy`] (SQLite's busy handler).
+    pub(crate) fn set_lock_wait(&self, wait: std::time::Duration) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(c) => Ok(c.busy_timeout(wait)?),
+        }
+    }
+
+    /// What the engine's own consistency check finds wrong with the stored data (SQLite
+    /// `PRAGMA quick_check`; empty when all is well). A damaged file may instead fail the check
+    /// with an error of kind [`ErrorKind::Corrupt`].
+    pub(crate) fn quick_check(&self) -> Result<Vec<String>> {
+        match &self.backend {
+            Backend::Sqlite(c) => sqlite::quick_check(c),
+        }
+    }
+
+    /// The schema version stored in the database (SQLite `PRAGMA user_version`).
+    pub(crate) fn schema_version(&self) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(c) => sqlite::user_version(c),
+        }
+    }
+
+    /// Records `version` as the schema version (inside the migrating transaction).
+    pub(crate) fn set_schema_version(&self, version: i64) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(c) => sqlite::set_user_version(c, version),
+        }
+    }
+
+    /// A counter that changes whenever another connection commits to the database (SQLite
+    /// `PRAGMA data_version`); the dispatcher polls it to wake on a change.
+    pub(crate) fn data_version(&self) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(c) => sqlite::data_version(c),
+        }
+    }
+
+    /// Closes the connection, reporting a failure to close.
+    pub(crate) fn close(self) -> Result<()> {
+        match self.backend {
+            Backend::Sqlite(c) => c.close().map_err(|(_, e)| Error::from(e)),
+        }
+    }
+}
+
+/// A prepared statement.
+pub(crate) struct Stmt<'c> {
+    inner: StmtInner<'c>,
+}
+
+enum StmtInner<'c> {
+    SqliteCached(rusqlite::CachedStatement<'c>),
+    Sqlite(rusqlite::Statement<'c>),
+}
+
+impl<'c> Stmt<'c> {
+    fn sqlite(&mut self) -> &mut rusqlite::Statement<'c> {
+        match &mut self.inner {
+            StmtInner::SqliteCached(s) => s,
+            StmtInner::Sqlite(s) => s,
+        }
+    }
+
+    /// Runs the statement; returns the rows changed.
+    pub(crate) fn execute(&mut self, params: impl Params) -> Result<usize> {
+        let stmt = self.sqlite();
+        params.with_values(|values| Ok(stmt.execute(values)?))
+    }
+
+    /// Runs the query and decodes its first row with `f`; no row is [`ErrorKind::NoRows`].
+    pub(crate) fn query_row<T>(
+        &mut self,
+        params: impl Params,
+        f: impl FnOnce(&Row<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let stmt = self.sqlite();
+        params.with_values(|values| {
+            let mut rows = stmt.query(values)?;
+            match rows.next()? {
+                Some(row) => f(&Row::sqlite(row)),
+                None => Err(Error::no_rows()),
+            }
+        })
+    }
+
+    /// Runs the query; the rows, each decoded with `f`, are read as the iterator advances.
+    pub(crate) fn query_map<T, F>(&mut self, params: impl Params, f: F) -> Result<MappedRows<'_, F>>
+    where
+        F: FnMut(&Row<'_>) -> Result<T>,
+    {
+        let stmt = self.sqlite();
+        let rows = params.with_values(|values| stmt.query(values))?;
+        Ok(MappedRows {
+            rows: RowsInner::Sqlite(rows),
+            f,
+        })
+    }
+}
+
+/// The rows of [`Stmt::query_map`], each decoded by its function.
+pub(crate) struct MappedRows<'s, F> {
+    rows: RowsInner<'s>,
+    f: F,
+}
+
+enum RowsInner<'s> {
+    Sqlite(rusqlite::Rows<'s>),
+}
+
+impl<T, F> Iterator for MappedRows<'_, F>
+where
+    F: FnMut(&Row<'_>) -> Result<T>,
+{
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Result<T>> {
+        match &mut self.rows {
+            RowsInner::Sqlite(rows) => match rows.next() {
+                Ok(Some(row)) => Some((self.f)(&Row::sqlite(row))),
+                Ok(None) => None,
+                Err(e) => Some(Err(e.into())),
+            },
+        }
+    }
+}
+
+/// A column: its position (0-based `usize`) or its name (`&str`), as rusqlite takes them. A
+/// literal `row.get(0)` needs no annotation (`usize` is the one integer type accepted).
+pub(crate) trait RowIndex: rusqlite::RowIndex {}
+
+impl RowIndex for usize {}
+
+impl RowIndex for &str {}
+
+/// One result row.
+pub(crate) struct Row<'r> {
+    inner: RowInner<'r>,
+}
+
+enum RowInner<'r> {
+    Sqlite(&'r rusqlite::Row<'r>),
+}
+
+impl<'r> Row<'r> {
+    fn sqlite(row: &'r rusqlite::Row<'r>) -> Row<'r> {
+        Row {
+            inner: RowInner::Sqlite(row),
+        }
+    }
+
+    /// Column `idx` (0-based) decoded as `T` (rusqlite's shape: `row.get::<_, T>(idx)`).
+    pub(crate) fn get<I: RowIndex, T: FromSql>(&self, idx: I) -> Result<T> {
+        match &self.inner {
+            RowInner::Sqlite(r) => Ok(r.get(idx)?),
+        }
+    }
+
+    /// Column `idx` (0-based) as it is stored.
+    pub(crate) fn get_ref(&self, idx: usize) -> Result<ValueRef<'_>> {
+        match &self.inner {
+            RowInner::Sqlite(r) => Ok(r.get_ref(idx)?),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory() -> Db {
+        Db::sqlite(rusqlite::Connection::open_in_memory().unwrap())
+    }
+
+    #[test]
+    fn statements_bind_every_parameter_shape_and_decode_rows() {
+        let db = memory();
+        db.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE, n INTEGER)")
+            .unwrap();
+        let id: i64 = db
+            .prepare_cached("INSERT INTO t (name, n) VALUES (?1, ?2) RETURNING id")
+            .unwrap()
+            .query_row(params!["a", 1], |r| r.get(0))
+            .unwrap();
+        assert_eq!(id, 1);
+        assert_eq!(
+            db.execute("INSERT INTO t (name, n) VALUES (?1, 2)", ["b"])
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            db.execute("INSERT INTO t (name, n) VALUES ('c', 3)", [])
+                .unwrap(),
+            1
+        );
+        let names: Vec<String> = db
+            .prepare("SELECT name FROM t WHERE n >= ?1 ORDER BY id")
+            .unwrap()
+            .query_map(params_from_iter([2i64]), |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(names, ["b", "c"]);
+        let missing = db
+            .query_row("SELECT n FROM t WHERE name = ?1", ["z"], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()
+            .unwrap();
+        assert_eq!(missing, None);
+        let err = db
+            .query_row("SELECT n FROM t WHERE name = ?1", ["z"], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NoRows);
+        let value = db
+            .query_row("SELECT n FROM t WHERE id = 1", [], |r| {
+                match r.get_ref(0)? {
+                    ValueRef::Integer(n) => Ok(n),
+                    other => panic!("{other:?}"),
+                }
+            })
+            .unwrap();
+        assert_eq!(value, 1);
+    }
+
+    #[test]
+    fn errors_are_classified_and_keep_the_drivers_message() {
+        let db = memory();
+        db.execute_batch("CREATE TABLE t (name TEXT UNIQUE)")
+            .unwrap();
+        db.execute("INSERT INTO t VALUES ('a')", []).unwrap();
+        let err = db.execute("INSERT INTO t VALUES ('a')", []).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UniqueViolation);
+        assert!(
+            err.to_string().contains("UNIQUE constraint failed"),
+            "{err}"
+        );
+        let err = db
+            .execute("INSERT INTO nowhere VALUES (1)", [])
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Other);
+        assert!(err.to_string().contains("no such table"), "{err}");
+        let err = db
+            .query_row("SELECT 'text'", [], |r| r.get::<_, i64>(0))
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Other);
+    }
+
+    #[test]
+    fn transactions_commit_and_roll_back() {
+        let db = memory();
+        db.execute_batch("CREATE TABLE t (n INTEGER)").unwrap();
+        db.begin_immediate().unwrap();
+        assert!(!db.is_autocommit());
+        db.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        db.commit().unwrap();
+        db.begin_immediate().unwrap();
+        db.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        db.rollback();
+        assert!(db.is_autocommit());
+        let n: i64 = db
+            .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(db.schema_version().unwrap(), 0);
+        db.set_schema_version(7).unwrap();
+        assert_eq!(db.schema_version().unwrap(), 7);
+        assert_eq!(Dialect::Sqlite.translate("SELECT ?1"), "SELECT ?1");
+        assert!(matches!(
+            Dialect::Sqlite.translate("SELECT ?1"),
+            Cow::Borrowed(_)
+        ));
+    }
+}
