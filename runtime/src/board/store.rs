@@ -405,7 +405,7 @@ impl Board {
         // depend on a bound value each time a new value is bound, so the statement cache bought
         // nothing for the parent and child joins of `create` and `complete` (most of their
         // time, measured with `cargo xtask bench`).
-        self.conn
+        self.sqlite()
             .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(sqlite_err(&self.path))?;
         if options.read_only {

@@ -1191,7 +1191,8 @@ fn completions_reuse_their_cached_statements_without_re_preparing() {
         "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id \
              WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY c.id",
     ] {
-        let stmt = b.conn().prepare_cached(sql).unwrap();
+        // The SQL layer prepares through rusqlite's cache: the same statement, seen from below.
+        let stmt = b.conn().as_sqlite().unwrap().prepare_cached(sql).unwrap();
         assert!(
             stmt.get_status(rusqlite::StatementStatus::VmStep) > 0,
             "not the statement the transitions cached (its SQL changed?): {sql}"
