@@ -232,3 +232,76 @@ enum Blocked {
     /// A signal arrived.
     Interrupted,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::{NewTask, OpenOptions};
+
+    const LONG: Duration = Duration::from_secs(120);
+
+    fn two_connections() -> (tempfile::TempDir, Board, Board) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kanban.db");
+        let watcher = Board::open_path(&path, &OpenOptions::create()).unwrap();
+        let writer = Board::open_path(&path, &OpenOptions::default()).unwrap();
+        (dir, watcher, writer)
+    }
+
+    fn create(board: &Board, title: &str) {
+        let new = NewTask {
+            title: title.to_owned(),
+            ..NewTask::default()
+        };
+        board.create_task(&new, 1_700_000_000).unwrap();
+    }
+
+    #[test]
+    fn without_a_file_watch_the_fallback_poll_sees_the_commit() {
+        let (_dir, watcher, writer) = two_connections();
+        let mut watch = watcher.watch_changes();
+        watch.inotify = None;
+        assert!(!watch.is_notifying());
+        create(&writer, "polled");
+        // The poll interval is short, the timeout long: the first fallback read finds it.
+        assert_eq!(
+            watch
+                .wait(&watcher, LONG, Duration::from_millis(1))
+                .unwrap(),
+            Wake::Polled
+        );
+        assert_eq!(
+            watch.wait(&watcher, Duration::ZERO, LONG).unwrap(),
+            Wake::TimedOut
+        );
+    }
+
+    #[test]
+    fn another_connection_s_commit_is_notified_and_a_marked_one_is_not_reported() {
+        let (_dir, watcher, writer) = two_connections();
+        let mut watch = watcher.watch_changes();
+        assert!(watch.is_notifying());
+        create(&writer, "first");
+        assert_eq!(watch.wait(&watcher, LONG, LONG).unwrap(), Wake::Notified);
+        create(&writer, "second");
+        watch.mark_seen(&watcher).unwrap();
+        // Its file events are still queued, but the change was marked as seen.
+        assert_eq!(
+            watch.wait(&watcher, Duration::ZERO, LONG).unwrap(),
+            Wake::TimedOut
+        );
+    }
+
+    #[test]
+    fn events_of_other_files_in_the_folder_are_not_board_changes() {
+        let (dir, watcher, _writer) = two_connections();
+        let mut watch = watcher.watch_changes();
+        std::fs::write(dir.path().join("kanban.toml"), "# not the board\n").unwrap();
+        std::fs::write(dir.path().join("kanban.db-shm-like"), "x").unwrap();
+        assert!(matches!(watch.block(Duration::ZERO), Blocked::Quiet));
+        let journal = dir.path().join("kanban.db-journal");
+        std::fs::write(&journal, "x").unwrap();
+        assert!(matches!(watch.block(Duration::ZERO), Blocked::Event));
+        std::fs::remove_file(journal).unwrap();
+    }
+}

@@ -816,3 +816,40 @@ fn a_claimer_pid_recycled_by_a_younger_process_counts_as_gone() {
     assert_eq!(r.abandoned, [id.as_str()]);
     assert_eq!(e.fake.spawns_of(&id), 1);
 }
+
+#[test]
+fn a_claim_that_fails_in_the_tick_s_batch_is_reported_and_the_others_spawn() {
+    let mut e = env();
+    let first = e.create("first", 3, vec![]);
+    let doomed = e.create("doomed", 2, vec![]);
+    let last = e.create("last", 1, vec![]);
+    // Fail only `doomed`'s claim, at its `claimed` event (after its run row was written).
+    e.board
+        .conn()
+        .execute_batch(&format!(
+            "CREATE TEMP TRIGGER fail_one BEFORE INSERT ON task_events \
+             WHEN NEW.task_id = '{doomed}' AND NEW.kind = 'claimed' \
+             BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+        ))
+        .unwrap();
+    let r = e.tick();
+    let spawned: Vec<_> = r.spawned.iter().map(|s| s.task_id.clone()).collect();
+    assert_eq!(spawned, [first.clone(), last.clone()]);
+    assert_eq!(r.claim_failed.len(), 1);
+    assert_eq!(r.claim_failed[0].0, doomed);
+    assert!(r.claim_failed[0].1.contains("injected failure"), "{r:?}");
+    assert_eq!(e.status(&doomed), Status::Ready);
+    assert!(e.board.runs(&doomed).unwrap().is_empty());
+    assert_eq!(e.status(&first), Status::Running);
+    assert_eq!(e.status(&last), Status::Running);
+    // Once the cause is gone, the next tick claims it.
+    e.board
+        .conn()
+        .execute_batch("DROP TRIGGER fail_one")
+        .unwrap();
+    let r = e.tick();
+    assert_eq!(r.spawned.len(), 1);
+    assert_eq!(r.spawned[0].task_id, doomed);
+    assert!(r.claim_failed.is_empty());
+    assert!(e.board.fsck().unwrap().is_empty());
+}
