@@ -155,6 +155,9 @@ impl ChangeWatch {
                 self.settle -= 1;
                 Duration::from_millis(step)
             } else {
+                // Settled without a visible change: whatever the next read finds, the watch did
+                // not announce it.
+                notified = false;
                 poll
             };
             match self.block(slice.min(left)) {
