@@ -3,9 +3,10 @@
 //! Every statement of `board/` (and of the cron store, which opens its file through the board's
 //! store) runs through the types here — [`Db`] (a connection), [`Stmt`] (a prepared statement),
 //! [`Row`] (one result row), [`Error`] (with a classified [`ErrorKind`]) — never through a driver
-//! directly. Today the only backend is SQLite ([`sqlite`], over rusqlite); a PostgreSQL board is
-//! meant to be a second variant of the private `Backend` enum, so that no transition, query or
-//! `fsck` rule changes when it arrives.
+//! directly. Two backends, variants of the private `Backend` enum: SQLite (`sqlite`, over
+//! rusqlite), which every board uses, and PostgreSQL (`postgres`, over `kanban-pgwire`), a
+//! skeleton no board opens yet. A PostgreSQL board is meant to need no change to any transition,
+//! query or `fsck` rule, only its own opening, schema DDL and wake-up.
 //!
 //! **The value vocabulary is rusqlite's.** Parameters are anything that is [`ToSql`] (so
 //! `params![…]` and `[id]` work as before), and [`Row::get`] decodes a column with [`FromSql`],
@@ -19,18 +20,19 @@
 //! nothing is copied); a backend that must rewrite caches the result with its prepared
 //! statement. The constructs the board uses that a PostgreSQL translation has to map are:
 //! `?N` (→ `$N`), `x IS ?N` / `x IS NOT ?N` (→ `IS [NOT] DISTINCT FROM`), `json_extract(col,
-//! '$.key')` (→ `col::jsonb ->> 'key'`), `rowid` (→ the table's key), and SQLite's `substr` /
-//! `COALESCE` / `IN (…)`, which both engines share. `INSERT … ON CONFLICT DO NOTHING` and
-//! `INSERT … RETURNING id` are written as such (both engines have them; nothing uses
-//! `INSERT OR IGNORE` or `last_insert_rowid()`).
+//! '$.key')` (→ `(col)::jsonb #>> '{key}'`); `rowid` (a PostgreSQL schema gives those tables a
+//! `rowid` column), and `substr` / `COALESCE` / `CAST` / `IN (…)`, which both engines share.
+//! `INSERT … ON CONFLICT DO NOTHING` and `INSERT … RETURNING id` are written as such (both
+//! engines have them; nothing uses `INSERT OR IGNORE` or `last_insert_rowid()`).
 //!
 //! **What differs per engine stays behind a method of [`Db`]**, never in SQL a transition
 //! writes: the schema version ([`Db::schema_version`], SQLite's `PRAGMA user_version`), the change
 //! counter the dispatcher polls ([`Db::data_version`], `PRAGMA data_version`; a PostgreSQL board
 //! wakes on `LISTEN/NOTIFY` instead), the transaction verbs of `Board::write`
-//! ([`Db::begin_immediate`], [`Db::commit`], [`Db::rollback`]), and everything about opening a
-//! file (pragmas, journal mode, page size, the busy handler), which is the SQLite backend's own
-//! (`sqlite`) and the schema DDL (`schema`).
+//! ([`Db::begin_immediate`], [`Db::commit`], [`Db::rollback`]), the lock wait
+//! ([`Db::set_lock_wait`]: SQLite's busy handler, PostgreSQL's `lock_timeout`), the engine's own
+//! check ([`Db::quick_check`]). Opening a board file (pragmas, journal mode, page size) is
+//! `board::store`'s and the schema DDL is `board::schema`'s: both SQLite's.
 //!
 //! **Errors** are [`Error`]: its message and source chain are the driver's, unchanged (the CLI
 //! prints the chain), and [`Error::kind`] classifies it — busy or locked, a unique violation, no
@@ -38,10 +40,12 @@
 //! `BoardError` and the busy retry of `Board::write` decide on the kind, never on a driver's
 //! error code.
 //!
-//! Cost on the SQLite path: none measurable. [`Db::prepare_cached`] is rusqlite's statement
-//! cache; the wrappers are enums with one variant; parameters are bound from a slice of
-//! `&dyn ToSql` built on the stack.
+//! Cost on the SQLite path: none measurable (`cargo xtask bench`, create / claim / heartbeat /
+//! complete against the bare loop of the same run, before and after the layer). [`Db::prepare_cached`]
+//! is rusqlite's statement cache, reached with the text as written; the wrappers are enums
+//! matched once per call; parameters are bound from a slice of `&dyn ToSql` built on the stack.
 
+mod postgres;
 mod sqlite;
 
 use std::borrow::Cow;
@@ -61,6 +65,8 @@ pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Dialect {
     /// SQLite: the common dialect is SQLite's own syntax, so nothing is rewritten.
     Sqlite,
+    /// PostgreSQL: placeholders, `IS` comparisons and `json_extract` are rewritten.
+    Postgres,
 }
 
 impl Dialect {
@@ -69,6 +75,7 @@ impl Dialect {
     pub fn translate(self, sql: &str) -> Cow<'_, str> {
         match self {
             Dialect::Sqlite => Cow::Borrowed(sql),
+            Dialect::Postgres => postgres::translate(sql),
         }
     }
 }
@@ -105,6 +112,13 @@ pub enum Error {
     /// ([`FromSql`] / [`ToSql`]).
     #[error(transparent)]
     Sqlite(rusqlite::Error),
+    /// From the PostgreSQL backend (the wire client's error, SQLSTATE included).
+    #[error(transparent)]
+    Postgres(kanban_pgwire::Error),
+    /// A step this engine does not have (e.g. `data_version` on PostgreSQL, which wakes on
+    /// `LISTEN/NOTIFY` instead).
+    #[error("not available on this database engine: {0}")]
+    Unsupported(&'static str),
 }
 
 impl Error {
@@ -112,6 +126,8 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Sqlite(e) => sqlite::kind(e),
+            Error::Postgres(e) => postgres::kind(e),
+            Error::Unsupported(_) => ErrorKind::Other,
         }
     }
 
@@ -142,6 +158,12 @@ impl Error {
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Error {
         Error::Sqlite(e)
+    }
+}
+
+impl From<kanban_pgwire::Error> for Error {
+    fn from(e: kanban_pgwire::Error) -> Error {
+        Error::Postgres(e)
     }
 }
 
@@ -231,6 +253,7 @@ pub(crate) struct Db {
 #[derive(Debug)]
 enum Backend {
     Sqlite(rusqlite::Connection),
+    Postgres(Box<postgres::Pg>),
 }
 
 impl Db {
@@ -251,11 +274,26 @@ impl Db {
         )?))
     }
 
+    /// A PostgreSQL connection (the backend's skeleton: no board opens on one yet).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "no board opens on PostgreSQL yet; the layer's tests drive this backend against a real server"
+        )
+    )]
+    pub(crate) fn postgres(client: kanban_pgwire::Client) -> Db {
+        Db {
+            backend: Backend::Postgres(Box::new(postgres::Pg::new(client))),
+        }
+    }
+
     /// The SQLite connection, for the SQLite backend's own steps (pragmas, checkpoints, the busy
     /// handler); `None` on another engine.
     pub(crate) fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
         match &self.backend {
             Backend::Sqlite(c) => Some(c),
+            Backend::Postgres(_) => None,
         }
     }
 
@@ -266,6 +304,12 @@ impl Db {
             Backend::Sqlite(c) => Ok(Stmt {
                 inner: StmtInner::SqliteCached(c.prepare_cached(&Dialect::Sqlite.translate(sql))?),
             }),
+            Backend::Postgres(pg) => Ok(Stmt {
+                inner: StmtInner::Postgres {
+                    sql: pg.translated(sql),
+                    pg,
+                },
+            }),
         }
     }
 
@@ -274,6 +318,13 @@ impl Db {
         match &self.backend {
             Backend::Sqlite(c) => Ok(Stmt {
                 inner: StmtInner::Sqlite(c.prepare(&Dialect::Sqlite.translate(sql))?),
+            }),
+            // The wire client caches every statement it prepares; only the translation is kept.
+            Backend::Postgres(pg) => Ok(Stmt {
+                inner: StmtInner::Postgres {
+                    sql: pg.translated(sql),
+                    pg,
+                },
             }),
         }
     }
@@ -287,6 +338,7 @@ impl Db {
     pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(c) => Ok(c.execute_batch(&Dialect::Sqlite.translate(sql))?),
+            Backend::Postgres(pg) => pg.batch(sql),
         }
     }
 
@@ -305,15 +357,20 @@ impl Db {
     pub(crate) fn is_autocommit(&self) -> bool {
         match &self.backend {
             Backend::Sqlite(c) => c.is_autocommit(),
+            Backend::Postgres(pg) => pg.is_autocommit(),
         }
     }
 
     /// Starts a write transaction that holds the write lock from its first statement on
-    /// (SQLite `BEGIN IMMEDIATE`).
+    /// (SQLite `BEGIN IMMEDIATE`; PostgreSQL `BEGIN`, whose writes take row locks as they go).
     pub(crate) fn begin_immediate(&self) -> Result<()> {
-        self.prepare_cached("BEGIN IMMEDIATE")?
-            .execute([])
-            .map(drop)
+        match &self.backend {
+            Backend::Sqlite(_) => self
+                .prepare_cached("BEGIN IMMEDIATE")?
+                .execute([])
+                .map(drop),
+            Backend::Postgres(pg) => pg.batch("BEGIN"),
+        }
     }
 
     /// Commits the open transaction.
@@ -334,6 +391,7 @@ impl Db {
     pub(crate) fn set_lock_wait(&self, wait: std::time::Duration) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(c) => Ok(c.busy_timeout(wait)?),
+            Backend::Postgres(pg) => pg.set_lock_wait(wait),
         }
     }
 
@@ -343,6 +401,8 @@ impl Db {
     pub(crate) fn quick_check(&self) -> Result<Vec<String>> {
         match &self.backend {
             Backend::Sqlite(c) => sqlite::quick_check(c),
+            // The server checksums and checks its own pages; nothing to ask here.
+            Backend::Postgres(_) => Ok(Vec::new()),
         }
     }
 
@@ -350,6 +410,7 @@ impl Db {
     pub(crate) fn schema_version(&self) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(c) => sqlite::user_version(c),
+            Backend::Postgres(pg) => pg.schema_version(),
         }
     }
 
@@ -357,6 +418,7 @@ impl Db {
     pub(crate) fn set_schema_version(&self, version: i64) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(c) => sqlite::set_user_version(c, version),
+            Backend::Postgres(pg) => pg.set_schema_version(version),
         }
     }
 
@@ -365,6 +427,9 @@ impl Db {
     pub(crate) fn data_version(&self) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(c) => sqlite::data_version(c),
+            Backend::Postgres(_) => Err(Error::Unsupported(
+                "data_version (a PostgreSQL board wakes on LISTEN/NOTIFY)",
+            )),
         }
     }
 
@@ -372,6 +437,11 @@ impl Db {
     pub(crate) fn close(self) -> Result<()> {
         match self.backend {
             Backend::Sqlite(c) => c.close().map_err(|(_, e)| Error::from(e)),
+            // Dropping the client sends Terminate and closes the socket.
+            Backend::Postgres(pg) => {
+                drop(pg);
+                Ok(())
+            }
         }
     }
 }
@@ -384,20 +454,33 @@ pub(crate) struct Stmt<'c> {
 enum StmtInner<'c> {
     SqliteCached(rusqlite::CachedStatement<'c>),
     Sqlite(rusqlite::Statement<'c>),
+    Postgres {
+        pg: &'c postgres::Pg,
+        sql: std::sync::Arc<str>,
+    },
+}
+
+/// The statement in the form its engine runs it.
+enum Engine<'s, 'c> {
+    Sqlite(&'s mut rusqlite::Statement<'c>),
+    Postgres(&'c postgres::Pg, &'s str),
 }
 
 impl<'c> Stmt<'c> {
-    fn sqlite(&mut self) -> &mut rusqlite::Statement<'c> {
+    fn engine(&mut self) -> Engine<'_, 'c> {
         match &mut self.inner {
-            StmtInner::SqliteCached(s) => s,
-            StmtInner::Sqlite(s) => s,
+            StmtInner::SqliteCached(s) => Engine::Sqlite(s),
+            StmtInner::Sqlite(s) => Engine::Sqlite(s),
+            StmtInner::Postgres { pg, sql } => Engine::Postgres(pg, sql),
         }
     }
 
     /// Runs the statement; returns the rows changed.
     pub(crate) fn execute(&mut self, params: impl Params) -> Result<usize> {
-        let stmt = self.sqlite();
-        params.with_values(|values| Ok(stmt.execute(values)?))
+        match self.engine() {
+            Engine::Sqlite(stmt) => params.with_values(|values| Ok(stmt.execute(values)?)),
+            Engine::Postgres(pg, sql) => params.with_values(|values| pg.execute(sql, values)),
+        }
     }
 
     /// Runs the query and decodes its first row with `f`; no row is [`ErrorKind::NoRows`].
@@ -406,14 +489,22 @@ impl<'c> Stmt<'c> {
         params: impl Params,
         f: impl FnOnce(&Row<'_>) -> Result<T>,
     ) -> Result<T> {
-        let stmt = self.sqlite();
-        params.with_values(|values| {
-            let mut rows = stmt.query(values)?;
-            match rows.next()? {
-                Some(row) => f(&Row::sqlite(row)),
-                None => Err(Error::no_rows()),
+        match self.engine() {
+            Engine::Sqlite(stmt) => params.with_values(|values| {
+                let mut rows = stmt.query(values)?;
+                match rows.next()? {
+                    Some(row) => f(&Row::sqlite(row)),
+                    None => Err(Error::no_rows()),
+                }
+            }),
+            Engine::Postgres(pg, sql) => {
+                let rows = params.with_values(|values| pg.query(sql, values))?;
+                match rows.first() {
+                    Some(row) => f(&Row::postgres(row)),
+                    None => Err(Error::no_rows()),
+                }
             }
-        })
+        }
     }
 
     /// Runs the query; the rows, each decoded with `f`, are read as the iterator advances.
@@ -421,12 +512,17 @@ impl<'c> Stmt<'c> {
     where
         F: FnMut(&Row<'_>) -> Result<T>,
     {
-        let stmt = self.sqlite();
-        let rows = params.with_values(|values| stmt.query(values))?;
-        Ok(MappedRows {
-            rows: RowsInner::Sqlite(rows),
-            f,
-        })
+        let rows = match self.engine() {
+            Engine::Sqlite(stmt) => {
+                RowsInner::Sqlite(params.with_values(|values| stmt.query(values))?)
+            }
+            Engine::Postgres(pg, sql) => RowsInner::Postgres(
+                params
+                    .with_values(|values| pg.query(sql, values))?
+                    .into_iter(),
+            ),
+        };
+        Ok(MappedRows { rows, f })
     }
 }
 
@@ -438,6 +534,7 @@ pub(crate) struct MappedRows<'s, F> {
 
 enum RowsInner<'s> {
     Sqlite(rusqlite::Rows<'s>),
+    Postgres(std::vec::IntoIter<kanban_pgwire::Row>),
 }
 
 impl<T, F> Iterator for MappedRows<'_, F>
@@ -453,17 +550,29 @@ where
                 Ok(None) => None,
                 Err(e) => Some(Err(e.into())),
             },
+            RowsInner::Postgres(rows) => rows.next().map(|row| (self.f)(&Row::postgres(&row))),
         }
     }
 }
 
 /// A column: its position (0-based `usize`) or its name (`&str`), as rusqlite takes them. A
 /// literal `row.get(0)` needs no annotation (`usize` is the one integer type accepted).
-pub(crate) trait RowIndex: rusqlite::RowIndex {}
+pub(crate) trait RowIndex: rusqlite::RowIndex {
+    /// The column's position in a PostgreSQL row.
+    fn position(&self, row: &kanban_pgwire::Row) -> Option<usize>;
+}
 
-impl RowIndex for usize {}
+impl RowIndex for usize {
+    fn position(&self, row: &kanban_pgwire::Row) -> Option<usize> {
+        (*self < row.len()).then_some(*self)
+    }
+}
 
-impl RowIndex for &str {}
+impl RowIndex for &str {
+    fn position(&self, row: &kanban_pgwire::Row) -> Option<usize> {
+        row.column_index(self)
+    }
+}
 
 /// One result row.
 pub(crate) struct Row<'r> {
@@ -472,6 +581,7 @@ pub(crate) struct Row<'r> {
 
 enum RowInner<'r> {
     Sqlite(&'r rusqlite::Row<'r>),
+    Postgres(&'r kanban_pgwire::Row),
 }
 
 impl<'r> Row<'r> {
@@ -481,10 +591,23 @@ impl<'r> Row<'r> {
         }
     }
 
+    fn postgres(row: &'r kanban_pgwire::Row) -> Row<'r> {
+        Row {
+            inner: RowInner::Postgres(row),
+        }
+    }
+
     /// Column `idx` (0-based) decoded as `T` (rusqlite's shape: `row.get::<_, T>(idx)`).
     pub(crate) fn get<I: RowIndex, T: FromSql>(&self, idx: I) -> Result<T> {
         match &self.inner {
             RowInner::Sqlite(r) => Ok(r.get(idx)?),
+            RowInner::Postgres(r) => {
+                let i = idx
+                    .position(r)
+                    .ok_or(Error::Sqlite(rusqlite::Error::InvalidColumnIndex(r.len())))?;
+                let value = postgres::value_ref(&r.values()[i]);
+                T::column_result(value).map_err(|e| Error::Sqlite(decode_error(i, value, e)))
+            }
         }
     }
 
@@ -492,6 +615,26 @@ impl<'r> Row<'r> {
     pub(crate) fn get_ref(&self, idx: usize) -> Result<ValueRef<'_>> {
         match &self.inner {
             RowInner::Sqlite(r) => Ok(r.get_ref(idx)?),
+            RowInner::Postgres(r) => r
+                .get(idx)
+                .map(postgres::value_ref)
+                .ok_or(Error::Sqlite(rusqlite::Error::InvalidColumnIndex(idx))),
+        }
+    }
+}
+
+/// rusqlite's error for a column value `FromSql` refused (as rusqlite itself reports it).
+fn decode_error(
+    index: usize,
+    value: ValueRef<'_>,
+    err: rusqlite::types::FromSqlError,
+) -> rusqlite::Error {
+    match err {
+        rusqlite::types::FromSqlError::InvalidType => {
+            rusqlite::Error::InvalidColumnType(index, index.to_string(), value.data_type())
+        }
+        other => {
+            rusqlite::Error::FromSqlConversionFailure(index, value.data_type(), Box::new(other))
         }
     }
 }

@@ -1,0 +1,523 @@
+//! The PostgreSQL backend of the SQL layer (over `kanban-pgwire`): the common dialect's
+//! translation, the value conversions between rusqlite's vocabulary and the wire client's
+//! [`Value`], SQLSTATE classification, and the engine-specific steps (`BEGIN`, the lock wait, the
+//! schema version).
+//!
+//! This is the backend's skeleton: statements, rows, transactions and errors work (tested
+//! against a throwaway server), but no board opens on it yet — a board's schema DDL for
+//! PostgreSQL, `Board::open` for a `postgres://` URL and the `LISTEN/NOTIFY` wake-up are still to
+//! come (the README's "Not built yet" says what is missing).
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kanban_pgwire::{Client, TransactionStatus, Value};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+
+use super::{Error, ErrorKind, Result, ToSql};
+
+/// The table that holds a PostgreSQL database's schema version (SQLite keeps it in the file
+/// header: `PRAGMA user_version`).
+const VERSION_TABLE: &str = "kanban_schema_version";
+
+/// A connection and the translations of the statements it has run (each common-dialect text
+/// is translated once; the wire client keeps the prepared statements).
+pub(super) struct Pg {
+    client: RefCell<Client>,
+    translated: RefCell<HashMap<String, Arc<str>>>,
+}
+
+impl std::fmt::Debug for Pg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pg")
+            .field("target", &self.client.borrow().target())
+            .finish()
+    }
+}
+
+impl Pg {
+    pub(super) fn new(client: Client) -> Pg {
+        Pg {
+            client: RefCell::new(client),
+            translated: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// `sql` in PostgreSQL's dialect, translated once per connection.
+    pub(super) fn translated(&self, sql: &str) -> Arc<str> {
+        if let Some(done) = self.translated.borrow().get(sql) {
+            return Arc::clone(done);
+        }
+        let done: Arc<str> = Arc::from(translate(sql).as_ref());
+        self.translated
+            .borrow_mut()
+            .insert(sql.to_owned(), Arc::clone(&done));
+        done
+    }
+
+    pub(super) fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
+        let values = values(params)?;
+        let n = self.client.borrow_mut().execute(sql, &values)?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    pub(super) fn query(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+    ) -> Result<Vec<kanban_pgwire::Row>> {
+        let values = values(params)?;
+        Ok(self.client.borrow_mut().query(sql, &values)?)
+    }
+
+    pub(super) fn batch(&self, sql: &str) -> Result<()> {
+        Ok(self.client.borrow_mut().batch(&translate(sql))?)
+    }
+
+    pub(super) fn is_autocommit(&self) -> bool {
+        self.client.borrow().transaction_status() == TransactionStatus::Idle
+    }
+
+    /// `lock_timeout` for this session: a statement waiting longer for a row or table lock fails
+    /// with SQLSTATE `55P03` ([`ErrorKind::Busy`]).
+    pub(super) fn set_lock_wait(&self, wait: std::time::Duration) -> Result<()> {
+        let ms = wait.as_millis().max(1);
+        Ok(self
+            .client
+            .borrow_mut()
+            .batch(&format!("SET lock_timeout = '{ms}ms'"))?)
+    }
+
+    pub(super) fn schema_version(&self) -> Result<i64> {
+        let exists = self.query(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[&VERSION_TABLE as &dyn ToSql],
+        )?;
+        if !matches!(exists.first().and_then(|r| r.get(0)), Some(Value::Int(1))) {
+            return Ok(0);
+        }
+        let rows = self.query(&format!("SELECT version FROM {VERSION_TABLE}"), &[])?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.get(0))
+            .and_then(Value::as_i64)
+            .unwrap_or(0))
+    }
+
+    pub(super) fn set_schema_version(&self, version: i64) -> Result<()> {
+        self.batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (singleton integer PRIMARY KEY \
+             CHECK (singleton = 1), version bigint NOT NULL)"
+        ))?;
+        self.execute(
+            &format!(
+                "INSERT INTO {VERSION_TABLE} (singleton, version) VALUES (1, $1) \
+                 ON CONFLICT (singleton) DO UPDATE SET version = excluded.version"
+            ),
+            &[&version as &dyn ToSql],
+        )
+        .map(drop)
+    }
+}
+
+/// The kind of a wire-client error, from its SQLSTATE.
+pub(super) fn kind(err: &kanban_pgwire::Error) -> ErrorKind {
+    use kanban_pgwire::Error as E;
+    match err {
+        E::Db(db) => match db.code.as_str() {
+            // lock_not_available (lock_timeout), serialization_failure, deadlock_detected.
+            "55P03" | "40001" | "40P01" => ErrorKind::Busy,
+            "23505" => ErrorKind::UniqueViolation,
+            "25006" => ErrorKind::ReadOnly,
+            "53100" => ErrorKind::DiskFull,
+            "58030" => ErrorKind::IoFailure,
+            "XX001" | "XX002" => ErrorKind::Corrupt,
+            code if code.starts_with("08") || code.starts_with("28") || code == "3D000" => {
+                ErrorKind::CannotOpen
+            }
+            _ => ErrorKind::Other,
+        },
+        E::Io { .. } | E::Config(_) | E::Auth(_) | E::Closed => ErrorKind::CannotOpen,
+        E::RowCount { got: 0, .. } => ErrorKind::NoRows,
+        _ => ErrorKind::Other,
+    }
+}
+
+/// A parameter as the wire client sends it.
+fn value(param: &dyn ToSql) -> Result<Value> {
+    let out = param.to_sql()?;
+    let value_ref = match &out {
+        ToSqlOutput::Borrowed(v) => *v,
+        ToSqlOutput::Owned(v) => ValueRef::from(v),
+        _ => {
+            return Err(Error::Unsupported(
+                "a parameter kind other than a plain value (zeroblob, array)",
+            ));
+        }
+    };
+    Ok(match value_ref {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Int(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    })
+}
+
+fn values(params: &[&dyn ToSql]) -> Result<Vec<Value>> {
+    params.iter().map(|p| value(*p)).collect()
+}
+
+/// A column value in rusqlite's vocabulary, for `FromSql`.
+pub(super) fn value_ref(value: &Value) -> ValueRef<'_> {
+    match value {
+        Value::Null => ValueRef::Null,
+        Value::Int(i) => ValueRef::Integer(*i),
+        Value::Real(f) => ValueRef::Real(*f),
+        Value::Text(t) => ValueRef::Text(t.as_bytes()),
+        Value::Blob(b) => ValueRef::Blob(b),
+    }
+}
+
+/// A statement of the common dialect in PostgreSQL's: `?N` → `$N`; `a IS b` / `a IS NOT b`
+/// (anything but `NULL`, `TRUE`, `FALSE`, `UNKNOWN`, `DISTINCT`) → `a IS NOT DISTINCT FROM b` /
+/// `a IS DISTINCT FROM b`; `json_extract(expr, '$.k1.k2')` → `(expr)::jsonb #>> '{k1,k2}'` (text,
+/// as SQLite's for a string). Quoted text (`'…'`, `"…"`) is copied as it is. Borrowed when
+/// nothing changes.
+pub(super) fn translate(sql: &str) -> Cow<'_, str> {
+    let lower = sql.to_ascii_lowercase();
+    if !sql.contains('?') && !lower.contains("is") && !lower.contains("json_extract") {
+        return Cow::Borrowed(sql);
+    }
+    let chars: Vec<char> = sql.chars().collect();
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\'' | '"' => {
+                let end = quoted_end(&chars, i);
+                out.extend(&chars[i..end]);
+                i = end;
+            }
+            '?' => {
+                out.push('$');
+                i += 1;
+            }
+            c if is_word(c) => {
+                let end = word_end(&chars, i);
+                let word: String = chars[i..end].iter().collect();
+                if word.eq_ignore_ascii_case("json_extract")
+                    && next_non_space(&chars, end) == Some('(')
+                    && let Some((text, after)) = json_extract(&chars, end)
+                {
+                    out.push_str(&text);
+                    i = after;
+                    continue;
+                }
+                out.push_str(&word);
+                i = end;
+                if word.eq_ignore_ascii_case("is") {
+                    i = is_comparison(&chars, i, &mut out);
+                }
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    if out == sql {
+        Cow::Borrowed(sql)
+    } else {
+        Cow::Owned(out)
+    }
+}
+
+fn is_word(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+fn word_end(chars: &[char], start: usize) -> usize {
+    let mut end = start;
+    while end < chars.len() && is_word(chars[end]) {
+        end += 1;
+    }
+    end
+}
+
+/// The index just past the quoted text opening at `start` (a doubled quote stays inside).
+fn quoted_end(chars: &[char], start: usize) -> usize {
+    let quote = chars[start];
+    let mut i = start + 1;
+    while i < chars.len() {
+        if chars[i] == quote {
+            if chars.get(i + 1) == Some(&quote) {
+                i += 2;
+                continue;
+            }
+            return i + 1;
+        }
+        i += 1;
+    }
+    chars.len()
+}
+
+fn next_non_space(chars: &[char], from: usize) -> Option<char> {
+    chars[from..].iter().copied().find(|c| !c.is_whitespace())
+}
+
+/// After the keyword `IS` (already copied): `NOT`? then the operand. Returns where to go on.
+fn is_comparison(chars: &[char], mut i: usize, out: &mut String) -> usize {
+    let mut spaces = String::new();
+    while i < chars.len() && chars[i].is_whitespace() {
+        spaces.push(chars[i]);
+        i += 1;
+    }
+    let mut negated = false;
+    let mut after_not = i;
+    if i < chars.len() && is_word(chars[i]) {
+        let end = word_end(chars, i);
+        let word: String = chars[i..end].iter().collect();
+        if word.eq_ignore_ascii_case("not") {
+            negated = true;
+            after_not = end;
+            while after_not < chars.len() && chars[after_not].is_whitespace() {
+                after_not += 1;
+            }
+        }
+    }
+    let operand = if after_not < chars.len() && is_word(chars[after_not]) {
+        let end = word_end(chars, after_not);
+        Some(chars[after_not..end].iter().collect::<String>())
+    } else {
+        None
+    };
+    let keeps = operand.as_deref().is_some_and(|w| {
+        ["null", "true", "false", "unknown", "distinct"]
+            .iter()
+            .any(|k| w.eq_ignore_ascii_case(k))
+    });
+    if keeps {
+        out.push_str(&spaces);
+        return i;
+    }
+    out.push_str(if negated {
+        " DISTINCT FROM "
+    } else {
+        " NOT DISTINCT FROM "
+    });
+    after_not
+}
+
+/// `json_extract(expr, '$.a.b')` from the `(` at or after `from`: the translation and the index
+/// just past its `)`; `None` when the call is not of that form (left as written).
+fn json_extract(chars: &[char], from: usize) -> Option<(String, usize)> {
+    let open = from + chars[from..].iter().position(|c| *c == '(')?;
+    let mut depth = 0usize;
+    let mut i = open + 1;
+    let mut comma = None;
+    while i < chars.len() {
+        match chars[i] {
+            '\'' | '"' => {
+                i = quoted_end(chars, i);
+                continue;
+            }
+            '(' => depth += 1,
+            ')' if depth == 0 => break,
+            ')' => depth -= 1,
+            ',' if depth == 0 && comma.is_none() => comma = Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    let close = i;
+    let comma = comma?;
+    let expr: String = chars[open + 1..comma].iter().collect();
+    let path: String = chars[comma + 1..close.min(chars.len())].iter().collect();
+    let path = path.trim();
+    let inner = path.strip_prefix("'$.")?.strip_suffix('\'')?;
+    if inner.is_empty() || !inner.chars().all(|c| is_word(c) || c == '.') {
+        return None;
+    }
+    let keys = inner.split('.').collect::<Vec<_>>().join(",");
+    let expr = translate(expr.trim()).into_owned();
+    Some((format!("(({expr})::jsonb #>> '{{{keys}}}')"), close + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Db, OptionalExtension, params};
+    use super::*;
+
+    /// A fresh database `name` on the test process's throwaway cluster, through the layer.
+    fn db(name: &str) -> (Db, kanban_pgwire::Client) {
+        let cluster =
+            kanban_pgwire::cluster::TestCluster::shared().expect("the test cluster starts");
+        cluster
+            .create_database(name)
+            .expect("create the test database");
+        let layer = Db::postgres(cluster.connect(name).expect("connect"));
+        let other = cluster.connect(name).expect("connect a second time");
+        (layer, other)
+    }
+
+    #[test]
+    fn statements_of_the_common_dialect_run_on_postgresql() {
+        let (db, _other) = db("sql_layer_statements");
+        db.execute_batch(
+            "CREATE TABLE t (id bigserial PRIMARY KEY, name text UNIQUE, n bigint, \
+             lock text, payload text)",
+        )
+        .unwrap();
+        let payload = r#"{"source_status": "review", "x": {"y": 2}}"#;
+        let insert = "INSERT INTO t (name, n, lock, payload) VALUES (?1, ?2, ?3, ?4) RETURNING id";
+        let a: i64 = db
+            .prepare_cached(insert)
+            .unwrap()
+            .query_row(params!["a", 1, None::<String>, payload], |r| r.get(0))
+            .unwrap();
+        let b: i64 = db
+            .prepare_cached(insert)
+            .unwrap()
+            .query_row(params!["b", 2, "host:1", "{}"], |r| r.get(0))
+            .unwrap();
+        assert_eq!((a, b), (1, 2));
+        // `IS ?N` matches NULL to NULL, as SQLite's `IS` does.
+        let unlocked: i64 = db
+            .query_row(
+                "SELECT id FROM t WHERE lock IS ?1",
+                params![None::<String>],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(unlocked, a);
+        let others: Vec<i64> = db
+            .prepare("SELECT id FROM t WHERE lock IS NOT ?1 ORDER BY id")
+            .unwrap()
+            .query_map(["host:1"], |r| r.get("id"))
+            .unwrap()
+            .collect::<super::super::Result<_>>()
+            .unwrap();
+        assert_eq!(others, [a]);
+        let (status, nested): (String, String) = db
+            .query_row(
+                "SELECT json_extract(payload, '$.source_status'), json_extract(payload, '$.x.y') \
+                 FROM t WHERE id = ?1",
+                [a],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((status.as_str(), nested.as_str()), ("review", "2"));
+        // A conflict that does nothing returns no row.
+        let again = db
+            .query_row(
+                "INSERT INTO t (name, n) VALUES (?1, 3) ON CONFLICT DO NOTHING RETURNING id",
+                ["a"],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .unwrap();
+        assert_eq!(again, None);
+        let err = db
+            .execute("INSERT INTO t (name, n) VALUES (?1, 3)", ["a"])
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UniqueViolation, "{err}");
+        assert_eq!(
+            db.execute("UPDATE t SET n = n + 1 WHERE n >= ?1", [1])
+                .unwrap(),
+            2
+        );
+        let err = db
+            .query_row("SELECT name FROM t WHERE id = ?1", [99], |r| {
+                r.get::<_, String>(0)
+            })
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NoRows);
+        // A value `FromSql` refuses is the vocabulary's error, as on SQLite.
+        let err = db
+            .query_row("SELECT name FROM t WHERE id = ?1", [a], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Other);
+        assert!(matches!(
+            err,
+            Error::Sqlite(rusqlite::Error::InvalidColumnType(0, ..))
+        ));
+    }
+
+    #[test]
+    fn transactions_versions_and_lock_waits_on_postgresql() {
+        let (db, mut other) = db("sql_layer_transactions");
+        db.execute_batch("CREATE TABLE t (id bigint PRIMARY KEY, n bigint)")
+            .unwrap();
+        db.execute("INSERT INTO t VALUES (1, 0)", []).unwrap();
+        assert!(db.is_autocommit());
+        db.begin_immediate().unwrap();
+        assert!(!db.is_autocommit());
+        db.execute("UPDATE t SET n = 1 WHERE id = 1", []).unwrap();
+        db.commit().unwrap();
+        db.begin_immediate().unwrap();
+        db.execute("UPDATE t SET n = 2 WHERE id = 1", []).unwrap();
+        db.rollback();
+        assert!(db.is_autocommit());
+        let n: i64 = db.query_row("SELECT n FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
+
+        assert_eq!(db.schema_version().unwrap(), 0);
+        db.set_schema_version(3).unwrap();
+        db.set_schema_version(4).unwrap();
+        assert_eq!(db.schema_version().unwrap(), 4);
+        assert!(db.quick_check().unwrap().is_empty());
+        let err = db.data_version().unwrap_err();
+        assert!(err.to_string().contains("LISTEN/NOTIFY"), "{err}");
+
+        // A row another connection holds: the lock wait runs out with a busy error.
+        other.batch("BEGIN").unwrap();
+        other
+            .execute("UPDATE t SET n = 5 WHERE id = 1", &[])
+            .unwrap();
+        db.set_lock_wait(std::time::Duration::from_millis(50))
+            .unwrap();
+        let err = db
+            .execute("UPDATE t SET n = 6 WHERE id = 1", [])
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+        other.batch("ROLLBACK").unwrap();
+        assert_eq!(
+            db.execute("UPDATE t SET n = 6 WHERE id = 1", []).unwrap(),
+            1
+        );
+    }
+
+    #[test]
+    fn the_common_dialect_becomes_postgresql() {
+        assert_eq!(translate("SELECT 1"), "SELECT 1");
+        assert!(matches!(translate("SELECT 1"), Cow::Borrowed(_)));
+        assert_eq!(
+            translate("UPDATE t SET a = ?2 WHERE id = ?1 AND lock IS ?3 AND run IS NOT ?4"),
+            "UPDATE t SET a = $2 WHERE id = $1 AND lock IS NOT DISTINCT FROM $3 \
+             AND run IS DISTINCT FROM $4"
+        );
+        assert_eq!(
+            translate("SELECT 1 FROM t WHERE a IS NULL AND b IS NOT NULL AND c = '?1 is x'"),
+            "SELECT 1 FROM t WHERE a IS NULL AND b IS NOT NULL AND c = '?1 is x'"
+        );
+        assert_eq!(
+            translate(
+                "SELECT 1 FROM e WHERE json_extract(e.payload, '$.source_status') = 'review' \
+                 AND json_extract(payload, '$.a.b') IS NOT json_extract(payload, '$.c')"
+            ),
+            "SELECT 1 FROM e WHERE ((e.payload)::jsonb #>> '{source_status}') = 'review' \
+             AND ((payload)::jsonb #>> '{a,b}') IS DISTINCT FROM ((payload)::jsonb #>> '{c}')"
+        );
+        // Not a path this translation knows: left for the server to refuse, never guessed.
+        assert_eq!(
+            translate("SELECT json_extract(p, '$[0]') FROM t"),
+            "SELECT json_extract(p, '$[0]') FROM t"
+        );
+    }
+}
