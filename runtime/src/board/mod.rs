@@ -53,3 +53,6 @@ pub use wake::{ChangeWatch, Wake};
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod conformance;

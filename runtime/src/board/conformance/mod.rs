@@ -1,0 +1,273 @@
+//! The board's conformance suite: every transition, refusal, event and `fsck` rule of
+//! [`Board`], written once and run against every store a board can live in.
+//!
+//! A test here is a plain function taking the store under test (`&dyn Store`); it asks the store
+//! for a fresh, empty board ([`Store::board`]) and uses only the board's API, plus the test-only
+//! hooks of [`tamper`] where it needs a row the transitions would never write (they go through
+//! the SQL layer in its common dialect, so they mean the same on every engine). The one thing no
+//! common SQL can say — making one insert fail inside a transaction — is the store's own
+//! ([`Store::fail_event_insert`]).
+//!
+//! [`for_each_conformance_test!`] lists every test; [`conformance_tests!`] instantiates the whole
+//! list as `#[test]`s for one store (`conformance_tests!(sqlite, SqliteStore)` below). A test
+//! function missing from the list is dead code, which the lints refuse, so none is left out.
+//!
+//! What is not here is store-specific and stays with its store: for SQLite the file checks,
+//! pragmas, journal modes, page size, adoption of the original's board, the busy retry and the
+//! file watch (`store`, `schema`, `wake` and the SQLite-only part of `board::tests`).
+
+use std::any::Any;
+
+use super::*;
+
+mod block;
+mod claim;
+mod complete;
+mod create;
+mod fsck;
+mod links;
+mod operator;
+mod schema;
+pub(crate) mod tamper;
+mod turns;
+mod views;
+
+/// The time the tests start at (epoch seconds); moved by hand.
+pub(crate) const T0: i64 = 1_700_000_000;
+
+/// A store a board can live in, as the conformance suite needs it.
+pub(crate) trait Store {
+    /// A fresh, empty board (created as `Board::open` with [`OpenOptions::create`] does), and
+    /// the guard that keeps its storage alive; the board must be dropped before the guard.
+    fn board(&self) -> (Guard, Board);
+
+    /// Makes every later insert of a `kind` event for `task` fail with an engine error (inside
+    /// whatever transaction runs it), until [`Store::heal`].
+    fn fail_event_insert(&self, board: &Board, task: &str, kind: &str);
+
+    /// Undoes [`Store::fail_event_insert`].
+    fn heal(&self, board: &Board);
+}
+
+/// Opens a test board again.
+type Reopen = Box<dyn Fn(&OpenOptions) -> Result<Board>>;
+
+/// Keeps a test board's storage alive, and opens it again.
+pub(crate) struct Guard {
+    reopen: Reopen,
+    _keep: Box<dyn Any>,
+}
+
+impl Guard {
+    /// A guard that keeps `keep` alive and opens the board with `reopen`.
+    pub(crate) fn new(
+        keep: impl Any,
+        reopen: impl Fn(&OpenOptions) -> Result<Board> + 'static,
+    ) -> Guard {
+        Guard {
+            reopen: Box::new(reopen),
+            _keep: Box::new(keep),
+        }
+    }
+
+    /// Opens the board again (a second connection) with `options`.
+    pub(crate) fn reopen(&self, options: &OpenOptions) -> Result<Board> {
+        (self.reopen)(options)
+    }
+}
+
+/// Lists every conformance test, grouped by module, and hands the list to
+/// `$callback!($($args)*; module { test, … } …)`.
+macro_rules! for_each_conformance_test {
+    ($callback:ident!($($args:tt)*)) => {
+        $callback!($($args)*;
+            create {
+                create_without_parents_is_ready_with_a_created_event,
+                create_with_an_unfinished_parent_starts_todo_and_waits,
+                create_triage_and_blocked_initial_states,
+                create_with_the_same_idempotency_key_returns_the_first_task,
+                create_refuses_blank_title_unknown_parent_and_bad_runtime,
+                create_tasks_is_all_or_nothing_and_complete_many_reports_each_outcome,
+            }
+            claim {
+                claim_opens_a_run_and_sets_the_lease,
+                second_claim_loses_and_changes_nothing,
+                claim_with_a_reopened_parent_demotes_to_todo,
+                claim_refuses_a_non_positive_ttl_and_unknown_task,
+                reclaimed_task_claims_again_with_a_fresh_heartbeat,
+                heartbeat_extends_the_claim_and_stamps_task_and_run,
+                heartbeat_with_a_stale_run_or_foreign_lock_is_refused,
+                claim_batch_claims_each_task_once_with_its_own_run_and_event,
+                claim_batch_a_lost_compare_and_swap_does_not_abort_the_others,
+                claim_batch_a_failed_claim_is_rolled_back_alone_and_the_others_commit,
+                claim_batch_with_a_bad_ttl_is_refused_and_changes_nothing,
+            }
+            complete {
+                complete_closes_the_run_and_promotes_children,
+                complete_with_a_stale_run_is_refused,
+                complete_under_a_live_claim_needs_the_run_or_force,
+                complete_after_the_claim_expired_needs_no_force,
+                complete_refuses_done_tasks_and_unfinished_parents,
+            }
+            block {
+                block_closes_the_run_and_parks_the_task,
+                dependency_block_without_an_open_parent_becomes_needs_input,
+                dependency_block_with_an_open_parent_waits_in_todo,
+                the_same_block_kind_twice_in_a_row_goes_to_triage,
+                block_refusals_change_nothing,
+                unblock_lands_in_todo_while_a_parent_is_open_and_resets_failures,
+            }
+            operator {
+                archive_closes_the_run_and_frees_children,
+                operator_reclaim_returns_the_task_to_ready,
+                assign_records_from_and_is_refused_while_running,
+            }
+            links {
+                comment_is_stored_with_an_event_and_blank_is_refused,
+                link_demotes_a_ready_child_and_refuses_self_links_and_cycles,
+                link_refuses_a_running_child,
+                unlink_frees_a_todo_child_and_refuses_a_missing_edge,
+                promote_needs_finished_parents,
+                recompute_ready_promotes_only_free_todo_tasks,
+            }
+            turns {
+                an_open_run_is_running_for_its_claim_only_and_live_until_it_expires,
+                a_run_the_worker_closed_reads_as_its_outcome_and_still_takes_its_turn_event,
+                a_reclaimed_run_is_superseded_and_its_turn_event_is_refused,
+            }
+            views {
+                board_cards_count_attempts_and_carry_the_block_reason,
+                given_up_tasks_are_the_blocked_ones_whose_latest_block_is_a_give_up,
+            }
+            fsck {
+                fsck_names_each_violation,
+                a_claim_without_any_worker_is_reported_after_a_minute_and_not_before,
+            }
+            schema {
+                reopening_is_a_no_op_and_newer_schema_is_refused,
+                body_error_rolls_back_and_nesting_is_refused,
+            }
+        );
+    };
+}
+
+/// Instantiates every conformance test as a `#[test]` for one store:
+/// `conformance_tests!(name, store_expression)` makes `mod name { mod create { #[test] fn … } … }`.
+macro_rules! conformance_tests {
+    ($name:ident, $store:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            for_each_conformance_test!(instantiate!($store));
+        }
+    };
+}
+
+/// The `#[test]`s of [`conformance_tests!`].
+macro_rules! instantiate {
+    ($store:expr; $($module:ident { $($test:ident),* $(,)? })*) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[test]
+                    fn $test() {
+                        $crate::board::conformance::$module::$test(&$store);
+                    }
+                )*
+            }
+        )*
+    };
+}
+
+// ---------------------------------------------------------------- SQLite
+
+/// A board file in a fresh temporary folder.
+pub(crate) struct SqliteStore;
+
+impl Store for SqliteStore {
+    fn board(&self) -> (Guard, Board) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kanban.db");
+        let board = Board::open_path(&path, &OpenOptions::create()).unwrap();
+        let guard = Guard::new(dir, move |options| Board::open_path(&path, options));
+        (guard, board)
+    }
+
+    fn fail_event_insert(&self, board: &Board, task: &str, kind: &str) {
+        board
+            .conn()
+            .execute_batch(&format!(
+                "CREATE TEMP TRIGGER conformance_fail BEFORE INSERT ON task_events \
+                 WHEN NEW.task_id = '{task}' AND NEW.kind = '{kind}' \
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+            ))
+            .unwrap();
+    }
+
+    fn heal(&self, board: &Board) {
+        board
+            .conn()
+            .execute_batch("DROP TRIGGER conformance_fail")
+            .unwrap();
+    }
+}
+
+conformance_tests!(sqlite, crate::board::conformance::SqliteStore);
+
+// ---------------------------------------------------------------- helpers of the tests
+
+pub(crate) fn new(title: &str) -> NewTask {
+    NewTask {
+        title: title.to_owned(),
+        ..NewTask::default()
+    }
+}
+
+pub(crate) fn create(b: &Board, title: &str) -> String {
+    b.create_task(&new(title), T0).unwrap().id
+}
+
+pub(crate) fn child_of(b: &Board, title: &str, parents: &[&str]) -> String {
+    let t = NewTask {
+        parents: parents.iter().map(|p| p.to_string()).collect(),
+        ..new(title)
+    };
+    b.create_task(&t, T0).unwrap().id
+}
+
+pub(crate) fn spec(lock: &str) -> ClaimSpec {
+    ClaimSpec {
+        lock: lock.to_owned(),
+        ttl_seconds: 900,
+    }
+}
+
+pub(crate) fn claim(b: &Board, id: &str) -> Claimed {
+    match b.claim(id, &spec("host:1"), T0).unwrap() {
+        ClaimOutcome::Claimed(c) => c,
+        ClaimOutcome::Lost(r) => panic!("lost: {r}"),
+    }
+}
+
+pub(crate) fn kinds(b: &Board, id: &str) -> Vec<String> {
+    b.events(id, None)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+pub(crate) fn last_event(b: &Board, id: &str) -> Event {
+    b.events(id, Some(1)).unwrap()[0].decode().unwrap()
+}
+
+pub(crate) fn status(b: &Board, id: &str) -> Status {
+    b.get_task(id).unwrap().status
+}
+
+pub(crate) fn assert_clean(b: &Board) {
+    let v = b.fsck().unwrap();
+    assert!(v.is_empty(), "fsck: {v:?}");
+}
