@@ -206,6 +206,10 @@ pub enum BoardError {
 
     #[error("cannot encode an event payload")]
     Payload(#[from] serde_json::Error),
+
+    /// Finding or recording which store a board lives in (see `board::location`).
+    #[error(transparent)]
+    Location(#[from] super::location::LocationError),
 }
 
 /// Result alias of the board.

@@ -25,10 +25,17 @@
 //! an error (never a silent fallback onto another board); a stale or malformed `current` file
 //! falls back to `default`, so hand-edited state cannot wedge the dispatcher. Environment values
 //! are read only through [`crate::identity::settings`].
+//!
+//! Which store a resolved board uses ([`BoardLocation::store`]) is decided by [`super::location`]:
+//! a board with a `postgres://` URL (`[boards.<slug>] url` in `kanban.toml`, the board folder's
+//! `postgres.url`, or a worker's `HERMES_KANBAN_DB`) lives in PostgreSQL; every other board is the
+//! SQLite file at `db_path`. For a PostgreSQL board `db_path` is still where its SQLite file would
+//! be: the anchor of the board folder (its dispatch lock file sits next to it), never opened.
 
 use std::path::{Path, PathBuf};
 
 use super::error::{BoardError, Result};
+use super::location::{self, LocationError, PgTarget, Store, UrlSource};
 use crate::identity::settings::{self, Setting};
 
 /// The slug of the board that lives at `<root>/kanban.db`.
@@ -36,13 +43,88 @@ pub const DEFAULT_BOARD: &str = "default";
 /// File name of every board database.
 pub const DB_FILE: &str = "kanban.db";
 
-/// A resolved board: its slug and its database file.
+/// A resolved board: its slug, its store, and its (SQLite) database file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardLocation {
     pub slug: String,
+    /// The SQLite file (for a PostgreSQL board: where it would be; see the module docs).
     pub db_path: PathBuf,
-    /// True when `HERMES_KANBAN_DB` pinned the file (a worker's board).
+    /// True when `HERMES_KANBAN_DB` pinned the file or database (a worker's board).
     pub pinned: bool,
+    /// Which store holds the board: `Board::open` opens this.
+    pub store: Store,
+}
+
+impl BoardLocation {
+    /// The board's PostgreSQL database, when it lives in one.
+    pub fn postgres(&self) -> Option<&PgTarget> {
+        match &self.store {
+            Store::Postgres(target) => Some(target),
+            Store::Sqlite => None,
+        }
+    }
+
+    /// What a worker's `HERMES_KANBAN_DB` holds: the SQLite file, or the PostgreSQL URL without
+    /// its password.
+    pub fn env_db(&self) -> std::ffi::OsString {
+        match &self.store {
+            Store::Sqlite => self.db_path.clone().into_os_string(),
+            Store::Postgres(target) => target.redacted().into(),
+        }
+    }
+
+    /// Where the board is, for people: the SQLite file, or the redacted URL.
+    pub fn describe(&self) -> String {
+        match &self.store {
+            Store::Sqlite => self.db_path.display().to_string(),
+            Store::Postgres(target) => target.redacted(),
+        }
+    }
+
+    /// True when the board exists: its SQLite file is a file, or it has a PostgreSQL URL.
+    pub fn exists(&self) -> bool {
+        match &self.store {
+            Store::Sqlite => self.db_path.is_file(),
+            Store::Postgres(_) => true,
+        }
+    }
+}
+
+/// Which store board `slug` under `root` uses (see [`super::location`] for the order).
+pub fn store_of(root: &Path, slug: &str) -> Result<Store> {
+    let configured = crate::config::boards::load(root)
+        .map_err(|e| LocationError::Config(Box::new(e)))?
+        .remove(slug);
+    let recorded = location::read_url_file(root, slug)?;
+    Ok(match (configured, recorded) {
+        (Some(c), Some(f)) if !c.redacted_eq(&f) => {
+            let path = |t: &PgTarget| match t.source() {
+                UrlSource::Config(p) | UrlSource::File(p) => p.clone(),
+                other => PathBuf::from(other.to_string()),
+            };
+            return Err(LocationError::Conflict {
+                slug: slug.to_owned(),
+                config_url: c.redacted(),
+                config_path: path(&c),
+                file_url: f.redacted(),
+                file_path: path(&f),
+            }
+            .into());
+        }
+        (Some(c), _) => Store::Postgres(c),
+        (None, Some(f)) => Store::Postgres(f),
+        (None, None) => Store::Sqlite,
+    })
+}
+
+/// The location of board `slug` under `root` (the slug must be valid).
+pub fn locate(root: &Path, slug: &str) -> Result<BoardLocation> {
+    Ok(BoardLocation {
+        slug: slug.to_owned(),
+        db_path: db_path(root, slug),
+        pinned: false,
+        store: store_of(root, slug)?,
+    })
 }
 
 /// The kanban root, absolute: `home_flag` > `HERMES_KANBAN_HOME` > `$HERMES_HOME` > `~/.hermes`.
@@ -234,11 +316,7 @@ pub fn current_slug(root: &Path) -> Option<String> {
 pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
     if let Some(slug) = board_flag {
         validate_slug(slug)?;
-        return Ok(BoardLocation {
-            slug: slug.to_owned(),
-            db_path: db_path(root, slug),
-            pinned: false,
-        });
+        return locate(root, slug);
     }
     let env_board = match settings::pinned_board() {
         Some(slug) => {
@@ -248,6 +326,9 @@ pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
         None => None,
     };
     if let Some(db) = settings::pinned_db() {
+        if location::is_postgres_url(&db) {
+            return pinned_postgres(root, env_board, &db);
+        }
         let db_path = absolute(Path::new(&db))?;
         let slug = env_board
             .or_else(|| slug_of_db_path(root, &db_path))
@@ -256,15 +337,32 @@ pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
             slug,
             db_path,
             pinned: true,
+            store: Store::Sqlite,
         });
     }
     let slug = env_board
         .or_else(|| current_slug(root))
         .unwrap_or_else(|| DEFAULT_BOARD.to_owned());
+    locate(root, &slug)
+}
+
+/// A worker's PostgreSQL board, pinned by `HERMES_KANBAN_DB=<url without password>`: the
+/// `kanban.toml` entry of its board supplies a password when it names the same database.
+fn pinned_postgres(root: &Path, env_board: Option<String>, url: &str) -> Result<BoardLocation> {
+    let pinned = PgTarget::parse(url, UrlSource::Pinned)?;
+    if pinned.has_password() {
+        return Err(LocationError::PasswordInEnvironment.into());
+    }
+    let slug = env_board.unwrap_or_else(|| DEFAULT_BOARD.to_owned());
+    let configured = crate::config::boards::load(root)
+        .map_err(|e| LocationError::Config(Box::new(e)))?
+        .remove(&slug)
+        .filter(|c| c.redacted_eq(&pinned));
     Ok(BoardLocation {
         db_path: db_path(root, &slug),
         slug,
-        pinned: false,
+        pinned: true,
+        store: Store::Postgres(configured.unwrap_or(pinned)),
     })
 }
 
@@ -280,17 +378,20 @@ fn slug_of_db_path(root: &Path, db: &Path) -> Option<String> {
     (leaf == DB_FILE && parts.next().is_none() && validate_slug(&slug).is_ok()).then_some(slug)
 }
 
-/// Every board under `root` whose database exists (`default` always listed), sorted by slug.
+/// Every board under `root` whose database exists or that has a PostgreSQL URL (`default` always
+/// listed), sorted by slug.
 pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
-    let mut boards = vec![BoardLocation {
-        slug: DEFAULT_BOARD.to_owned(),
-        db_path: db_path(root, DEFAULT_BOARD),
-        pinned: false,
-    }];
+    let mut boards = vec![locate(root, DEFAULT_BOARD)?];
+    let configured = crate::config::boards::load(root)
+        .map_err(|e| LocationError::Config(Box::new(e)))?;
     let dir = boards_dir(root);
+    let mut slugs: std::collections::BTreeSet<String> = configured
+        .into_keys()
+        .filter(|s| s != DEFAULT_BOARD)
+        .collect();
     let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(boards),
+        Ok(entries) => Some(entries),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => {
             return Err(BoardError::Io {
                 action: "list",
@@ -299,21 +400,19 @@ pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
             });
         }
     };
-    for entry in entries.flatten() {
+    for entry in entries.into_iter().flatten().flatten() {
         let Some(slug) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
         if slug == DEFAULT_BOARD || validate_slug(&slug).is_err() {
             continue;
         }
-        let path = db_path(root, &slug);
-        if path.is_file() {
-            boards.push(BoardLocation {
-                slug,
-                db_path: path,
-                pinned: false,
-            });
+        if db_path(root, &slug).is_file() || location::url_file(root, &slug).is_file() {
+            slugs.insert(slug);
         }
+    }
+    for slug in slugs {
+        boards.push(locate(root, &slug)?);
     }
     boards.sort_by(|a, b| a.slug.cmp(&b.slug));
     Ok(boards)
@@ -323,7 +422,7 @@ pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
 pub fn switch_board(root: &Path, slug: &str) -> Result<()> {
     validate_slug(slug)?;
     let path = db_path(root, slug);
-    if !path.is_file() {
+    if !locate(root, slug)?.exists() {
         return Err(BoardError::BoardNotFound {
             slug: slug.to_owned(),
             path,

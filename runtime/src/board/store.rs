@@ -185,6 +185,13 @@ pub(crate) fn random_hex(n: usize) -> String {
 impl Board {
     /// Opens the board at `location`; see [`Board::open_path`].
     pub fn open(location: &BoardLocation, options: &OpenOptions) -> Result<Board> {
+        if let Some(target) = location.postgres() {
+            return Err(super::location::LocationError::PostgresStoreUnavailable {
+                slug: location.slug.clone(),
+                url: target.redacted(),
+            }
+            .into());
+        }
         let creates = options.create && !options.read_only;
         if !creates && !location.pinned && !location.db_path.exists() {
             return Err(BoardError::BoardNotFound {

@@ -219,8 +219,24 @@ pub struct ListArgs {
 pub enum BoardsCommand {
     /// Every board under the root (`*` marks the current one).
     List,
-    /// Create board SLUG.
-    Create { slug: String },
+    /// Create board SLUG (a SQLite file; with --url, in a PostgreSQL database).
+    Create {
+        slug: String,
+        /// The board lives in this PostgreSQL database (`postgres://user@host:port/dbname`,
+        /// without a password: it comes from ~/.pgpass, PGPASSFILE or PGPASSWORD). An empty
+        /// database gets the board schema; one that already holds a kanban board is shared.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
+    /// Copy SQLite board SLUG into an empty PostgreSQL database and switch the board to it (the
+    /// SQLite file is kept as `kanban.db.migrated-<epoch>`). Refused while a task is running or a
+    /// dispatcher ticks the board.
+    Migrate {
+        slug: String,
+        /// The target database URL, without a password.
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
     /// Make SLUG the current board.
     Switch { slug: String },
     /// Remove board SLUG and its folder (refused while one of its tasks has a live claim, and
@@ -348,7 +364,7 @@ fn name_the_board(err: anyhow::Error, globals: &Globals) -> anyhow::Error {
         .ok()
         .and_then(|root| paths::resolve(&root, globals.board.as_deref()).ok());
     match loc {
-        Some(loc) => err.context(format!("on the board {}", loc.db_path.display())),
+        Some(loc) => err.context(format!("on the board {}", loc.describe())),
         None => err,
     }
 }
@@ -900,17 +916,24 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             #[derive(Serialize)]
             struct Entry {
                 slug: String,
-                db_path: PathBuf,
+                /// `sqlite` or `postgres`.
+                store: &'static str,
+                /// The SQLite file (null for a PostgreSQL board).
+                db_path: Option<PathBuf>,
+                /// The PostgreSQL URL without its password (null for a SQLite board).
+                url: Option<String>,
                 exists: bool,
                 current: bool,
             }
             let entries: Vec<Entry> = paths::list_boards(&root)?
                 .into_iter()
                 .map(|b| Entry {
-                    exists: b.db_path.is_file(),
+                    exists: b.exists(),
                     current: b.slug == current,
+                    store: b.store.kind(),
+                    url: b.postgres().map(board::PgTarget::redacted),
+                    db_path: b.postgres().is_none().then(|| b.db_path.clone()),
                     slug: b.slug,
-                    db_path: b.db_path,
                 })
                 .collect();
             if globals.json {
@@ -918,16 +941,25 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             } else {
                 for e in &entries {
                     println!(
-                        "{} {}{}",
+                        "{} {}{}{}",
                         if e.current { "*" } else { " " },
                         e.slug,
+                        e.url
+                            .as_deref()
+                            .map(|u| format!(" (postgres {u})"))
+                            .unwrap_or_default(),
                         if e.exists { "" } else { " (not created yet)" }
                     );
                 }
             }
             Ok(Exit::OK)
         }
-        BoardsCommand::Create { slug } => {
+        BoardsCommand::Create {
+            slug,
+            url: Some(url),
+        } => super::pgboards::create(&root, &slug, &url, globals),
+        BoardsCommand::Migrate { slug, to } => super::pgboards::migrate(&root, &slug, &to, globals),
+        BoardsCommand::Create { slug, url: None } => {
             fence()?;
             paths::validate_new_slug(&slug)?;
             let path = paths::db_path(&root, &slug);

@@ -21,6 +21,7 @@ mod identity;
 mod logs;
 mod operator;
 mod owner;
+mod pgboards;
 mod review;
 mod serve;
 

@@ -145,7 +145,7 @@ pub fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Res
         return Ok(());
     }
     let loc = paths::resolve(&root(globals)?, globals.board.as_deref())?;
-    if !loc.db_path.is_file() {
+    if !loc.exists() {
         return Ok(());
     }
     let o = open_read(globals)?;
@@ -161,7 +161,7 @@ pub fn resolve_id(id: &mut String, globals: &Globals) -> anyhow::Result<()> {
         return Ok(());
     }
     let loc = paths::resolve(&root(globals)?, globals.board.as_deref())?;
-    if loc.db_path.is_file() {
+    if loc.exists() {
         *id = open_read(globals)?.board.resolve_task_id(id)?;
     }
     Ok(())

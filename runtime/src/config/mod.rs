@@ -17,9 +17,11 @@ use serde::{Deserialize, Serialize};
 /// File name of the configuration inside the kanban root.
 pub const CONFIG_FILE: &str = "kanban.toml";
 
+pub mod boards;
 mod turns;
 mod validate;
 
+pub use boards::{BoardConfig, BoardUrl};
 pub use turns::{BACKOFF_SECONDS, GOAL_MAX_TURNS, TURN_RECOVERY_MAX};
 pub use validate::{
     AGENTS, CRON_INTERVAL_SECONDS, DISPATCH_INTERVAL_SECONDS, FAILURE_LIMIT, KILL_WAIT_SECONDS,
@@ -52,6 +54,8 @@ pub struct Config {
     pub dispatch: DispatchConfig,
     pub profiles: BTreeMap<String, ProfileConfig>,
     pub cron: CronConfig,
+    /// `[boards.<slug>]`: boards that live in PostgreSQL (see [`boards`]).
+    pub boards: BTreeMap<String, BoardConfig>,
 }
 
 /// `[dispatch]`.
@@ -176,10 +180,7 @@ impl Config {
 
     /// Parses and validates the text of a `kanban.toml`; `path` only names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
-        })?;
+        let config: Config = toml::from_str(text).map_err(|e| boards::parse_error(path, &e))?;
         config.validate(path)?;
         Ok(config)
     }
@@ -189,6 +190,7 @@ impl Config {
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         validate::check(self)
             .and_then(|()| turns::check(self))
+            .and_then(|()| boards::check(&self.boards, path))
             .map_err(|problem| ConfigError::Invalid {
                 path: path.to_owned(),
                 problem,

@@ -220,6 +220,7 @@ mod tests {
             slug: "default".into(),
             db_path: PathBuf::from("/tmp/x/kanban.db"),
             pinned: false,
+            store: crate::board::Store::Sqlite,
         }
     }
 

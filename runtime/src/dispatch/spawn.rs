@@ -32,6 +32,8 @@ pub struct SpawnRequest {
     /// Kanban root; the worker reads `<root>/kanban.toml`.
     pub root: PathBuf,
     pub board: String,
+    /// `HERMES_KANBAN_DB`: the board file, or a PostgreSQL board's URL without its password
+    /// (`BoardLocation::env_db`; the worker finds the password where every process does).
     pub db: PathBuf,
     pub workspaces_root: PathBuf,
     /// `<workspaces_root>/<task_id>`, created before the worker starts.

@@ -1235,7 +1235,8 @@ impl Tick<'_> {
                 profile: profile.clone(),
                 root: s.root.clone(),
                 board: slug.clone(),
-                db: s.location.db_path.clone(),
+                // The file, or a PostgreSQL board's URL without its password.
+                db: s.location.env_db().into(),
                 // A task that already ran keeps its workspace, wherever it is.
                 workspaces_root: workspace.parent().map_or_else(
                     || board::paths::workspaces_root(&s.root, slug),

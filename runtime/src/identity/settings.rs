@@ -5,7 +5,8 @@
 //! No [`Setting`] is an identity key (a test checks every variant against
 //! [`super::is_identity_key`]); the worker's board location (`HERMES_KANBAN_DB`,
 //! `HERMES_KANBAN_BOARD`) is identity and is read through [`pinned_board`] / [`pinned_db`], which
-//! answer only outside a lowered scope.
+//! answer only outside a lowered scope. A PostgreSQL board's password sources (`PGPASSWORD`,
+//! `PGPASSFILE`, `~/.pgpass` under `HOME`) are read here too ([`pg_password`], [`pg_passfile`]).
 
 // This module is the environment's reader for the rest of the runtime (docs/enforcement.md,
 // "What the compiler and the tools enforce"): the `std::env` ban does not apply here.
@@ -110,4 +111,19 @@ pub fn pinned_db() -> Option<String> {
     std::env::var("HERMES_KANBAN_DB")
         .ok()
         .filter(|v| !v.is_empty())
+}
+
+/// `$PGPASSWORD`, if set and non-empty: libpq's second password source for a PostgreSQL board
+/// (after a password in the board's URL in `kanban.toml`). Handed to
+/// `kanban_pgwire::Config::resolve_password`; never logged, never put in a worker's environment by
+/// kanban (a worker inherits it from the dispatcher's environment like any other variable).
+pub fn pg_password() -> Option<String> {
+    std::env::var("PGPASSWORD").ok().filter(|v| !v.is_empty())
+}
+
+/// `$PGPASSFILE`, if set and non-empty: the libpq password file used instead of `~/.pgpass`.
+pub fn pg_passfile() -> Option<PathBuf> {
+    std::env::var_os("PGPASSFILE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }

@@ -272,7 +272,14 @@ fn run_as(
         durability: Durability::Normal,
         ..OpenOptions::default()
     };
-    let board = Board::open_path(&db, &options).map_err(board_err)?;
+    let board = match db.to_str().filter(|d| crate::board::location::is_postgres_url(d)) {
+        // A PostgreSQL board: `HERMES_KANBAN_DB` is its URL without a password; resolution
+        // completes it (kanban.toml, PGPASSWORD, ~/.pgpass) and the board layer opens it.
+        Some(_) => crate::board::paths::resolve(root, None)
+            .and_then(|location| Board::open(&location, &options))
+            .map_err(board_err)?,
+        None => Board::open_path(&db, &options).map_err(board_err)?,
+    };
 
     let pid = i64::from(std::process::id());
     let fingerprint = process::fingerprint(std::process::id() as i32)
@@ -426,6 +433,7 @@ fn work(
         slug: board_slug.unwrap_or(crate::board::DEFAULT_BOARD).to_owned(),
         db_path: db.to_owned(),
         pinned: true,
+        store: crate::board::Store::Sqlite,
     };
     let settings = Settings::new(root.to_owned(), location, &config)?;
 

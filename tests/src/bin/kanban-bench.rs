@@ -388,6 +388,7 @@ fn big_board(
         slug: "default".to_owned(),
         db_path: db,
         pinned: false,
+        store: board::Store::Sqlite,
     };
     // One tick with budget `running` claims the running ones through the no-op spawner.
     let mut workers = NoSpawn::default();
