@@ -193,7 +193,11 @@ pub fn read_url_file(root: &Path, slug: &str) -> Result<Option<PgTarget>, Locati
 
 /// Records `target` (its redacted URL: never a password) in the board folder, atomically (a
 /// temporary file renamed into place), creating the folder if needed.
-pub fn write_url_file(root: &Path, slug: &str, target: &PgTarget) -> Result<PathBuf, LocationError> {
+pub fn write_url_file(
+    root: &Path,
+    slug: &str,
+    target: &PgTarget,
+) -> Result<PathBuf, LocationError> {
     let path = url_file(root, slug);
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();

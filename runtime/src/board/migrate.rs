@@ -62,9 +62,7 @@ pub enum MigrateError {
     )]
     AlreadyPostgres { slug: String, url: String },
 
-    #[error(
-        "board `{slug}` does not exist (no {path}); nothing to migrate"
-    )]
+    #[error("board `{slug}` does not exist (no {path}); nothing to migrate")]
     NotFound { slug: String, path: PathBuf },
 
     #[error(
@@ -112,7 +110,9 @@ pub enum MigrateError {
         source: kanban_pgwire::Error,
     },
 
-    #[error("cannot create the board schema in {url}; the transaction was rolled back, nothing was changed")]
+    #[error(
+        "cannot create the board schema in {url}; the transaction was rolled back, nothing was changed"
+    )]
     Schema {
         url: String,
         source: pg_schema::PgSchemaError,
@@ -200,13 +200,12 @@ pub fn to_postgres(
     };
     let copy_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let url = target.redacted();
-    let finish = |what: &str, source: Box<dyn std::error::Error + Send + Sync>| {
-        MigrateError::Finish {
+    let finish =
+        |what: &str, source: Box<dyn std::error::Error + Send + Sync>| MigrateError::Finish {
             url: url.clone(),
             what: what.to_owned(),
             source,
-        }
-    };
+        };
     let url_file = location::write_url_file(root, &board.slug, target)
         .map_err(|e| finish("recording the URL", Box::new(e)))?;
     // The board is switched: release the lock, fold the WAL into the file, keep the file aside.
@@ -365,11 +364,10 @@ fn copy_in(
     };
     let mut counts = Vec::new();
     for (table, columns) in TABLES {
-        let copied = copy_table(conn, client, table, columns)
-            .map_err(|e| match e {
-                CopyError::Sqlite(source) => sqlite_err(source),
-                CopyError::Pg(source) => pg(format!("copy the rows of {table}"))(source),
-            })?;
+        let copied = copy_table(conn, client, table, columns).map_err(|e| match e {
+            CopyError::Sqlite(source) => sqlite_err(source),
+            CopyError::Pg(source) => pg(format!("copy the rows of {table}"))(source),
+        })?;
         counts.push(((*table).to_owned(), copied));
     }
     let has_sequence_table: bool = conn
@@ -381,9 +379,11 @@ fn copy_in(
         .map_err(sqlite_err)?;
     for table in IDENTITY_TABLES {
         let max_id: i64 = conn
-            .query_row(&format!("SELECT COALESCE(MAX(id), 0) FROM {table}"), [], |r| {
-                r.get(0)
-            })
+            .query_row(
+                &format!("SELECT COALESCE(MAX(id), 0) FROM {table}"),
+                [],
+                |r| r.get(0),
+            )
             .map_err(sqlite_err)?;
         let seq: i64 = if has_sequence_table {
             conn.query_row(
@@ -400,7 +400,7 @@ fn copy_in(
         client
             .execute(
                 &format!(
-                    "SELECT setval(pg_get_serial_sequence('{table}', 'id'), GREATEST($1, 1), $2)"
+                    "SELECT setval(pg_get_serial_sequence('{table}', 'id')::regclass, GREATEST($1, 1), $2::int8 <> 0)"
                 ),
                 &[Value::Int(last), Value::Int(i64::from(last > 0))],
             )

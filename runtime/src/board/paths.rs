@@ -382,8 +382,8 @@ fn slug_of_db_path(root: &Path, db: &Path) -> Option<String> {
 /// listed), sorted by slug.
 pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
     let mut boards = vec![locate(root, DEFAULT_BOARD)?];
-    let configured = crate::config::boards::load(root)
-        .map_err(|e| LocationError::Config(Box::new(e)))?;
+    let configured =
+        crate::config::boards::load(root).map_err(|e| LocationError::Config(Box::new(e)))?;
     let dir = boards_dir(root);
     let mut slugs: std::collections::BTreeSet<String> = configured
         .into_keys()

@@ -242,7 +242,9 @@ pub enum PgSchemaError {
         "the PostgreSQL board is at schema version {found}, newer than this build's {LATEST}; upgrade kanban"
     )]
     TooNew { found: i64 },
-    #[error("the PostgreSQL board's schema version {value:?} is not a number; the database is not a kanban board")]
+    #[error(
+        "the PostgreSQL board's schema version {value:?} is not a number; the database is not a kanban board"
+    )]
     BadVersion { value: String },
     #[error("cannot bring the PostgreSQL board to schema version {version}")]
     Statement {
@@ -317,7 +319,11 @@ mod tests {
     fn migrations_are_in_order_and_end_at_latest() {
         let versions: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
         assert_eq!(versions, (1..=LATEST).collect::<Vec<_>>());
-        assert_eq!(LATEST, super::super::schema::LATEST, "same numbering as SQLite");
+        assert_eq!(
+            LATEST,
+            super::super::schema::LATEST,
+            "same numbering as SQLite"
+        );
     }
 
     #[test]
@@ -350,7 +356,9 @@ mod tests {
                 .unwrap();
             assert_eq!(&names, columns, "{table}");
             assert!(
-                MIGRATIONS[0].sql.contains(&format!("CREATE TABLE {table} (")),
+                MIGRATIONS[0]
+                    .sql
+                    .contains(&format!("CREATE TABLE {table} (")),
                 "{table}"
             );
         }

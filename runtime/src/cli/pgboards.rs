@@ -29,7 +29,12 @@ fn target_of(url: &str, option: &'static str) -> anyhow::Result<PgTarget> {
 /// `kanban boards create SLUG --url URL`: brings the database to the board schema (an empty
 /// database gets it; a database that already holds a kanban board is joined, which is how a
 /// second host shares a board), then records the URL in the board folder.
-pub(super) fn create(root: &Path, slug: &str, url: &str, globals: &crate::cli::Globals) -> CmdResult {
+pub(super) fn create(
+    root: &Path,
+    slug: &str,
+    url: &str,
+    globals: &crate::cli::Globals,
+) -> CmdResult {
     fence()?;
     paths::validate_new_slug(slug)?;
     let target = target_of(url, "--url")?;

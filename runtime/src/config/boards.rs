@@ -111,7 +111,10 @@ mod tests {
             Path::new("k.toml"),
         )
         .unwrap();
-        assert_eq!(ok.boards["team"].url.0, "postgres://kb:Zebra-991@db:5432/team");
+        assert_eq!(
+            ok.boards["team"].url.0,
+            "postgres://kb:Zebra-991@db:5432/team"
+        );
         assert!(!format!("{ok:?}").contains("Zebra-991"));
         assert!(!serde_json::to_string(&ok).unwrap().contains("Zebra-991"));
         for (text, needles) in [

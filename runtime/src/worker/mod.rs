@@ -272,7 +272,10 @@ fn run_as(
         durability: Durability::Normal,
         ..OpenOptions::default()
     };
-    let board = match db.to_str().filter(|d| crate::board::location::is_postgres_url(d)) {
+    let board = match db
+        .to_str()
+        .filter(|d| crate::board::location::is_postgres_url(d))
+    {
         // A PostgreSQL board: `HERMES_KANBAN_DB` is its URL without a password; resolution
         // completes it (kanban.toml, PGPASSWORD, ~/.pgpass) and the board layer opens it.
         Some(_) => crate::board::paths::resolve(root, None)

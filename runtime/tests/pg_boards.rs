@@ -1,0 +1,667 @@
+//! PostgreSQL boards end to end, against a real server (`kanban_pgwire::cluster::TestCluster`):
+//! selecting a board's store, `kanban boards create --url`, `kanban boards migrate` (every table
+//! compared row by row, every refusal with its exit code and the SQLite board byte-identical),
+//! and the password never reaching an output, an error or a file kanban writes.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use kanban_pgwire::cluster::TestCluster;
+use kanban_pgwire::{Client, Value};
+use kanban_runtime::board::pg_schema::{self, TABLES};
+use kanban_tests::{Kanban, Run};
+
+fn kanban() -> Kanban {
+    Kanban::new(env!("CARGO_BIN_EXE_kanban"))
+}
+
+fn cluster() -> &'static TestCluster {
+    TestCluster::shared().expect("a PostgreSQL test server (see the README's Testing section)")
+}
+
+/// A fresh empty database (unique per call in this process).
+fn fresh_db(what: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "{what}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    cluster().create_database(&name).expect("create a database");
+    name
+}
+
+/// `kanban <args>` with extra environment variables.
+fn run_env(k: &Kanban, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = k.cmd();
+    cmd.args(args);
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    cmd.output().expect("run kanban").into()
+}
+
+/// A board with every kind of row: tasks in every status a command can reach (one `running`,
+/// returned), links, comments, events, open and closed runs.
+fn populated(k: &Kanban) -> (Vec<String>, String) {
+    let a = k.create(
+        "parent",
+        &["--assignee", "bot", "--priority", "3", "--body", "b"],
+    );
+    let b = k.create("child", &["--parent", &a]);
+    let c = k.create("triage", &["--triage"]);
+    let d = k.create("blocked", &["--blocked"]);
+    let e = k.create("goal", &["--goal", "--max-turns", "5"]);
+    let f = k.create("review", &[]);
+    let g = k.create("needs input", &["--idempotency-key", "k-1"]);
+    let h = k.create("archived", &[]);
+    let running = k.create("running", &["--max-runtime", "60"]);
+    k.ok(&["claim", &a]);
+    k.ok(&["complete", &a, "--summary", "s", "--result", "r", "--force"]);
+    k.ok(&["comment", &b, "--body", "a comment\nwith two lines"]);
+    k.ok(&["comment", &b, "--body", "second", "--author", "ops"]);
+    k.ok(&["review", "request", &f, "--reviewer", "bot"]);
+    k.ok(&["claim", &g]);
+    k.ok(&["block", &g, "--reason", "why", "--kind", "needs_input"]);
+    k.ok(&["archive", &h]);
+    k.ok(&["claim", &e]);
+    k.ok(&["reclaim", &e, "--reason", "moved"]);
+    k.ok(&["claim", &running]);
+    let ids = vec![a, b, c, d, e, f, g, h, running.clone()];
+    (ids, running)
+}
+
+/// Every row of `table` in the SQLite file, in key order, as PostgreSQL values.
+fn sqlite_rows(db: &Path, table: &str, columns: &[&str]) -> Vec<Vec<Value>> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open the SQLite board");
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT {} FROM {table} ORDER BY {}",
+            columns.join(", "),
+            order(table)
+        ))
+        .unwrap();
+    let mut rows = stmt.query([]).unwrap();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().unwrap() {
+        let values = (0..columns.len())
+            .map(|i| match row.get_ref(i).unwrap() {
+                rusqlite::types::ValueRef::Null => Value::Null,
+                rusqlite::types::ValueRef::Integer(n) => Value::Int(n),
+                rusqlite::types::ValueRef::Real(f) => Value::Real(f),
+                rusqlite::types::ValueRef::Text(t) => {
+                    Value::Text(String::from_utf8(t.to_vec()).unwrap())
+                }
+                rusqlite::types::ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+            })
+            .collect();
+        out.push(values);
+    }
+    out
+}
+
+fn order(table: &str) -> &'static str {
+    if table == "task_links" {
+        "parent_id, child_id"
+    } else {
+        "id"
+    }
+}
+
+fn pg_rows(client: &mut Client, table: &str, columns: &[&str]) -> Vec<Vec<Value>> {
+    client
+        .query(
+            &format!(
+                "SELECT {} FROM {table} ORDER BY {}",
+                columns.join(", "),
+                order(table)
+            ),
+            &[],
+        )
+        .unwrap()
+        .into_iter()
+        .map(|r| r.into_values())
+        .collect()
+}
+
+fn sqlite_order_fix(rows: &mut [Vec<Value>], table: &str) {
+    // Text keys: one order whatever the server's collation.
+    if table == "tasks" || table == "task_links" {
+        rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    }
+}
+
+/// Every file under `dir` (recursively) with its bytes, `-shm` index files left out.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if !p.to_string_lossy().ends_with("-shm")
+                && !p.to_string_lossy().ends_with(".dispatch.lock")
+            {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
+    let k = kanban();
+    let (ids, running) = populated(&k);
+    k.ok(&[
+        "complete",
+        &running,
+        "--summary",
+        "finished before the move",
+        "--force",
+    ]);
+    k.assert_fsck_clean();
+    let db = k.default_db();
+    let before: Vec<Vec<Vec<Value>>> = TABLES
+        .iter()
+        .map(|(t, c)| {
+            let mut rows = sqlite_rows(&db, t, c);
+            sqlite_order_fix(&mut rows, t);
+            rows
+        })
+        .collect();
+    assert!(
+        before.iter().all(|rows| !rows.is_empty()),
+        "every table has rows"
+    );
+    let shows: Vec<serde_json::Value> = ids.iter().map(|id| k.json(&["show", id])).collect();
+
+    let name = fresh_db("migrate_all");
+    let url = cluster().url(&name);
+    let out = k.json(&["boards", "migrate", "default", "--to", &url]);
+    assert_eq!(out["slug"], "default");
+    assert_eq!(out["rows"]["tasks"], ids.len());
+    let kept = PathBuf::from(out["kept"].as_str().unwrap());
+    assert!(
+        kept.is_file(),
+        "the SQLite file is kept as {}",
+        kept.display()
+    );
+    assert!(!db.exists(), "nothing opens the old file by mistake");
+
+    let mut client = cluster().connect(&name).unwrap();
+    for ((table, columns), expected) in TABLES.iter().zip(&before) {
+        let mut got = pg_rows(&mut client, table, columns);
+        sqlite_order_fix(&mut got, table);
+        assert_eq!(&got, expected, "{table}: every row, every column");
+        // And the kept file still holds exactly what was copied.
+        let mut kept_rows = sqlite_rows(&kept, table, columns);
+        sqlite_order_fix(&mut kept_rows, table);
+        assert_eq!(&kept_rows, expected, "{table} in the kept file");
+    }
+    // Ids are never reused: each sequence continues after the largest copied id.
+    for table in pg_schema::IDENTITY_TABLES {
+        let max = client
+            .query_one(&format!("SELECT MAX(id) FROM {table}"), &[])
+            .unwrap()
+            .get(0)
+            .and_then(Value::as_i64)
+            .unwrap();
+        let next = client
+            .query_one(
+                &format!("SELECT nextval(pg_get_serial_sequence('{table}', 'id'))"),
+                &[],
+            )
+            .unwrap()
+            .get(0)
+            .and_then(Value::as_i64)
+            .unwrap();
+        assert!(next > max, "{table}: next id {next} after {max}");
+    }
+    assert_eq!(
+        pg_schema::schema_version(&mut client).unwrap(),
+        pg_schema::LATEST
+    );
+
+    // The board is now a PostgreSQL board: listed so, its URL recorded without a password.
+    let list = k.json(&["boards", "list"]);
+    let default = &list.as_array().unwrap()[0];
+    assert_eq!(default["store"], "postgres");
+    assert_eq!(
+        default["url"].as_str().unwrap(),
+        out["url"].as_str().unwrap()
+    );
+    assert!(default["db_path"].is_null());
+    let recorded = std::fs::read_to_string(out["url_file"].as_str().unwrap()).unwrap();
+    assert_eq!(recorded.trim(), out["url"].as_str().unwrap());
+
+    // A second migration of the same board is refused: it is not a SQLite board any more.
+    let again = k.run(&["boards", "migrate", "default", "--to", &url]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("already lives in PostgreSQL"),
+        "{}",
+        again.stderr
+    );
+
+    // Until the PostgreSQL store is part of the board layer, opening the board says so (typed,
+    // exit 1) and never creates a SQLite file in its place.
+    let list = k.run(&["list"]);
+    if list.code == 0 {
+        // The store has landed: the same tasks, the same `show --json`.
+        for (id, shown) in ids.iter().zip(&shows) {
+            assert_eq!(&k.json(&["show", id]), shown, "{id}");
+        }
+    } else {
+        assert_eq!(list.code, 1, "{}", list.stderr);
+        assert!(
+            list.stderr.contains("lives in PostgreSQL"),
+            "{}",
+            list.stderr
+        );
+        assert!(!db.exists(), "no SQLite board appeared in its place");
+    }
+}
+
+#[test]
+fn migrate_refusals_change_nothing_and_say_why() {
+    let k = kanban();
+    let (_, running) = populated(&k);
+    let cluster = cluster();
+    let home_before = snapshot(k.home());
+    let unchanged = |what: &str| {
+        assert_eq!(
+            snapshot(k.home()),
+            home_before,
+            "{what}: the home is byte-identical"
+        );
+    };
+    let target = fresh_db("refusals");
+    let url = cluster.url(&target);
+
+    // A running task: refused (exit 3), naming it.
+    let run = k.run(&["boards", "migrate", "default", "--to", &url]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&running) && run.stderr.contains("running"),
+        "{}",
+        run.stderr
+    );
+    unchanged("running task");
+    let mut client = cluster.connect(&target).unwrap();
+    let tables = |client: &mut Client| {
+        client
+            .query_one(
+                "SELECT COUNT(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = 'public'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+            .and_then(Value::as_i64)
+            .unwrap()
+    };
+    assert_eq!(tables(&mut client), 0, "the target stays empty");
+    k.ok(&["complete", &running, "--force"]);
+    let home_before = snapshot(k.home());
+    let unchanged = |what: &str| {
+        assert_eq!(
+            snapshot(k.home()),
+            home_before,
+            "{what}: the home is byte-identical"
+        );
+    };
+
+    // A dispatcher holding the board's dispatch lock: refused (exit 3).
+    {
+        let lock = kanban_runtime::dispatch::lock::TickLock::try_acquire(&k.default_db())
+            .unwrap()
+            .unwrap();
+        let run = k.run(&["boards", "migrate", "default", "--to", &url]);
+        assert_eq!(run.code, 3, "{}", run.stderr);
+        assert!(run.stderr.contains("dispatcher"), "{}", run.stderr);
+        drop(lock);
+    }
+    unchanged("dispatch lock");
+
+    // A target that is not empty: refused (exit 3), naming what is there.
+    let busy = fresh_db("refusals_busy");
+    cluster
+        .connect(&busy)
+        .unwrap()
+        .batch("CREATE TABLE someone_elses (x int)")
+        .unwrap();
+    let run = k.run(&["boards", "migrate", "default", "--to", &cluster.url(&busy)]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not empty") && run.stderr.contains("someone_elses"),
+        "{}",
+        run.stderr
+    );
+    unchanged("non-empty target");
+
+    // Errors (exit 1): a bad URL, a URL with a password, an unreachable server, a wrong password.
+    cluster
+        .create_role_with_password("kb_refusals", "Right-Pass-1")
+        .unwrap();
+    let owned = fresh_db("refusals_owned");
+    cluster
+        .connect(&owned)
+        .unwrap()
+        .batch(&format!("ALTER DATABASE {owned} OWNER TO kb_refusals"))
+        .unwrap();
+    let role_url = cluster.url_for("kb_refusals", &owned);
+    let with_password = role_url.replacen("kb_refusals@", "kb_refusals:Right-Pass-1@", 1);
+    for (what, to, env, needles) in [
+        (
+            "not a URL",
+            "kanban.db".to_owned(),
+            vec![],
+            vec!["not a PostgreSQL URL"],
+        ),
+        (
+            "bad port",
+            "postgres://u@localhost:99999/db".to_owned(),
+            vec![],
+            vec!["invalid PostgreSQL URL"],
+        ),
+        (
+            "password on the command line",
+            with_password.clone(),
+            vec![],
+            vec!["password", "pgpass"],
+        ),
+        (
+            "unreachable",
+            "postgres://u@127.0.0.1:1/db?connect_timeout=5".to_owned(),
+            vec![],
+            vec!["cannot connect", "127.0.0.1:1"],
+        ),
+        (
+            "wrong password",
+            role_url.clone(),
+            vec![("PGPASSWORD", "Wrong-Pass-2")],
+            vec!["cannot connect", "password"],
+        ),
+        (
+            "no password",
+            role_url.clone(),
+            vec![],
+            vec!["cannot connect", "password"],
+        ),
+    ] {
+        let run = run_env(&k, &["boards", "migrate", "default", "--to", &to], &env);
+        assert_eq!(run.code, 1, "{what}: {}", run.stderr);
+        for needle in needles {
+            assert!(
+                run.stderr.contains(needle),
+                "{what}: {needle} in {}",
+                run.stderr
+            );
+        }
+        for secret in ["Right-Pass-1", "Wrong-Pass-2"] {
+            assert!(
+                !run.stderr.contains(secret) && !run.stdout.contains(secret),
+                "{what}"
+            );
+        }
+        unchanged(what);
+    }
+    assert_eq!(tables(&mut cluster.connect(&owned).unwrap()), 0);
+
+    // With the right password (PGPASSWORD) the same command works.
+    let run = run_env(
+        &k,
+        &["--json", "boards", "migrate", "default", "--to", &role_url],
+        &[("PGPASSWORD", "Right-Pass-1")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("Right-Pass-1"));
+}
+
+#[test]
+fn a_board_url_in_kanban_toml_or_from_boards_create_selects_postgres() {
+    let k = kanban();
+    let cluster = cluster();
+    let a = fresh_db("select_a");
+    let url_a = cluster.url(&a);
+    // `boards create --url`: the schema is created, the URL recorded, the board listed.
+    let made = k.json(&["boards", "create", "team", "--url", &url_a]);
+    assert_eq!(made["store"], "postgres");
+    assert_eq!(made["joined_version"], 0);
+    let mut client = cluster.connect(&a).unwrap();
+    assert_eq!(
+        pg_schema::schema_version(&mut client).unwrap(),
+        pg_schema::LATEST
+    );
+    // A second host joining the same database: the board is shared, not recreated.
+    let k2 = kanban();
+    let joined = k2.json(&["boards", "create", "team", "--url", &url_a]);
+    assert_eq!(joined["joined_version"], pg_schema::LATEST);
+    // Creating it again on this host is refused: it exists.
+    let again = k.run(&["boards", "create", "team", "--url", &url_a]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    // A database holding something else is refused, and nothing is recorded.
+    let other = fresh_db("select_other");
+    cluster
+        .connect(&other)
+        .unwrap()
+        .batch("CREATE TABLE tasks (id int)")
+        .unwrap();
+    let run = k.run(&["boards", "create", "other", "--url", &cluster.url(&other)]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(!k.home().join("kanban/boards/other").exists());
+
+    // `[boards.<slug>] url` in kanban.toml.
+    let b = fresh_db("select_b");
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        format!("[boards.ops]\nurl = \"{}\"\n", cluster.url(&b)),
+    )
+    .unwrap();
+    let list = k.json(&["boards", "list"]);
+    let stores: Vec<(String, String)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["slug"].as_str().unwrap().to_owned(),
+                e["store"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stores,
+        [
+            ("default".to_owned(), "sqlite".to_owned()),
+            ("ops".to_owned(), "postgres".to_owned()),
+            ("team".to_owned(), "postgres".to_owned()),
+        ]
+    );
+    let human = k.ok(&["boards", "list"]);
+    assert!(
+        human.contains("ops (postgres postgres://postgres@"),
+        "{human}"
+    );
+    // Two different URLs for one board: an error naming both places.
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        format!("[boards.team]\nurl = \"{}\"\n", cluster.url(&b)),
+    )
+    .unwrap();
+    let run = k.run(&["--board", "team", "list"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("two different PostgreSQL URLs") && run.stderr.contains("postgres.url"),
+        "{}",
+        run.stderr
+    );
+    // A bad URL in kanban.toml is an error naming the file and the key.
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[boards.ops]\nurl = \"sqlite:x\"\n",
+    )
+    .unwrap();
+    let run = k.run(&["boards", "list"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("kanban.toml") && run.stderr.contains("[boards.ops] url"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A distinctive password, looked for in everything kanban prints or writes.
+const SECRET: &str = "Zx-9q-Sekr1t-Pw";
+
+#[test]
+fn the_password_appears_in_no_output_error_or_file() {
+    let k = kanban();
+    let cluster = cluster();
+    cluster
+        .create_role_with_password("kb_secret", SECRET)
+        .unwrap();
+    let db = fresh_db("redaction");
+    cluster
+        .connect(&db)
+        .unwrap()
+        .batch(&format!("ALTER DATABASE {db} OWNER TO kb_secret"))
+        .unwrap();
+    let bare = cluster.url_for("kb_secret", &db);
+    let with_password = bare.replacen("kb_secret@", &format!("kb_secret:{SECRET}@"), 1);
+    let t = k.create("a task", &[]);
+    k.ok(&["comment", &t, "--body", "before the move"]);
+    let mut outputs: Vec<(String, Run)> = Vec::new();
+    let mut record = |what: &str, run: Run| outputs.push((what.to_owned(), run));
+
+    // kanban.toml may hold the password; nothing that reads it prints it.
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        format!("[boards.team]\nurl = \"{with_password}\"\n"),
+    )
+    .unwrap();
+    record("boards list", k.run(&["boards", "list"]));
+    record("boards list --json", k.run(&["--json", "boards", "list"]));
+    record("open the board", k.run(&["--board", "team", "list"]));
+    record(
+        "show on the board",
+        k.run(&["--json", "--board", "team", "show", "t_00000000"]),
+    );
+    record("identity", k.run(&["identity"]));
+    record("identity --json", k.run(&["--json", "identity"]));
+    record(
+        "dispatch --dry-run",
+        k.run(&["--board", "team", "dispatch", "--dry-run"]),
+    );
+    record(
+        "a worker's pinned URL with a password",
+        run_env(&k, &["list"], &[("HERMES_KANBAN_DB", &with_password)]),
+    );
+    record(
+        "a worker's pinned URL",
+        run_env(
+            &k,
+            &["--json", "identity"],
+            &[("HERMES_KANBAN_DB", &bare), ("HERMES_KANBAN_BOARD", "team")],
+        ),
+    );
+    // A bad URL in kanban.toml, with the password in it.
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        format!("[boards.team]\nurl = \"{with_password}?sslmode=require\"\n"),
+    )
+    .unwrap();
+    record("bad url in kanban.toml", k.run(&["boards", "list"]));
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        format!("[boards.team]\nurl = {with_password}\n"),
+    )
+    .unwrap();
+    record(
+        "kanban.toml that does not parse",
+        k.run(&["boards", "list"]),
+    );
+    std::fs::remove_file(k.home().join("kanban.toml")).unwrap();
+    // On the command line: refused, without repeating it.
+    record(
+        "create --url with a password",
+        k.run(&["boards", "create", "x", "--url", &with_password]),
+    );
+    record(
+        "migrate --to with a password",
+        k.run(&["boards", "migrate", "default", "--to", &with_password]),
+    );
+    // The real thing: PGPASSWORD, then everything about the migrated board.
+    let migrated = run_env(
+        &k,
+        &["--json", "boards", "migrate", "default", "--to", &bare],
+        &[("PGPASSWORD", SECRET)],
+    );
+    assert_eq!(migrated.code, 0, "{}", migrated.stderr);
+    record("migrate", migrated);
+    record(
+        "boards list after",
+        run_env(&k, &["--json", "boards", "list"], &[("PGPASSWORD", SECRET)]),
+    );
+    record(
+        "list after",
+        run_env(&k, &["--json", "list"], &[("PGPASSWORD", SECRET)]),
+    );
+    record(
+        "show after",
+        run_env(&k, &["--json", "show", &t], &[("PGPASSWORD", SECRET)]),
+    );
+    record(
+        "events after",
+        run_env(&k, &["--json", "events", &t], &[("PGPASSWORD", SECRET)]),
+    );
+    record(
+        "fsck after",
+        run_env(&k, &["fsck"], &[("PGPASSWORD", SECRET)]),
+    );
+    record(
+        "dispatch after",
+        run_env(&k, &["dispatch", "--once"], &[("PGPASSWORD", SECRET)]),
+    );
+
+    for (what, run) in &outputs {
+        assert!(
+            !run.stdout.contains(SECRET) && !run.stderr.contains(SECRET),
+            "{what}: the password leaked\nstdout: {}\nstderr: {}",
+            run.stdout,
+            run.stderr
+        );
+    }
+    // Refusals were refusals.
+    let code = |what: &str| outputs.iter().find(|(w, _)| w == what).unwrap().1.code;
+    assert_eq!(code("create --url with a password"), 1);
+    assert_eq!(code("migrate --to with a password"), 1);
+    assert_eq!(code("a worker's pinned URL with a password"), 1);
+    assert_eq!(code("bad url in kanban.toml"), 1);
+    assert_eq!(code("kanban.toml that does not parse"), 1);
+    // Every file kanban wrote under its home (the recorded URL, logs, the kept board).
+    for (path, bytes) in snapshot(k.home()) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(SECRET),
+            "{} holds the password",
+            path.display()
+        );
+    }
+    // And no row of the board in PostgreSQL (events included).
+    let mut client = cluster.connect(&db).unwrap();
+    for (table, columns) in TABLES {
+        for row in pg_rows(&mut client, table, columns) {
+            assert!(!format!("{row:?}").contains(SECRET), "{table}");
+        }
+    }
+}
