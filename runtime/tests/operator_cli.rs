@@ -414,7 +414,7 @@ fn completions_follow_the_command_line() {
         .map(String::as_str)
         .filter(|w| !w.starts_with('-'))
         .collect();
-    assert_eq!(words, ["list", "create", "switch", "rm"]);
+    assert_eq!(words, ["list", "create", "switch", "rm", "migrate"]);
     assert!(boards.iter().any(|w| w == "--board"), "{boards:?}");
     assert_eq!(bash_complete(&k, &["kanban", "ed"]), ["edit"]);
     let create = bash_complete(&k, &["kanban", "create", "x", "--"]);
@@ -441,7 +441,7 @@ fn completions_follow_the_command_line() {
     assert!(zsh.contains("bashcompinit") && zsh.contains("complete -o default -F _kanban kanban"));
     let fish = k.ok(&["completions", "fish"]);
     assert!(
-        fish.contains("complete -c kanban -n '__fish_seen_subcommand_from boards; and not __fish_seen_subcommand_from list create switch rm' -a 'rm'"),
+        fish.contains("complete -c kanban -n '__fish_seen_subcommand_from boards; and not __fish_seen_subcommand_from list create switch rm migrate' -a 'rm'"),
         "{fish}"
     );
     let bad = k.run(&["completions", "powershell"]);

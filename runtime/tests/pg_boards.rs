@@ -3,6 +3,8 @@
 //! compared row by row, every refusal with its exit code and the SQLite board byte-identical),
 //! and the password never reaching an output, an error or a file kanban writes.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -664,4 +666,86 @@ fn the_password_appears_in_no_output_error_or_file() {
             assert!(!format!("{row:?}").contains(SECRET), "{table}");
         }
     }
+}
+
+#[test]
+fn migrate_a_10000_task_board() {
+    use kanban_runtime::board::location::{PgTarget, UrlSource};
+    use kanban_runtime::board::{
+        Board, Completion, Durability, NewTask, OpenOptions, migrate, paths,
+    };
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path();
+    let db = paths::db_path(root, "default");
+    let t = 1_790_000_000;
+    {
+        let board = Board::open_path(
+            &db,
+            &OpenOptions {
+                durability: Durability::Normal,
+                ..OpenOptions::create()
+            },
+        )
+        .unwrap();
+        let parents: Vec<String> = board
+            .create_tasks(
+                &(0..5_000)
+                    .map(|i| NewTask {
+                        title: format!("parent {i}"),
+                        body: Some(format!("body of task {i}, with some text to copy")),
+                        priority: i % 7,
+                        ..NewTask::default()
+                    })
+                    .collect::<Vec<_>>(),
+                t,
+            )
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        board
+            .create_tasks(
+                &(0..5_000)
+                    .map(|i| NewTask {
+                        title: format!("child {i}"),
+                        parents: vec![parents[i].clone()],
+                        ..NewTask::default()
+                    })
+                    .collect::<Vec<_>>(),
+                t,
+            )
+            .unwrap();
+        board
+            .complete_many(&parents[..2_500], &Completion::default(), t + 1)
+            .unwrap();
+    }
+    let before: Vec<usize> = TABLES
+        .iter()
+        .map(|(table, columns)| sqlite_rows(&db, table, columns).len())
+        .collect();
+    assert_eq!(before[0], 10_000);
+    let name = fresh_db("ten_thousand");
+    let target = PgTarget::parse(&cluster().url(&name), UrlSource::Argument("--to")).unwrap();
+    let location = paths::locate(root, "default").unwrap();
+    let started = std::time::Instant::now();
+    let done = migrate::to_postgres(root, &location, &target, t + 2).unwrap();
+    let elapsed = started.elapsed();
+    let mut client = cluster().connect(&name).unwrap();
+    for ((table, _), expected) in TABLES.iter().zip(&before) {
+        let n = client
+            .query_one(&format!("SELECT COUNT(*) FROM {table}"), &[])
+            .unwrap()
+            .get(0)
+            .and_then(Value::as_i64)
+            .unwrap();
+        assert_eq!(usize::try_from(n).unwrap(), *expected, "{table}");
+        assert_eq!(done.rows[*table], *expected as u64, "{table}");
+    }
+    // A figure for the README (no assertion on time: speed is measured, not tested).
+    eprintln!(
+        "migrate_a_10000_task_board: {} rows in {} ms (copy {} ms)",
+        before.iter().sum::<usize>(),
+        elapsed.as_millis(),
+        done.copy_ms
+    );
 }

@@ -209,7 +209,7 @@ pub enum BoardError {
 
     /// Finding or recording which store a board lives in (see `board::location`).
     #[error(transparent)]
-    Location(#[from] super::location::LocationError),
+    Location(Box<super::location::LocationError>),
 }
 
 /// Result alias of the board.

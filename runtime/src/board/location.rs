@@ -345,6 +345,12 @@ pub enum LocationError {
     PostgresStoreUnavailable { slug: String, url: String },
 }
 
+impl From<LocationError> for super::BoardError {
+    fn from(e: LocationError) -> Self {
+        super::BoardError::Location(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,6 +228,11 @@ pub enum BoardsCommand {
         #[arg(long, value_name = "URL")]
         url: Option<String>,
     },
+    /// Make SLUG the current board.
+    Switch { slug: String },
+    /// Remove board SLUG and its folder (refused while one of its tasks has a live claim, and
+    /// for the default board).
+    Rm { slug: String },
     /// Copy SQLite board SLUG into an empty PostgreSQL database and switch the board to it (the
     /// SQLite file is kept as `kanban.db.migrated-<epoch>`). Refused while a task is running or a
     /// dispatcher ticks the board.
@@ -237,11 +242,6 @@ pub enum BoardsCommand {
         #[arg(long, value_name = "URL")]
         to: String,
     },
-    /// Make SLUG the current board.
-    Switch { slug: String },
-    /// Remove board SLUG and its folder (refused while one of its tasks has a live claim, and
-    /// for the default board).
-    Rm { slug: String },
 }
 
 /// The root, the resolved board and the open store.
