@@ -9,9 +9,11 @@
 //! column is `TEXT` (the JSON columns `skills`, `metadata`, `payload` too: they are written and
 //! read as text, as in SQLite).
 //!
-//! The version lives in a table of its own, `kanban_meta(key, value)`: `schema_version` (what
-//! SQLite keeps in `PRAGMA user_version`) and, from version 3, `application_id` = `KBN1` (what
-//! SQLite keeps in `PRAGMA application_id`: the mark of a database kanban created).
+//! The version lives in a one-row table, [`VERSION_TABLE`] `(singleton, version)` — what SQLite
+//! keeps in `PRAGMA user_version`, and the table the SQL layer's PostgreSQL backend reads and
+//! writes (`Db::schema_version`), so the store and this module agree on it. From version 3 the
+//! table carries the comment [`MARK`] (what SQLite keeps in `PRAGMA application_id`: the mark of
+//! a database kanban created).
 //!
 //! [`migrate`] runs inside the caller's transaction, after taking a transaction-scoped advisory
 //! lock ([`ADVISORY_LOCK`]), so two processes bringing one database up at once migrate it exactly
@@ -21,6 +23,12 @@ use kanban_pgwire::{Client, Value};
 
 /// The schema version this build writes (the same number as the SQLite board's).
 pub const LATEST: i64 = 4;
+
+/// The table holding the schema version (shared with the SQL layer's PostgreSQL backend).
+pub const VERSION_TABLE: &str = "kanban_schema_version";
+
+/// The comment on [`VERSION_TABLE`] that marks a database kanban created (version 3 on).
+pub const MARK: &str = "KBN1: the schema version of a kanban board";
 
 /// The key of the transaction-scoped advisory lock [`migrate`] takes (`"KBN1"` as an integer).
 pub const ADVISORY_LOCK: i64 = 0x4B42_4E31;
@@ -36,9 +44,9 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         sql: r#"
-CREATE TABLE kanban_meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
+CREATE TABLE IF NOT EXISTS kanban_schema_version (
+    singleton integer PRIMARY KEY CHECK (singleton = 1),
+    version bigint NOT NULL
 );
 CREATE TABLE tasks (
     id TEXT PRIMARY KEY,
@@ -128,8 +136,8 @@ CREATE INDEX idx_tasks_tenant ON tasks(tenant) WHERE tenant IS NOT NULL;
     },
     Migration {
         version: 3,
-        sql: "INSERT INTO kanban_meta (key, value) VALUES ('application_id', 'KBN1') \
-              ON CONFLICT (key) DO NOTHING;",
+        sql: "COMMENT ON TABLE kanban_schema_version IS \
+              'KBN1: the schema version of a kanban board';",
     },
     Migration {
         version: 4,
@@ -253,26 +261,24 @@ pub enum PgSchemaError {
     },
 }
 
-/// The schema version of the connected database: 0 without `kanban_meta`.
+/// The schema version of the connected database: 0 without [`VERSION_TABLE`] or its row.
 pub fn schema_version(client: &mut Client) -> Result<i64, PgSchemaError> {
     let statement = |source| PgSchemaError::Statement { version: 0, source };
-    let has_meta = client
-        .query_one("SELECT to_regclass('kanban_meta') IS NOT NULL", &[])
+    let exists = client
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[Value::Text(VERSION_TABLE.to_owned())],
+        )
         .map_err(statement)?;
-    if has_meta.get(0).and_then(Value::as_i64) != Some(1) {
+    if exists.get(0).and_then(Value::as_i64) != Some(1) {
         return Ok(0);
     }
     let row = client
-        .query_opt(
-            "SELECT value FROM kanban_meta WHERE key = 'schema_version'",
-            &[],
-        )
+        .query_opt(&format!("SELECT version FROM {VERSION_TABLE}"), &[])
         .map_err(statement)?;
-    let Some(row) = row else { return Ok(0) };
-    let value = row.get(0).and_then(Value::as_str).unwrap_or_default();
-    value.parse().map_err(|_| PgSchemaError::BadVersion {
-        value: value.to_owned(),
-    })
+    Ok(row
+        .and_then(|r| r.get(0).and_then(Value::as_i64))
+        .unwrap_or(0))
 }
 
 /// Brings the connected database to [`LATEST`] inside the caller's open transaction (see the
@@ -303,9 +309,11 @@ pub fn migrate(client: &mut Client) -> Result<i64, PgSchemaError> {
     client.batch(INDEXES).map_err(at_latest)?;
     client
         .execute(
-            "INSERT INTO kanban_meta (key, value) VALUES ('schema_version', $1) \
-             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            &[Value::Text(LATEST.to_string())],
+            &format!(
+                "INSERT INTO {VERSION_TABLE} (singleton, version) VALUES (1, $1) \
+                 ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version"
+            ),
+            &[Value::Int(LATEST)],
         )
         .map_err(at_latest)?;
     Ok(current)
