@@ -507,6 +507,33 @@ fn a_board_url_in_kanban_toml_or_from_boards_create_selects_postgres() {
         "{}",
         run.stderr
     );
+    // `boards rm`: a board kanban.toml declares is refused; a recorded one loses its folder
+    // only (once the board layer opens PostgreSQL boards; until then it is refused, saying why).
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        format!("[boards.ops]\nurl = \"{}\"\n", cluster.url(&b)),
+    )
+    .unwrap();
+    let run = k.run(&["boards", "rm", "ops"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("declared by [boards.ops]"),
+        "{}",
+        run.stderr
+    );
+    let run = k.run(&["boards", "rm", "team"]);
+    if run.code == 0 {
+        assert!(!k.home().join("kanban/boards/team").exists());
+        assert_eq!(
+            pg_schema::schema_version(&mut cluster.connect(&a).unwrap()).unwrap(),
+            pg_schema::LATEST,
+            "the database is left as it is"
+        );
+    } else {
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(run.stderr.contains("lives in PostgreSQL"), "{}", run.stderr);
+        assert!(k.home().join("kanban/boards/team/postgres.url").is_file());
+    }
     // A bad URL in kanban.toml is an error naming the file and the key.
     std::fs::write(
         k.home().join("kanban.toml"),

@@ -94,6 +94,9 @@ pub(crate) fn settings_for(globals: &Globals) -> anyhow::Result<(Settings, Confi
     settings.other_boards = board::paths::list_boards(&root)
         .unwrap_or_default()
         .into_iter()
+        // The host-wide cap counts the SQLite boards of this home (a PostgreSQL board's workers
+        // are counted by its own dispatcher).
+        .filter(|b| b.postgres().is_none())
         .map(|b| b.db_path)
         .filter(|p| *p != location.db_path)
         .collect();

@@ -208,16 +208,29 @@ pub fn remove_board(root: &Path, slug: &str, globals: &Globals) -> CmdResult {
     }
     let db = paths::db_path(root, slug);
     let folder = paths::boards_dir(root).join(slug);
-    if !db.is_file() {
+    let location = paths::locate(root, slug)?;
+    if !location.exists() {
         return Err(BoardError::BoardNotFound {
             slug: slug.to_owned(),
             path: db,
         }
         .into());
     }
+    // A board kanban.toml declares would come back with the next command: the entry goes first.
+    if let Some(crate::board::location::UrlSource::Config(file)) =
+        location.postgres().map(crate::board::PgTarget::source)
+    {
+        anyhow::bail!(
+            "board `{slug}` is declared by [boards.{slug}] in {}; remove that entry (and {} if              present) instead; nothing was removed",
+            file.display(),
+            folder.display()
+        );
+    }
     let at = now();
     {
-        let board = crate::board::Board::open_path(&db, &crate::board::OpenOptions::read_only())?;
+        // A PostgreSQL board: only its folder (the recorded URL, workspaces) is removed, never
+        // the database; its running tasks are checked the same way.
+        let board = crate::board::Board::open(&location, &crate::board::OpenOptions::read_only())?;
         let live: Vec<String> = board
             .running_tasks()?
             .into_iter()
