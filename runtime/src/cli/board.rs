@@ -684,7 +684,7 @@ fn init(globals: &Globals) -> CmdResult {
     fence()?;
     let root = root(globals)?;
     let loc = paths::resolve(&root, globals.board.as_deref())?;
-    let existed = loc.db_path.exists();
+    let existed = loc.postgres().is_some() || loc.db_path.exists();
     Board::open(&loc, &OpenOptions::create())?;
     #[derive(Serialize)]
     struct Init<'a> {
@@ -704,7 +704,7 @@ fn init(globals: &Globals) -> CmdResult {
                 "board {} {} at {}",
                 loc.slug,
                 if existed { "ready" } else { "created" },
-                loc.db_path.display()
+                loc.describe()
             )
         },
     )

@@ -178,7 +178,7 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
         eprintln!(
             "kanban dispatch: board `{}` ({}), max_spawn {}, lock {}",
             settings.location.slug,
-            settings.location.db_path.display(),
+            settings.location.describe(),
             settings.max_spawn,
             settings.claim_lock
         );

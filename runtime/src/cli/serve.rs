@@ -91,11 +91,11 @@ pub fn run(args: ServeArgs, globals: &Globals) -> CmdResult {
 /// The boards to serve: `--board SLUG` alone, else every board (the resolved one first).
 fn served_boards(root: &Path, flag: Option<&str>) -> anyhow::Result<Vec<BoardLocation>> {
     let current = paths::resolve(root, flag)?;
-    if !current.db_path.is_file() {
+    if !current.exists() {
         anyhow::bail!(
             "board {} has no database at {}; create it with `kanban init`",
             current.slug,
-            current.db_path.display()
+            current.describe()
         );
     }
     if flag.is_some() || current.pinned {
