@@ -776,3 +776,31 @@ fn migrate_a_10000_task_board() {
         done.copy_ms
     );
 }
+
+#[test]
+fn a_column_the_board_lacks_is_copied_as_null() {
+    let k = kanban();
+    let t = k.create("adopted", &[]);
+    k.ok(&["claim", &t]);
+    k.ok(&["complete", &t, "--force"]);
+    rusqlite::Connection::open(k.default_db())
+        .unwrap()
+        .execute_batch("ALTER TABLE task_runs DROP COLUMN step_key")
+        .unwrap();
+    let name = fresh_db("adopted");
+    let out = k.json(&[
+        "boards",
+        "migrate",
+        "default",
+        "--to",
+        &cluster().url(&name),
+    ]);
+    assert_eq!(out["rows"]["task_runs"], 1);
+    let row = cluster()
+        .connect(&name)
+        .unwrap()
+        .query_one("SELECT task_id, step_key FROM task_runs", &[])
+        .unwrap();
+    assert_eq!(row.get(0).and_then(Value::as_str), Some(t.as_str()));
+    assert_eq!(row.get(1), Some(&Value::Null));
+}

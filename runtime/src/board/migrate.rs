@@ -11,7 +11,8 @@
 //!    database that holds any table, view or sequence of its own ([`MigrateError::NotEmpty`]);
 //! 3. creates the board schema (`pg_schema`), copies every row of every table (ids unchanged;
 //!    columns the schema lacks, which only a board of the original Python system has, stay in
-//!    the kept file), advances each id sequence past both the largest id and SQLite's
+//!    the kept file; a nullable column of the schema such a board lacks is copied as NULL),
+//!    advances each id sequence past both the largest id and SQLite's
 //!    `sqlite_sequence` (an id is never reused), and commits;
 //! 4. records the URL (without its password) in the board folder's `postgres.url`, releases the
 //!    SQLite lock, folds the WAL into the file and renames it `kanban.db.migrated-<epoch>`: the
@@ -421,7 +422,23 @@ fn copy_table(
     table: &str,
     columns: &[&str],
 ) -> Result<u64, CopyError> {
-    let list = columns.join(", ");
+    // A column an adopted board of the original lacks is copied as NULL (kanban reads none of
+    // them without a default for NULL).
+    let present: Vec<String> = conn
+        .prepare(&format!("PRAGMA table_info({table})"))
+        .and_then(|mut s| s.query_map([], |r| r.get(1))?.collect())
+        .map_err(CopyError::Sqlite)?;
+    let list = columns
+        .iter()
+        .map(|c| {
+            if present.iter().any(|p| p == c) {
+                (*c).to_owned()
+            } else {
+                format!("NULL AS {c}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     let order = if table == "task_links" {
         "parent_id, child_id"
     } else {
