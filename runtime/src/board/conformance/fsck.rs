@@ -51,3 +51,46 @@ pub(crate) fn a_claim_without_any_worker_is_reported_after_a_minute_and_not_befo
     assert_eq!(v[0].task_id.as_deref(), Some(never.as_str()));
     assert!(v[0].message.contains("host:1"), "{}", v[0].message);
 }
+
+pub(crate) fn fsck_names_the_claim_run_and_orphan_rules_by_task(s: &dyn Store) {
+    let (_d, b) = s.board();
+    let claimed_ready = create(&b, "claimed but ready");
+    let lost_pointer = create(&b, "lost its current run");
+    let borrower = create(&b, "points at another task's run");
+    let two_runs = create(&b, "two open runs");
+    let linked = create(&b, "linked to nothing");
+    for id in [&lost_pointer, &two_runs] {
+        claim(&b, id);
+    }
+    tamper::set_claim_lock(&b, &claimed_ready, "host:7");
+    tamper::borrow_current_run(&b, &borrower, &two_runs);
+    tamper::borrow_current_run(&b, &lost_pointer, &claimed_ready);
+    tamper::insert_open_run(&b, &two_runs);
+    tamper::insert_open_run(&b, "t_norun");
+    tamper::insert_comment(&b, "t_nocomment");
+    tamper::add_link(&b, &linked, "t_nochild");
+    let found: Vec<(&str, String)> = b
+        .fsck()
+        .unwrap()
+        .into_iter()
+        .map(|v| (v.rule, v.task_id.unwrap_or_default()))
+        .collect();
+    for (rule, id) in [
+        ("claim_without_running", claimed_ready.as_str()),
+        ("open_run_mismatch", lost_pointer.as_str()),
+        ("dangling_current_run", borrower.as_str()),
+        ("open_run_mismatch", two_runs.as_str()),
+        ("orphan_run", "t_norun"),
+        ("orphan_comment", "t_nocomment"),
+        ("orphan_link", "t_nochild"),
+    ] {
+        assert!(
+            found.contains(&(rule, id.to_owned())),
+            "{rule} for {id} missing from {found:?}"
+        );
+    }
+    assert!(
+        !found.iter().any(|(_, id)| id == &linked),
+        "the existing end of a dangling link is fine: {found:?}"
+    );
+}

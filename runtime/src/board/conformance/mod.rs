@@ -24,9 +24,12 @@ mod block;
 mod claim;
 mod complete;
 mod create;
+mod dispatcher;
 mod fsck;
 mod links;
 mod operator;
+mod reads;
+mod review;
 mod schema;
 pub(crate) mod tamper;
 mod turns;
@@ -121,6 +124,31 @@ macro_rules! for_each_conformance_test {
                 archive_closes_the_run_and_frees_children,
                 operator_reclaim_returns_the_task_to_ready,
                 assign_records_from_and_is_refused_while_running,
+                reopen_sends_a_done_task_back_and_invalidates_its_descendants,
+                reopen_lands_in_todo_under_an_unfinished_parent,
+                edit_changes_only_what_it_names_with_one_event,
+                edit_refusals_change_nothing,
+                a_unique_id_prefix_resolves_and_others_are_refused,
+            }
+            review {
+                request_review_closes_the_run_and_hands_the_task_to_the_reviewer,
+                request_review_of_an_unclaimed_task_records_a_zero_length_run,
+                request_review_refusals_change_nothing,
+                a_reviewer_claims_from_review_and_requests_changes,
+                request_changes_needs_a_reviewers_run,
+                a_released_reviewer_run_goes_back_to_review,
+                review_reopen_takes_an_unclaimed_review_task_back_to_its_implementer,
+            }
+            dispatcher {
+                a_spawn_and_the_workers_registration_are_recorded_and_fenced,
+                a_spawn_recorded_after_the_run_closed_keeps_the_run_and_is_refused,
+                extend_and_defer_move_the_lease_of_task_and_run_fenced_on_what_was_seen,
+                release_counts_failures_and_the_breaker_blocks_at_the_limit,
+                a_trip_blocks_at_once_and_a_not_counted_release_keeps_the_counter,
+                an_orphaned_running_task_is_reconciled_and_an_unstarted_claim_abandoned,
+                worker_results_and_superseded_workers_are_events_only,
+                notes_are_written_once_until_something_else_happens,
+                lanes_workload_and_counts_read_the_board_as_the_dispatcher_needs,
             }
             links {
                 comment_is_stored_with_an_event_and_blank_is_refused,
@@ -129,6 +157,10 @@ macro_rules! for_each_conformance_test {
                 unlink_frees_a_todo_child_and_refuses_a_missing_edge,
                 promote_needs_finished_parents,
                 recompute_ready_promotes_only_free_todo_tasks,
+            }
+            reads {
+                list_tasks_filters_and_orders_by_priority_then_creation,
+                events_read_newest_n_oldest_first_and_after_a_cursor,
             }
             turns {
                 an_open_run_is_running_for_its_claim_only_and_live_until_it_expires,
@@ -141,6 +173,7 @@ macro_rules! for_each_conformance_test {
             }
             fsck {
                 fsck_names_each_violation,
+                fsck_names_the_claim_run_and_orphan_rules_by_task,
                 a_claim_without_any_worker_is_reported_after_a_minute_and_not_before,
             }
             schema {

@@ -78,3 +78,40 @@ pub(crate) fn set_worker_pid(b: &Board, id: &str, pid: i64) {
 pub(crate) fn set_schema_version(b: &Board, version: i64) {
     b.conn().set_schema_version(version).unwrap();
 }
+
+/// Sets the claim lock of `id` and nothing else.
+pub(crate) fn set_claim_lock(b: &Board, id: &str, lock: &str) {
+    run(
+        b,
+        "UPDATE tasks SET claim_lock = ?2 WHERE id = ?1",
+        &[id, lock],
+    );
+}
+
+/// Points `id`'s `current_run_id` at the current run of `other` (`NULL` when it has none).
+pub(crate) fn borrow_current_run(b: &Board, id: &str, other: &str) {
+    run(
+        b,
+        "UPDATE tasks SET current_run_id = (SELECT o.current_run_id FROM tasks o WHERE o.id = ?2) \
+         WHERE id = ?1",
+        &[id, other],
+    );
+}
+
+/// An open run of `task_id` (which need not exist).
+pub(crate) fn insert_open_run(b: &Board, task_id: &str) {
+    run(
+        b,
+        "INSERT INTO task_runs (task_id, status, started_at) VALUES (?1, 'running', 0)",
+        &[task_id],
+    );
+}
+
+/// A comment on `task_id` (which need not exist).
+pub(crate) fn insert_comment(b: &Board, task_id: &str) {
+    run(
+        b,
+        "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, 'a', 'b', 0)",
+        &[task_id],
+    );
+}
