@@ -369,13 +369,28 @@ impl Db {
                 .prepare_cached("BEGIN IMMEDIATE")?
                 .execute([])
                 .map(drop),
-            Backend::Postgres(pg) => pg.batch("BEGIN"),
+            Backend::Postgres(pg) => pg.begin(),
         }
     }
 
     /// Commits the open transaction.
     pub(crate) fn commit(&self) -> Result<()> {
-        self.prepare_cached("COMMIT")?.execute([]).map(drop)
+        match &self.backend {
+            Backend::Sqlite(_) => self.prepare_cached("COMMIT")?.execute([]).map(drop),
+            Backend::Postgres(pg) => pg.commit(),
+        }
+    }
+
+    /// The PostgreSQL client, for the PostgreSQL backend's own steps (opening, schema, `LISTEN`);
+    /// `None` on SQLite.
+    pub(crate) fn with_postgres<R>(
+        &self,
+        f: impl FnOnce(&mut kanban_pgwire::Client) -> R,
+    ) -> Option<R> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(pg) => Some(f(&mut pg.client())),
+        }
     }
 
     /// Rolls back the open transaction, if any. A failed rollback leaves nothing more to undo;
@@ -401,8 +416,12 @@ impl Db {
     pub(crate) fn quick_check(&self) -> Result<Vec<String>> {
         match &self.backend {
             Backend::Sqlite(c) => sqlite::quick_check(c),
-            // The server checksums and checks its own pages; nothing to ask here.
-            Backend::Postgres(_) => Ok(Vec::new()),
+            // PostgreSQL has no check of its files a client can run (the server checksums its
+            // own pages): the check is that the server answers.
+            Backend::Postgres(pg) => {
+                pg.client().execute("SELECT 1", &[])?;
+                Ok(Vec::new())
+            }
         }
     }
 
@@ -427,9 +446,7 @@ impl Db {
     pub(crate) fn data_version(&self) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(c) => sqlite::data_version(c),
-            Backend::Postgres(_) => Err(Error::Unsupported(
-                "data_version (a PostgreSQL board wakes on LISTEN/NOTIFY)",
-            )),
+            Backend::Postgres(pg) => pg.data_version(),
         }
     }
 

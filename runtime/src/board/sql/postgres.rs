@@ -3,13 +3,26 @@
 //! [`Value`], SQLSTATE classification, and the engine-specific steps (`BEGIN`, the lock wait, the
 //! schema version).
 //!
-//! This is the backend's skeleton: statements, rows, transactions and errors work (tested
-//! against a throwaway server), but no board opens on it yet — a board's schema DDL for
-//! PostgreSQL, `Board::open` for a `postgres://` URL and the `LISTEN/NOTIFY` wake-up are still to
-//! come (the README's "Not built yet" says what is missing).
+//! **Writers run one at a time**, as on SQLite: [`Pg::begin`] opens a `READ COMMITTED`
+//! transaction and takes the board's transaction-scoped advisory lock ([`WRITE_LOCK`]) before
+//! the body runs. Every statement of a transition therefore sees every earlier commit (READ
+//! COMMITTED takes a fresh snapshot per statement), so the board's read-then-write transitions —
+//! a dependency promoted when its last parent completes, an idempotency key looked up before the
+//! insert, a compare-and-swap `UPDATE … WHERE status = ?` — keep exactly their SQLite outcomes;
+//! no transition needs `SERIALIZABLE` or a retry of its body. A claim waits at most for the one
+//! transaction that holds the lock (a few statements), never for a worker or for a row lock held
+//! across a transaction; the wait is bounded by `lock_timeout` ([`Pg::set_lock_wait`], the
+//! board's busy timeout), after which `BEGIN` is retried by `Board::write` like SQLite's busy.
+//!
+//! **Changes** are counted for the dispatcher: a transaction in which an `INSERT`, `UPDATE` or
+//! `DELETE` changed a row bumps the one-row [`CHANGES_TABLE`] and sends `NOTIFY` on
+//! [`CHANGE_CHANNEL`] at commit, in the same round trip as the `COMMIT` (so the notification is
+//! delivered exactly when the change is visible). [`Pg::data_version`] is that counter minus
+//! this connection's own bumps: like SQLite's `PRAGMA data_version`, it changes only when
+//! another connection committed.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -22,11 +35,26 @@ use super::{Error, ErrorKind, Result, ToSql};
 /// header: `PRAGMA user_version`).
 const VERSION_TABLE: &str = "kanban_schema_version";
 
+/// The one-row table of a PostgreSQL board's change counter (see the module docs).
+pub(crate) const CHANGES_TABLE: &str = "kanban_changes";
+
+/// The channel a PostgreSQL board's writers `NOTIFY` at commit and its watchers `LISTEN` on (a
+/// board has its database to itself, so one name serves every board).
+pub(crate) const CHANGE_CHANNEL: &str = "kanban_board_changed";
+
+/// The key of the transaction-scoped advisory lock every write transaction of a board takes
+/// first (`"KBW1"` as an integer; see the module docs).
+pub(crate) const WRITE_LOCK: i64 = 0x4B42_5731;
+
 /// A connection and the translations of the statements it has run (each common-dialect text
 /// is translated once; the wire client keeps the prepared statements).
 pub(super) struct Pg {
     client: RefCell<Client>,
     translated: RefCell<HashMap<String, Arc<str>>>,
+    /// An `INSERT`, `UPDATE` or `DELETE` of the open transaction changed a row.
+    dirty: Cell<bool>,
+    /// How many times this connection's own commits bumped the change counter.
+    own_bumps: Cell<i64>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -42,7 +70,66 @@ impl Pg {
         Pg {
             client: RefCell::new(client),
             translated: RefCell::new(HashMap::new()),
+            dirty: Cell::new(false),
+            own_bumps: Cell::new(0),
         }
+    }
+
+    /// The client, for the backend's own steps (schema, `LISTEN`, notifications).
+    pub(super) fn client(&self) -> std::cell::RefMut<'_, Client> {
+        self.client.borrow_mut()
+    }
+
+    /// Notes a change when `sql` writes and changed `n` rows.
+    fn note(&self, sql: &str, n: usize) {
+        if n > 0 && writes(sql) {
+            self.dirty.set(true);
+        }
+    }
+
+    /// `BEGIN` and the board's write lock ([`WRITE_LOCK`]). A lock not granted within
+    /// `lock_timeout` fails with [`ErrorKind::Busy`] and leaves no transaction open.
+    pub(super) fn begin(&self) -> Result<()> {
+        let mut client = self.client.borrow_mut();
+        self.dirty.set(false);
+        client.batch("BEGIN ISOLATION LEVEL READ COMMITTED")?;
+        if let Err(e) = client.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[Value::Int(WRITE_LOCK)],
+        ) {
+            if client.transaction_status() != TransactionStatus::Idle {
+                let _ = client.batch("ROLLBACK");
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// `COMMIT`; a transaction that changed a row first bumps the change counter and notifies
+    /// the board's watchers, in the same round trip.
+    pub(super) fn commit(&self) -> Result<()> {
+        let mut client = self.client.borrow_mut();
+        if self.dirty.replace(false) {
+            client.batch(&format!(
+                "UPDATE {CHANGES_TABLE} SET version = version + 1; NOTIFY {CHANGE_CHANNEL}; COMMIT"
+            ))?;
+            self.own_bumps.set(self.own_bumps.get() + 1);
+        } else {
+            client.batch("COMMIT")?;
+        }
+        Ok(())
+    }
+
+    /// The change counter minus this connection's own bumps (see the module docs).
+    pub(super) fn data_version(&self) -> Result<i64> {
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(&format!("SELECT version FROM {CHANGES_TABLE}"), &[])?;
+        let total = row
+            .and_then(|r| r.get(0).and_then(Value::as_i64))
+            .unwrap_or(0);
+        Ok(total - self.own_bumps.get())
     }
 
     /// `sql` in PostgreSQL's dialect, translated once per connection.
@@ -60,7 +147,9 @@ impl Pg {
     pub(super) fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
         let values = values(params)?;
         let n = self.client.borrow_mut().execute(sql, &values)?;
-        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        self.note(sql, n);
+        Ok(n)
     }
 
     pub(super) fn query(
@@ -69,7 +158,9 @@ impl Pg {
         params: &[&dyn ToSql],
     ) -> Result<Vec<kanban_pgwire::Row>> {
         let values = values(params)?;
-        Ok(self.client.borrow_mut().query(sql, &values)?)
+        let rows = self.client.borrow_mut().query(sql, &values)?;
+        self.note(sql, rows.len());
+        Ok(rows)
     }
 
     pub(super) fn batch(&self, sql: &str) -> Result<()> {
@@ -145,6 +236,14 @@ pub(super) fn kind(err: &kanban_pgwire::Error) -> ErrorKind {
     }
 }
 
+/// True for an `INSERT`, `UPDATE` or `DELETE` (by its first word).
+fn writes(sql: &str) -> bool {
+    let head = sql.trim_start().as_bytes();
+    ["INSERT", "UPDATE", "DELETE"]
+        .iter()
+        .any(|w| head.len() >= w.len() && head[..w.len()].eq_ignore_ascii_case(w.as_bytes()))
+}
+
 /// A parameter as the wire client sends it.
 fn value(param: &dyn ToSql) -> Result<Value> {
     let out = param.to_sql()?;
@@ -184,11 +283,19 @@ pub(super) fn value_ref(value: &Value) -> ValueRef<'_> {
 /// A statement of the common dialect in PostgreSQL's: `?N` → `$N`; `a IS b` / `a IS NOT b`
 /// (anything but `NULL`, `TRUE`, `FALSE`, `UNKNOWN`, `DISTINCT`) → `a IS NOT DISTINCT FROM b` /
 /// `a IS DISTINCT FROM b`; `json_extract(expr, '$.k1.k2')` → `(expr)::jsonb #>> '{k1,k2}'` (text,
-/// as SQLite's for a string). Quoted text (`'…'`, `"…"`) is copied as it is. Borrowed when
-/// nothing changes.
+/// as SQLite's for a string), and `json_extract(…) = N` for an integer literal `N` compares that
+/// text with `'N'` (and `'true'` / `'false'` for 1 / 0: SQLite's `json_extract` gives 1 / 0 for
+/// JSON booleans); `LIKE` → `ILIKE` (SQLite's `LIKE` ignores ASCII case). `rowid` is left as
+/// written: the PostgreSQL `tasks` table has a `rowid` identity column (insertion order, what
+/// SQLite's `rowid` of a table with a text key is), the only table the board orders by `rowid`.
+/// Quoted text (`'…'`, `"…"`) is copied as it is. Borrowed when nothing changes.
 pub(super) fn translate(sql: &str) -> Cow<'_, str> {
     let lower = sql.to_ascii_lowercase();
-    if !sql.contains('?') && !lower.contains("is") && !lower.contains("json_extract") {
+    if !sql.contains('?')
+        && !lower.contains("is")
+        && !lower.contains("json_extract")
+        && !lower.contains("like")
+    {
         return Cow::Borrowed(sql);
     }
     let chars: Vec<char> = sql.chars().collect();
@@ -215,6 +322,20 @@ pub(super) fn translate(sql: &str) -> Cow<'_, str> {
                 {
                     out.push_str(&text);
                     i = after;
+                    if let Some((literal, after)) = integer_comparison(&chars, i) {
+                        let also = match literal.as_str() {
+                            "1" => ", 'true'",
+                            "0" => ", 'false'",
+                            _ => "",
+                        };
+                        out.push_str(&format!(" IN ('{literal}'{also})"));
+                        i = after;
+                    }
+                    continue;
+                }
+                if word.eq_ignore_ascii_case("like") {
+                    out.push_str("ILIKE");
+                    i = end;
                     continue;
                 }
                 out.push_str(&word);
@@ -263,6 +384,34 @@ fn quoted_end(chars: &[char], start: usize) -> usize {
         i += 1;
     }
     chars.len()
+}
+
+/// `= <integer literal>` at or after `from` (spaces allowed): the literal and the index just past
+/// it.
+fn integer_comparison(chars: &[char], from: usize) -> Option<(String, usize)> {
+    let mut i = from;
+    while i < chars.len() && chars[i].is_whitespace() {
+        i += 1;
+    }
+    if chars.get(i) != Some(&'=') {
+        return None;
+    }
+    i += 1;
+    while i < chars.len() && chars[i].is_whitespace() {
+        i += 1;
+    }
+    let start = i;
+    if chars.get(i) == Some(&'-') {
+        i += 1;
+    }
+    let digits = i;
+    while i < chars.len() && chars[i].is_ascii_digit() {
+        i += 1;
+    }
+    if i == digits || chars.get(i).is_some_and(|c| is_word(*c) || *c == '.') {
+        return None;
+    }
+    Some((chars[start..i].iter().collect(), i))
 }
 
 fn next_non_space(chars: &[char], from: usize) -> Option<char> {
@@ -452,8 +601,12 @@ mod tests {
     #[test]
     fn transactions_versions_and_lock_waits_on_postgresql() {
         let (db, mut other) = db("sql_layer_transactions");
-        db.execute_batch("CREATE TABLE t (id bigint PRIMARY KEY, n bigint)")
-            .unwrap();
+        db.execute_batch(
+            "CREATE TABLE t (id bigint PRIMARY KEY, n bigint); \
+             CREATE TABLE kanban_changes (version bigint NOT NULL); \
+             INSERT INTO kanban_changes VALUES (0)",
+        )
+        .unwrap();
         db.execute("INSERT INTO t VALUES (1, 0)", []).unwrap();
         assert!(db.is_autocommit());
         db.begin_immediate().unwrap();
@@ -472,8 +625,38 @@ mod tests {
         db.set_schema_version(4).unwrap();
         assert_eq!(db.schema_version().unwrap(), 4);
         assert!(db.quick_check().unwrap().is_empty());
-        let err = db.data_version().unwrap_err();
-        assert!(err.to_string().contains("LISTEN/NOTIFY"), "{err}");
+        // The change counter: this connection's own commits do not move it, another's do.
+        let seen = db.data_version().unwrap();
+        db.begin_immediate().unwrap();
+        db.execute("UPDATE t SET n = 3 WHERE id = 1", []).unwrap();
+        db.commit().unwrap();
+        assert_eq!(db.data_version().unwrap(), seen);
+        other.batch("LISTEN kanban_board_changed").unwrap();
+        other
+            .batch(
+                "BEGIN; SELECT pg_advisory_xact_lock(1262638897); \
+                 UPDATE kanban_changes SET version = version + 1; COMMIT",
+            )
+            .unwrap();
+        assert_eq!(db.data_version().unwrap(), seen + 1);
+        // A transaction that changed nothing is not a change (and notifies nobody).
+        db.begin_immediate().unwrap();
+        db.execute("UPDATE t SET n = 9 WHERE id = 42", []).unwrap();
+        db.commit().unwrap();
+        assert_eq!(db.data_version().unwrap(), seen + 1);
+        db.begin_immediate().unwrap();
+        db.execute("UPDATE t SET n = 1 WHERE id = 1", []).unwrap();
+        db.commit().unwrap();
+        let note = other
+            .wait_notification(std::time::Duration::from_secs(10))
+            .unwrap()
+            .expect("the commit notified the watchers");
+        assert_eq!(note.channel, CHANGE_CHANNEL);
+        assert_eq!(
+            other.wait_notification(std::time::Duration::ZERO).unwrap(),
+            None,
+            "one change, one notification"
+        );
 
         // A row another connection holds: the lock wait runs out with a busy error.
         other.batch("BEGIN").unwrap();
@@ -491,6 +674,21 @@ mod tests {
             db.execute("UPDATE t SET n = 6 WHERE id = 1", []).unwrap(),
             1
         );
+        // Writers run one at a time: while another holds the board's write lock, `BEGIN` waits
+        // and gives up busy after the lock wait, leaving no transaction open.
+        other.batch("BEGIN").unwrap();
+        other
+            .execute(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[Value::Int(WRITE_LOCK)],
+            )
+            .unwrap();
+        let err = db.begin_immediate().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+        assert!(db.is_autocommit());
+        other.batch("COMMIT").unwrap();
+        db.begin_immediate().unwrap();
+        db.commit().unwrap();
     }
 
     #[test]
@@ -513,6 +711,22 @@ mod tests {
             ),
             "SELECT 1 FROM e WHERE ((e.payload)::jsonb #>> '{source_status}') = 'review' \
              AND ((payload)::jsonb #>> '{a,b}') IS DISTINCT FROM ((payload)::jsonb #>> '{c}')"
+        );
+        // SQLite's json_extract gives 1 / 0 for JSON true / false.
+        assert_eq!(
+            translate("AND json_extract(e.payload, '$.infrastructure') = 1)"),
+            "AND ((e.payload)::jsonb #>> '{infrastructure}') IN ('1', 'true'))"
+        );
+        assert_eq!(
+            translate(
+                "json_extract(p, '$.n') = 0 OR json_extract(p, '$.n') = -7 OR json_extract(p, '$.n') = 1.5"
+            ),
+            "((p)::jsonb #>> '{n}') IN ('0', 'false') OR ((p)::jsonb #>> '{n}') IN ('-7') \
+             OR ((p)::jsonb #>> '{n}') = 1.5"
+        );
+        assert_eq!(
+            translate("c.body LIKE '%github.com/%/pull/%' AND likes = 1"),
+            "c.body ILIKE '%github.com/%/pull/%' AND likes = 1"
         );
         // Not a path this translation knows: left for the server to refuse, never guessed.
         assert_eq!(
