@@ -107,6 +107,22 @@ pub enum BoardError {
     #[error("a board query failed")]
     Sql(#[from] super::sql::Error),
 
+    #[error("the PostgreSQL board {url} failed")]
+    Postgres {
+        /// The board's URL without its password.
+        url: String,
+        #[source]
+        source: super::sql::Error,
+    },
+
+    #[error("cannot bring the PostgreSQL board {url} to the board schema")]
+    PgSchema {
+        /// The board's URL without its password.
+        url: String,
+        #[source]
+        source: super::pg_schema::PgSchemaError,
+    },
+
     #[error("cannot {action} {path}")]
     Io {
         action: &'static str,
@@ -220,7 +236,9 @@ impl BoardError {
     /// `SQLITE_NOTADB`): the caller should stop and say so rather than retry.
     pub fn is_corrupt(&self) -> bool {
         match self {
-            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => {
+            BoardError::Sql(source)
+            | BoardError::Sqlite { source, .. }
+            | BoardError::Postgres { source, .. } => {
                 source.kind() == super::sql::ErrorKind::Corrupt
             }
             _ => false,

@@ -338,11 +338,6 @@ pub enum LocationError {
 
     #[error(transparent)]
     Config(#[from] Box<crate::config::ConfigError>),
-
-    #[error(
-        "board `{slug}` lives in PostgreSQL ({url}), and this build's board layer opens SQLite boards only; nothing was opened or changed"
-    )]
-    PostgresStoreUnavailable { slug: String, url: String },
 }
 
 impl From<LocationError> for super::BoardError {

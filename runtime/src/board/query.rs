@@ -81,10 +81,11 @@ impl Board {
 
     /// The newest `limit` events of a task (all with `None`), oldest first.
     pub fn events(&self, id: &str, limit: Option<usize>) -> Result<Vec<StoredEvent>> {
-        let limit = limit.map_or(-1, |l| l as i64);
+        // No limit is the largest one (SQLite reads a negative LIMIT as none, PostgreSQL refuses it).
+        let limit = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
         let mut stmt = self.conn().prepare_cached(&format!(
             "SELECT {EVENT_COLUMNS} FROM (SELECT {EVENT_COLUMNS} FROM task_events \
-             WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id"
+             WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) e ORDER BY id"
         ))?;
         let rows = stmt.query_map(params![id, limit], StoredEvent::from_row)?;
         Ok(rows.collect::<sql::Result<_>>()?)

@@ -186,11 +186,7 @@ impl Board {
     /// Opens the board at `location`; see [`Board::open_path`].
     pub fn open(location: &BoardLocation, options: &OpenOptions) -> Result<Board> {
         if let Some(target) = location.postgres() {
-            return Err(super::location::LocationError::PostgresStoreUnavailable {
-                slug: location.slug.clone(),
-                url: target.redacted(),
-            }
-            .into());
+            return Self::open_postgres(target, options);
         }
         let creates = options.create && !options.read_only;
         if !creates && !location.pinned && !location.db_path.exists() {
@@ -251,6 +247,27 @@ impl Board {
             board.set_journal_mode().map_err(|e| board.classify(e))?;
         }
         Ok(board)
+    }
+
+    /// A board on a connection another store module opened and brought to the board schema
+    /// (`path`: what messages name the board by; a PostgreSQL board's redacted URL).
+    pub(super) fn from_db(
+        conn: Db,
+        path: PathBuf,
+        busy_timeout: Duration,
+        read_only: bool,
+    ) -> Board {
+        Board {
+            conn,
+            path,
+            busy_timeout,
+            read_only,
+        }
+    }
+
+    /// True when the board lives in PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        self.conn.as_sqlite().is_none()
     }
 
     /// Opens (creating it and its folder) a database that is not a board, with the board's
@@ -686,7 +703,7 @@ fn open_error(path: &Path, source: impl Into<sql::Error>) -> BoardError {
 
 /// `HERMES_KANBAN_BUSY_TIMEOUT_MS` (whole milliseconds, 1 to [`MAX_BUSY_TIMEOUT_MS`]), else the
 /// default.
-fn busy_timeout_from_env() -> Result<u64> {
+pub(super) fn busy_timeout_from_env() -> Result<u64> {
     match settings::get(Setting::BusyTimeoutMs) {
         None => Ok(DEFAULT_BUSY_TIMEOUT_MS),
         Some(text) => match text.trim().parse::<u64>() {

@@ -1614,8 +1614,8 @@ pub(crate) fn assign_in(
     let applied = cas(
         tx,
         "UPDATE tasks SET assignee = ?2, \
-         consecutive_failures = CASE WHEN ?3 THEN 0 ELSE consecutive_failures END, \
-         last_failure_error = CASE WHEN ?3 THEN NULL ELSE last_failure_error END \
+         consecutive_failures = CASE WHEN ?3 <> 0 THEN 0 ELSE consecutive_failures END, \
+         last_failure_error = CASE WHEN ?3 <> 0 THEN NULL ELSE last_failure_error END \
          WHERE id = ?1 AND status = ?4 AND claim_lock IS NULL AND assignee IS ?5",
         params![id, to, changed, task.status.as_str(), task.assignee],
     )?;

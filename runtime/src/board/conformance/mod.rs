@@ -249,6 +249,66 @@ impl Store for SqliteStore {
 
 conformance_tests!(sqlite, crate::board::conformance::SqliteStore);
 
+// ---------------------------------------------------------------- PostgreSQL
+
+/// A fresh database on the test process's throwaway PostgreSQL cluster (one per board), opened
+/// as `Board::open` opens a board whose location is its URL.
+pub(crate) struct PostgresStore;
+
+impl PostgresStore {
+    /// The location of a fresh, empty database (`Board::open` makes it a board).
+    pub(crate) fn fresh_target() -> PgTarget {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let cluster = kanban_pgwire::cluster::TestCluster::shared()
+            .expect("a PostgreSQL test server (see the README's test command)");
+        let name = format!(
+            "conformance_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        cluster.create_database(&name).unwrap();
+        PgTarget::parse(
+            &cluster.url(&name),
+            crate::board::location::UrlSource::Argument("--url"),
+        )
+        .unwrap()
+    }
+}
+
+impl Store for PostgresStore {
+    fn board(&self) -> (Guard, Board) {
+        let target = Self::fresh_target();
+        let board = Board::open_postgres(&target, &OpenOptions::create()).unwrap();
+        let guard = Guard::new((), move |options| Board::open_postgres(&target, options));
+        (guard, board)
+    }
+
+    fn fail_event_insert(&self, board: &Board, task: &str, kind: &str) {
+        board
+            .conn()
+            .execute_batch(&format!(
+                "CREATE FUNCTION conformance_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 IF NEW.task_id = '{task}' AND NEW.kind = '{kind}' THEN \
+                 RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$; \
+                 CREATE TRIGGER conformance_fail BEFORE INSERT ON task_events \
+                 FOR EACH ROW EXECUTE FUNCTION conformance_fail();"
+            ))
+            .unwrap();
+    }
+
+    fn heal(&self, board: &Board) {
+        board
+            .conn()
+            .execute_batch(
+                "DROP TRIGGER conformance_fail ON task_events; DROP FUNCTION conformance_fail();",
+            )
+            .unwrap();
+    }
+}
+
+conformance_tests!(postgres, crate::board::conformance::PostgresStore);
+
 // ---------------------------------------------------------------- helpers of the tests
 
 pub(crate) fn new(title: &str) -> NewTask {

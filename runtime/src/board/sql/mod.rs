@@ -274,14 +274,8 @@ impl Db {
         )?))
     }
 
-    /// A PostgreSQL connection (the backend's skeleton: no board opens on one yet).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no board opens on PostgreSQL yet; the layer's tests drive this backend against a real server"
-        )
-    )]
+    /// A PostgreSQL connection (opened, configured and brought to the board schema by
+    /// `board::pg_store`).
     pub(crate) fn postgres(client: kanban_pgwire::Client) -> Db {
         Db {
             backend: Backend::Postgres(Box::new(postgres::Pg::new(client))),
