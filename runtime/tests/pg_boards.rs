@@ -253,23 +253,14 @@ fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
         again.stderr
     );
 
-    // Until the PostgreSQL store is part of the board layer, opening the board says so (typed,
-    // exit 1) and never creates a SQLite file in its place.
+    // The board now opens on PostgreSQL: the same tasks, the same `show --json`, and no SQLite
+    // file appears in its place.
     let list = k.run(&["list"]);
-    if list.code == 0 {
-        // The store has landed: the same tasks, the same `show --json`.
-        for (id, shown) in ids.iter().zip(&shows) {
-            assert_eq!(&k.json(&["show", id]), shown, "{id}");
-        }
-    } else {
-        assert_eq!(list.code, 1, "{}", list.stderr);
-        assert!(
-            list.stderr.contains("lives in PostgreSQL"),
-            "{}",
-            list.stderr
-        );
-        assert!(!db.exists(), "no SQLite board appeared in its place");
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    for (id, shown) in ids.iter().zip(&shows) {
+        assert_eq!(&k.json(&["show", id]), shown, "{id}");
     }
+    assert!(!db.exists(), "no SQLite board appeared in its place");
 }
 
 #[test]
@@ -508,7 +499,7 @@ fn a_board_url_in_kanban_toml_or_from_boards_create_selects_postgres() {
         run.stderr
     );
     // `boards rm`: a board kanban.toml declares is refused; a recorded one loses its folder
-    // only (once the board layer opens PostgreSQL boards; until then it is refused, saying why).
+    // only.
     std::fs::write(
         k.home().join("kanban.toml"),
         format!("[boards.ops]\nurl = \"{}\"\n", cluster.url(&b)),
@@ -522,18 +513,13 @@ fn a_board_url_in_kanban_toml_or_from_boards_create_selects_postgres() {
         run.stderr
     );
     let run = k.run(&["boards", "rm", "team"]);
-    if run.code == 0 {
-        assert!(!k.home().join("kanban/boards/team").exists());
-        assert_eq!(
-            pg_schema::schema_version(&mut cluster.connect(&a).unwrap()).unwrap(),
-            pg_schema::LATEST,
-            "the database is left as it is"
-        );
-    } else {
-        assert_eq!(run.code, 1, "{}", run.stderr);
-        assert!(run.stderr.contains("lives in PostgreSQL"), "{}", run.stderr);
-        assert!(k.home().join("kanban/boards/team/postgres.url").is_file());
-    }
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!k.home().join("kanban/boards/team").exists());
+    assert_eq!(
+        pg_schema::schema_version(&mut cluster.connect(&a).unwrap()).unwrap(),
+        pg_schema::LATEST,
+        "the database is left as it is"
+    );
     // A bad URL in kanban.toml is an error naming the file and the key.
     std::fs::write(
         k.home().join("kanban.toml"),
@@ -629,10 +615,25 @@ fn the_password_appears_in_no_output_error_or_file() {
         "migrate --to with a password",
         k.run(&["boards", "migrate", "default", "--to", &with_password]),
     );
-    // The real thing: PGPASSWORD, then everything about the migrated board.
+    // The real thing: PGPASSWORD, then everything about the migrated board (into a database of
+    // its own: `dispatch` above made the first one the `team` board).
+    let target = fresh_db("redaction_target");
+    cluster
+        .connect(&target)
+        .unwrap()
+        .batch(&format!("ALTER DATABASE {target} OWNER TO kb_secret"))
+        .unwrap();
+    let bare_target = cluster.url_for("kb_secret", &target);
     let migrated = run_env(
         &k,
-        &["--json", "boards", "migrate", "default", "--to", &bare],
+        &[
+            "--json",
+            "boards",
+            "migrate",
+            "default",
+            "--to",
+            &bare_target,
+        ],
         &[("PGPASSWORD", SECRET)],
     );
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);

@@ -115,6 +115,14 @@ pub enum BoardError {
         source: super::sql::Error,
     },
 
+    #[error(
+        "the PostgreSQL database {url} holds no kanban board and nothing was created there; create it with `kanban boards create SLUG --url URL`, `kanban boards migrate SLUG --to URL`, or a command that creates its board (`kanban init`, `kanban create`)"
+    )]
+    PgNoBoard {
+        /// The board's URL without its password.
+        url: String,
+    },
+
     #[error("cannot bring the PostgreSQL board {url} to the board schema")]
     PgSchema {
         /// The board's URL without its password.

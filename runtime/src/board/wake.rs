@@ -63,6 +63,9 @@ impl Wake {
 pub struct ChangeWatch {
     /// `None`: no file watch could be set up; only the fallback poll remains.
     inotify: Option<OwnedFd>,
+    /// A PostgreSQL board whose connection `LISTEN`s to the board's change channel (then
+    /// `inotify` is `None`).
+    listening: bool,
     /// The board file's name and its `-wal` and `-journal` companions.
     names: [OsString; 3],
     /// The `data_version` last reported (or marked) as seen.
@@ -76,6 +79,15 @@ impl Board {
     /// watch (no inotify, the limit of watches reached) it falls back to polling
     /// ([`ChangeWatch::is_notifying`] says which). The current state counts as seen.
     pub fn watch_changes(&self) -> ChangeWatch {
+        if self.is_postgres() {
+            return ChangeWatch {
+                inotify: None,
+                listening: self.conn().listen_changes().is_ok(),
+                names: Default::default(),
+                seen: self.data_version().ok(),
+                settle: 0,
+            };
+        }
         let path = self.path();
         let file = path.file_name().map(OsString::from).unwrap_or_default();
         let with = |suffix: &str| {
@@ -100,6 +112,7 @@ impl Board {
             });
         ChangeWatch {
             inotify,
+            listening: false,
             names,
             seen: self.data_version().ok(),
             settle: 0,
@@ -110,7 +123,7 @@ impl Board {
 impl ChangeWatch {
     /// Whether commits are announced by a file watch (else only the fallback poll sees them).
     pub fn is_notifying(&self) -> bool {
-        self.inotify.is_some()
+        self.inotify.is_some() || self.listening
     }
 
     /// Takes the board's current state as seen: the next [`ChangeWatch::wait`] reports only
@@ -126,7 +139,7 @@ impl ChangeWatch {
     pub fn wait(&mut self, board: &Board, timeout: Duration, poll: Duration) -> Result<Wake> {
         let deadline = Instant::now() + timeout;
         // What the watch announced before this call counts as notified too.
-        let mut notified = matches!(self.block(Duration::ZERO), Blocked::Event);
+        let mut notified = matches!(self.block(board, Duration::ZERO), Blocked::Event);
         if notified {
             self.settle = SETTLE_MS.len();
         }
@@ -160,7 +173,7 @@ impl ChangeWatch {
                 notified = false;
                 poll
             };
-            match self.block(slice.min(left)) {
+            match self.block(board, slice.min(left)) {
                 Blocked::Event => {
                     notified = true;
                     self.settle = SETTLE_MS.len();
@@ -171,8 +184,20 @@ impl ChangeWatch {
         }
     }
 
-    /// Blocks up to `timeout` on the file watch (sleeps without one); drains its events.
-    fn block(&mut self, timeout: Duration) -> Blocked {
+    /// Blocks up to `timeout` on the file watch or the board's `LISTEN` (sleeps without
+    /// either); drains its events.
+    fn block(&mut self, board: &Board, timeout: Duration) -> Blocked {
+        if self.listening {
+            return match board.conn().wait_change(timeout) {
+                Ok(true) => Blocked::Event,
+                Ok(false) => Blocked::Quiet,
+                Err(_) => {
+                    // A broken connection: the next read of `data_version` reports it.
+                    self.listening = false;
+                    Blocked::Quiet
+                }
+            };
+        }
         let Some(fd) = &self.inotify else {
             std::thread::sleep(timeout);
             return Blocked::Quiet;
@@ -301,10 +326,86 @@ mod tests {
         let mut watch = watcher.watch_changes();
         std::fs::write(dir.path().join("kanban.toml"), "# not the board\n").unwrap();
         std::fs::write(dir.path().join("kanban.db-shm-like"), "x").unwrap();
-        assert!(matches!(watch.block(Duration::ZERO), Blocked::Quiet));
+        assert!(matches!(
+            watch.block(&watcher, Duration::ZERO),
+            Blocked::Quiet
+        ));
         let journal = dir.path().join("kanban.db-journal");
         std::fs::write(&journal, "x").unwrap();
-        assert!(matches!(watch.block(Duration::ZERO), Blocked::Event));
+        assert!(matches!(
+            watch.block(&watcher, Duration::ZERO),
+            Blocked::Event
+        ));
         std::fs::remove_file(journal).unwrap();
+    }
+
+    /// Two connections to one fresh PostgreSQL board.
+    fn two_postgres_connections() -> (Board, Board) {
+        let target = crate::board::conformance::PostgresStore::fresh_target();
+        let watcher = Board::open_postgres(&target, &OpenOptions::create()).unwrap();
+        let writer = Board::open_postgres(&target, &OpenOptions::default()).unwrap();
+        (watcher, writer)
+    }
+
+    #[test]
+    fn on_postgresql_another_connection_s_commit_is_notified_and_own_commits_are_not() {
+        let (watcher, writer) = two_postgres_connections();
+        let mut watch = watcher.watch_changes();
+        assert!(watch.is_notifying());
+        create(&writer, "first");
+        assert_eq!(watch.wait(&watcher, LONG, LONG).unwrap(), Wake::Notified);
+        // The watcher's own commit is no change for it (as SQLite's data_version).
+        create(&watcher, "own");
+        assert_eq!(
+            watch
+                .wait(&watcher, Duration::from_millis(20), LONG)
+                .unwrap(),
+            Wake::TimedOut
+        );
+        // A transaction that changed nothing (a lost claim) notifies nobody.
+        let id = watcher.list_tasks(&Default::default()).unwrap()[0]
+            .id
+            .clone();
+        let spec = crate::board::ClaimSpec {
+            lock: "host:1".to_owned(),
+            ttl_seconds: 900,
+        };
+        assert!(matches!(
+            writer.claim(&id, &spec, 1_700_000_000).unwrap(),
+            crate::board::ClaimOutcome::Claimed(_)
+        ));
+        assert_eq!(watch.wait(&watcher, LONG, LONG).unwrap(), Wake::Notified);
+        assert!(matches!(
+            writer.claim(&id, &spec, 1_700_000_000).unwrap(),
+            crate::board::ClaimOutcome::Lost(_)
+        ));
+        assert_eq!(
+            watch
+                .wait(&watcher, Duration::from_millis(20), LONG)
+                .unwrap(),
+            Wake::TimedOut
+        );
+        // Marked as seen: a change already acted on is not reported again.
+        create(&writer, "second");
+        watch.mark_seen(&watcher).unwrap();
+        assert_eq!(
+            watch.wait(&watcher, Duration::ZERO, LONG).unwrap(),
+            Wake::TimedOut
+        );
+    }
+
+    #[test]
+    fn on_postgresql_without_listen_the_fallback_poll_sees_the_commit() {
+        let (watcher, writer) = two_postgres_connections();
+        let mut watch = watcher.watch_changes();
+        watch.listening = false;
+        assert!(!watch.is_notifying());
+        create(&writer, "polled");
+        assert_eq!(
+            watch
+                .wait(&watcher, LONG, Duration::from_millis(1))
+                .unwrap(),
+            Wake::Polled
+        );
     }
 }

@@ -375,15 +375,22 @@ impl Db {
         }
     }
 
-    /// The PostgreSQL client, for the PostgreSQL backend's own steps (opening, schema, `LISTEN`);
-    /// `None` on SQLite.
-    pub(crate) fn with_postgres<R>(
-        &self,
-        f: impl FnOnce(&mut kanban_pgwire::Client) -> R,
-    ) -> Option<R> {
+    /// Subscribes this connection to the board's change notifications (PostgreSQL `LISTEN`;
+    /// SQLite has none: its watch is a file watch).
+    pub(crate) fn listen_changes(&self) -> Result<()> {
         match &self.backend {
-            Backend::Sqlite(_) => None,
-            Backend::Postgres(pg) => Some(f(&mut pg.client())),
+            Backend::Sqlite(_) => Err(Error::Unsupported("change notifications")),
+            Backend::Postgres(pg) => pg.listen_changes(),
+        }
+    }
+
+    /// Waits up to `timeout` for a change notification of another connection (after
+    /// [`Db::listen_changes`]); true when one came. Notifications of this connection's own
+    /// commits are dropped.
+    pub(crate) fn wait_change(&self, timeout: std::time::Duration) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(_) => Err(Error::Unsupported("change notifications")),
+            Backend::Postgres(pg) => pg.wait_change(timeout),
         }
     }
 

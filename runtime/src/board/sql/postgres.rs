@@ -75,9 +75,28 @@ impl Pg {
         }
     }
 
-    /// The client, for the backend's own steps (schema, `LISTEN`, notifications).
+    /// The client, for the backend's own steps.
     pub(super) fn client(&self) -> std::cell::RefMut<'_, Client> {
         self.client.borrow_mut()
+    }
+
+    /// `LISTEN` on [`CHANGE_CHANNEL`].
+    pub(super) fn listen_changes(&self) -> Result<()> {
+        Ok(self.client.borrow_mut().listen(CHANGE_CHANNEL)?)
+    }
+
+    /// Waits up to `timeout` for a notification on [`CHANGE_CHANNEL`] from another connection;
+    /// drains what else is buffered. Returns at the first notification, whoever sent it.
+    pub(super) fn wait_change(&self, timeout: std::time::Duration) -> Result<bool> {
+        let mut client = self.client.borrow_mut();
+        let own = client.backend_pid();
+        let Some(first) = client.wait_notification(timeout)? else {
+            return Ok(false);
+        };
+        let rest = client.take_notifications();
+        Ok(std::iter::once(first)
+            .chain(rest)
+            .any(|n| n.channel == CHANGE_CHANNEL && n.process_id != own))
     }
 
     /// Notes a change when `sql` writes and changed `n` rows.
