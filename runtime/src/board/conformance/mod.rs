@@ -20,6 +20,7 @@ use std::any::Any;
 
 use super::*;
 
+mod admission;
 mod block;
 mod claim;
 mod complete;
@@ -179,6 +180,12 @@ macro_rules! for_each_conformance_test {
             schema {
                 reopening_is_a_no_op_and_newer_schema_is_refused,
                 body_error_rolls_back_and_nesting_is_refused,
+                a_read_only_open_reads_and_refuses_every_write,
+                another_connection_sees_each_commit_and_loses_a_claim_already_taken,
+            }
+            admission {
+                the_owner_marker_is_appended_once_under_the_current_claim,
+                a_managed_worker_binds_only_to_the_current_claim_and_learns_its_ttl,
             }
         );
     };

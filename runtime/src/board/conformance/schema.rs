@@ -39,3 +39,60 @@ pub(crate) fn body_error_rolls_back_and_nesting_is_refused(s: &dyn Store) {
     assert!(matches!(nested, Ok(Err(BoardError::NestedWrite))));
     assert!(board.conn().is_autocommit());
 }
+
+pub(crate) fn a_read_only_open_reads_and_refuses_every_write(s: &dyn Store) {
+    let (d, board) = s.board();
+    let id = create(&board, "t");
+    drop(board);
+    let ro = d.reopen(&OpenOptions::read_only()).unwrap();
+    assert!(ro.is_read_only());
+    assert_eq!(ro.list_tasks(&TaskFilter::default()).unwrap().len(), 1);
+    assert_eq!(kinds(&ro, &id), ["created"]);
+    let err = ro.create_task(&new("u"), T0).unwrap_err();
+    assert!(matches!(err, BoardError::ReadOnly { .. }), "{err}");
+    let err = ro.comment(&id, "a", "b", T0).unwrap_err();
+    assert!(matches!(err, BoardError::ReadOnly { .. }), "{err}");
+    drop(ro);
+    let rw = d.reopen(&OpenOptions::default()).unwrap();
+    assert_eq!(rw.list_tasks(&TaskFilter::default()).unwrap().len(), 1);
+    assert!(rw.comments(&id).unwrap().is_empty());
+}
+
+pub(crate) fn another_connection_sees_each_commit_and_loses_a_claim_already_taken(s: &dyn Store) {
+    let (d, a) = s.board();
+    let other = d.reopen(&OpenOptions::default()).unwrap();
+    let id = create(&a, "t");
+    let seen = other.data_version().unwrap();
+    assert_eq!(other.get_task(&id).unwrap().title, "t");
+    claim(&a, &id);
+    assert_ne!(
+        other.data_version().unwrap(),
+        seen,
+        "another connection's commit changes the data version"
+    );
+    assert!(matches!(
+        other.claim(&id, &spec("host:2"), T0).unwrap(),
+        ClaimOutcome::Lost(Refusal::WrongStatus {
+            status: Status::Running,
+            ..
+        })
+    ));
+    let free = create(&other, "free");
+    assert_eq!(status(&a, &free), Status::Ready);
+    let before = a.data_version().unwrap();
+    assert!(matches!(
+        a.claim(&free, &spec("host:1"), T0).unwrap(),
+        ClaimOutcome::Claimed(_)
+    ));
+    assert_eq!(
+        a.data_version().unwrap(),
+        before,
+        "a connection's own commit does not"
+    );
+    assert_eq!(
+        other.get_task(&free).unwrap().claim_lock.as_deref(),
+        Some("host:1")
+    );
+    assert_eq!(a.runs(&id).unwrap().len(), 1);
+    assert_clean(&other);
+}

@@ -1,0 +1,101 @@
+use super::*;
+use crate::board::admission::MarkerOutcome;
+
+fn admitted(session: &str) -> Event {
+    Event::OwnerAdmitted {
+        db: "/nonexistent/state.db".into(),
+        session_id: session.into(),
+        request_id: "r1".into(),
+        pid: 321,
+        birth: Some("boot|9".into()),
+    }
+}
+
+pub(crate) fn the_owner_marker_is_appended_once_under_the_current_claim(s: &dyn Store) {
+    let (_d, b) = s.board();
+    let id = create(&b, "t");
+    let run = claim(&b, &id).run_id;
+    let view = b.claim_view(&id, run).unwrap().unwrap();
+    assert!(view.is_current(&id, run, "host:1"));
+    assert!(!view.is_current(&id, run, "host:2"));
+    assert_eq!(view.marker, None);
+    assert_eq!(b.claim_view("t_00000000", run).unwrap(), None);
+    assert_eq!(b.owner_turn(&id, run).unwrap(), None);
+    let append = |session: &str, lock: &str| {
+        b.append_owner_marker(&id, run, lock, &admitted(session), session, T0)
+            .unwrap()
+    };
+    assert_eq!(append("s1", "host:9"), MarkerOutcome::Stale);
+    assert_eq!(kinds(&b, &id), ["created", "claimed"]);
+    assert_eq!(append("s1", "host:1"), MarkerOutcome::Appended);
+    assert_eq!(append("s1", "host:1"), MarkerOutcome::Existing);
+    assert_eq!(append("s2", "host:1"), MarkerOutcome::Foreign);
+    assert_eq!(
+        kinds(&b, &id)
+            .iter()
+            .filter(|k| *k == "owner_admitted")
+            .count(),
+        1
+    );
+    assert_eq!(
+        b.claim_view(&id, run).unwrap().unwrap().marker,
+        Some(("s1".to_owned(), "r1".to_owned()))
+    );
+    // The owner's state.db is unreadable here: its turn status is unknown, the marker is not.
+    let turn = b.owner_turn(&id, run).unwrap().unwrap();
+    assert_eq!(
+        (turn.status, turn.owner_pid, turn.owner_birth.as_deref()),
+        (None, Some(321), Some("boot|9"))
+    );
+    assert_clean(&b);
+}
+
+pub(crate) fn a_managed_worker_binds_only_to_the_current_claim_and_learns_its_ttl(s: &dyn Store) {
+    let (_d, b) = s.board();
+    let id = create(&b, "t");
+    let run = claim(&b, &id).run_id;
+    let bound = |lock: &str| Event::WorkerBound {
+        pid: 55,
+        claim_lock: lock.into(),
+        started_at: Some("boot|55".into()),
+        submitter_pid: Some(321),
+    };
+    assert_eq!(
+        b.bind_managed_worker(&id, run, "host:2", &bound("host:2"), T0)
+            .unwrap(),
+        None
+    );
+    assert_eq!(b.bound_worker(&id, run).unwrap(), None);
+    assert_eq!(
+        b.bind_managed_worker(&id, run, "host:1", &bound("host:1"), T0 + 1)
+            .unwrap(),
+        Some(Some(900))
+    );
+    assert_eq!(b.bound_worker(&id, run).unwrap(), Some(55));
+    assert_eq!(b.worker_result_for(&id, run, "host:1").unwrap(), None);
+    b.record_worker_result(
+        &WorkerResult {
+            task_id: &id,
+            run_id: Some(run),
+            pid: 55,
+            claim_lock: Some("host:1"),
+            exit_code: 3,
+            last_output: Some("out"),
+        },
+        T0 + 2,
+    )
+    .unwrap();
+    assert_eq!(
+        b.worker_result_for(&id, run, "host:1").unwrap(),
+        Some((3, Some("out".to_owned())))
+    );
+    assert_eq!(b.worker_result_for(&id, run, "host:2").unwrap(), None);
+    // Once the run is over, nobody binds to it.
+    b.reclaim(&id, None, T0 + 3).unwrap();
+    assert_eq!(
+        b.bind_managed_worker(&id, run, "host:1", &bound("host:1"), T0 + 4)
+            .unwrap(),
+        None
+    );
+    assert_clean(&b);
+}
