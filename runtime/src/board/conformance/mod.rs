@@ -9,8 +9,11 @@
 //! ([`Store::fail_event_insert`]).
 //!
 //! [`for_each_conformance_test!`] lists every test; [`conformance_tests!`] instantiates the whole
-//! list as `#[test]`s for one store (`conformance_tests!(sqlite, SqliteStore)` below). A test
-//! function missing from the list is dead code, which the lints refuse, so none is left out.
+//! list as `#[test]`s for one store: `sqlite` ([`SqliteStore`], a board file in a temporary
+//! folder) and `postgres` ([`PostgresStore`], a fresh database on the test process's shared
+//! throwaway cluster), both opened by `Board::open` on a board location, as the CLI opens a board.
+//! A test function missing from the list is dead code, which the lints refuse, so none is left
+//! out.
 //!
 //! What is not here is store-specific and stays with its store: for SQLite the file checks,
 //! pragmas, journal modes, page size, adoption of the original's board, the busy retry and the
@@ -223,15 +226,25 @@ macro_rules! instantiate {
 
 // ---------------------------------------------------------------- SQLite
 
+/// The location of board `conformance` under `root` in `store`, as `Board::open` takes it.
+fn board_location(root: &std::path::Path, store: super::location::Store) -> BoardLocation {
+    BoardLocation {
+        slug: "conformance".to_owned(),
+        db_path: paths::db_path(root, "conformance"),
+        pinned: false,
+        store,
+    }
+}
+
 /// A board file in a fresh temporary folder.
 pub(crate) struct SqliteStore;
 
 impl Store for SqliteStore {
     fn board(&self) -> (Guard, Board) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kanban.db");
-        let board = Board::open_path(&path, &OpenOptions::create()).unwrap();
-        let guard = Guard::new(dir, move |options| Board::open_path(&path, options));
+        let location = board_location(dir.path(), super::location::Store::Sqlite);
+        let board = Board::open(&location, &OpenOptions::create()).unwrap();
+        let guard = Guard::new(dir, move |options| Board::open(&location, options));
         (guard, board)
     }
 
@@ -285,9 +298,14 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn board(&self) -> (Guard, Board) {
-        let target = Self::fresh_target();
-        let board = Board::open_postgres(&target, &OpenOptions::create()).unwrap();
-        let guard = Guard::new((), move |options| Board::open_postgres(&target, options));
+        // The folder a PostgreSQL board's location still names (it holds no database file).
+        let dir = tempfile::tempdir().unwrap();
+        let location = board_location(
+            dir.path(),
+            super::location::Store::Postgres(Self::fresh_target()),
+        );
+        let board = Board::open(&location, &OpenOptions::create()).unwrap();
+        let guard = Guard::new(dir, move |options| Board::open(&location, options));
         (guard, board)
     }
 
