@@ -201,7 +201,18 @@ impl Board {
     /// Opens (and with `options.create`, creates) the board database at `path`. Before SQLite
     /// sees the path: the busy timeout is checked, anything that is not a regular file is
     /// refused, and a file that is not SQLite is refused untouched.
+    ///
+    /// A `path` that is a `postgres://` / `postgresql://` URL (a worker's `HERMES_KANBAN_DB` for
+    /// a PostgreSQL board, which every process of a run opens by that value) opens that board
+    /// instead, its password from libpq's sources (see `board::location`).
     pub fn open_path(path: &Path, options: &OpenOptions) -> Result<Board> {
+        if let Some(url) = path
+            .to_str()
+            .filter(|p| super::location::is_postgres_url(p))
+        {
+            let target = super::location::PgTarget::parse(url, super::location::UrlSource::Pinned)?;
+            return Self::open_postgres(&target, options);
+        }
         refuse_vulnerable_sqlite(path)?;
         let busy_ms = match options.busy_timeout_ms {
             Some(ms) => ms,

@@ -21,7 +21,11 @@
 //! No thread is started; waiting is one `poll(2)` on the inotify descriptor, so an idle watcher
 //! costs nothing between its fallback reads.
 //!
-//! A PostgreSQL store implements the same API with `LISTEN`/`NOTIFY`.
+//! On a PostgreSQL board the watch `LISTEN`s on the board's own connection instead of watching
+//! files: every transaction that changed a row `NOTIFY`s at its commit (see the SQL layer's
+//! PostgreSQL backend), the wait is on the connection's socket, notifications of the
+//! connection's own commits are ignored, and `data_version` (the commit counter minus the
+//! connection's own bumps) decides as for SQLite. The fallback poll stays.
 
 use std::ffi::{OsStr, OsString};
 use std::mem::MaybeUninit;

@@ -4,9 +4,9 @@
 //! store) runs through the types here — [`Db`] (a connection), [`Stmt`] (a prepared statement),
 //! [`Row`] (one result row), [`Error`] (with a classified [`ErrorKind`]) — never through a driver
 //! directly. Two backends, variants of the private `Backend` enum: SQLite (`sqlite`, over
-//! rusqlite), which every board uses, and PostgreSQL (`postgres`, over `kanban-pgwire`), a
-//! skeleton no board opens yet. A PostgreSQL board is meant to need no change to any transition,
-//! query or `fsck` rule, only its own opening, schema DDL and wake-up.
+//! rusqlite), and PostgreSQL (`postgres`, over `kanban-pgwire`), which `board::pg_store` opens
+//! for a board whose location is a `postgres://` URL. No transition, query or `fsck` rule knows
+//! which one it runs on; only opening, the schema DDL and the wake-up are each engine's own.
 //!
 //! **The value vocabulary is rusqlite's.** Parameters are anything that is [`ToSql`] (so
 //! `params![…]` and `[id]` work as before), and [`Row::get`] decodes a column with [`FromSql`],
@@ -27,8 +27,9 @@
 //!
 //! **What differs per engine stays behind a method of [`Db`]**, never in SQL a transition
 //! writes: the schema version ([`Db::schema_version`], SQLite's `PRAGMA user_version`), the change
-//! counter the dispatcher polls ([`Db::data_version`], `PRAGMA data_version`; a PostgreSQL board
-//! wakes on `LISTEN/NOTIFY` instead), the transaction verbs of `Board::write`
+//! counter the dispatcher polls ([`Db::data_version`], `PRAGMA data_version`; on PostgreSQL a
+//! counter bumped at commit, with `LISTEN/NOTIFY` through [`Db::listen_changes`] and
+//! [`Db::wait_change`]), the transaction verbs of `Board::write`
 //! ([`Db::begin_immediate`], [`Db::commit`], [`Db::rollback`]), the lock wait
 //! ([`Db::set_lock_wait`]: SQLite's busy handler, PostgreSQL's `lock_timeout`), the engine's own
 //! check ([`Db::quick_check`]). Opening a board file (pragmas, journal mode, page size) is

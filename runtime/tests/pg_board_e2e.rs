@@ -1,0 +1,267 @@
+//! End to end on a PostgreSQL board: the real `kanban` binary, real worker processes and a real
+//! (throwaway) PostgreSQL server, the board selected by `[boards.default] url` in `kanban.toml`.
+//! The CLI round trip (create, list, show, dispatch until idle, fsck), two competing
+//! dispatchers, and the claim race of 8 processes over 200 ready tasks.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary and real processes
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+
+mod dispatch_support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use dispatch_support::{Home, config};
+use kanban_pgwire::cluster::TestCluster;
+use kanban_runtime::board::{NewTask, Status, TaskFilter};
+
+/// A fresh database on the test binary's throwaway cluster; its URL.
+fn fresh_url(what: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let cluster = TestCluster::shared().expect("a PostgreSQL test server");
+    let name = format!(
+        "{what}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    cluster.create_database(&name).expect("create a database");
+    cluster.url(&name)
+}
+
+/// A home whose default board lives in a fresh PostgreSQL database.
+fn pg_home(what: &str, dispatch: &str) -> Home {
+    let url = fresh_url(what);
+    Home::new(&format!(
+        "{}\n[boards.default]\nurl = \"{url}\"\n",
+        config(dispatch)
+    ))
+}
+
+fn stdout_of(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json(home: &Home, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = home.kanban(&all).output().unwrap();
+    serde_json::from_str(&stdout_of(&out)).expect("json output")
+}
+
+#[test]
+fn the_cli_creates_lists_shows_and_dispatches_until_idle_on_a_postgres_board() {
+    let home = pg_home("cli", "max_spawn = 4");
+    let parent = stdout_of(
+        &home
+            .kanban(&["create", "first", "--assignee", "done"])
+            .output()
+            .unwrap(),
+    )
+    .trim()
+    .to_owned();
+    let child = stdout_of(
+        &home
+            .kanban(&[
+                "create",
+                "second",
+                "--assignee",
+                "done",
+                "--parent",
+                &parent,
+            ])
+            .output()
+            .unwrap(),
+    )
+    .trim()
+    .to_owned();
+    let list = json(&home, &["list"]);
+    let statuses: BTreeMap<String, String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap().to_owned(),
+                t["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(statuses[&parent], "ready");
+    assert_eq!(statuses[&child], "todo");
+    let shown = json(&home, &["show", &child]);
+    assert_eq!(shown["task"]["title"], "second", "{shown}");
+
+    let out = home.dispatch_until_idle(&[], Duration::from_secs(120));
+    let stdout = stdout_of(&out);
+    assert_eq!(stdout.matches("spawned ").count(), 2, "{stdout}");
+    for id in [&parent, &child] {
+        let shown = json(&home, &["show", id]);
+        assert_eq!(shown["task"]["status"], "done", "{id}: {shown}");
+        assert_eq!(shown["runs"].as_array().unwrap().len(), 1, "{id}");
+    }
+    // The child ran after its parent completed: event ids are a total order of commits.
+    let events = |id: &str| home.events(id);
+    let completed = events(&parent)
+        .into_iter()
+        .find(|e| e.kind == "completed")
+        .unwrap()
+        .id;
+    let claimed = events(&child)
+        .into_iter()
+        .find(|e| e.kind == "claimed")
+        .unwrap()
+        .id;
+    assert!(claimed > completed);
+    let fsck = home.kanban(&["fsck"]).output().unwrap();
+    stdout_of(&fsck);
+    // Nothing about the board is a SQLite file.
+    assert!(!home.root.join("kanban/kanban.db").exists());
+}
+
+#[test]
+fn two_dispatchers_on_a_postgres_board_never_run_two_workers_for_one_task() {
+    for round in 0..2 {
+        let home = pg_home("two", "max_spawn = 6");
+        let ids: Vec<String> = (0..24)
+            .map(|i| home.create(Home::task(&format!("r{round} t{i}"), "done", None, vec![])))
+            .collect();
+        let spawn = || {
+            home.kanban(&["dispatch", "--until-idle"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let out_a = dispatch_support::wait_output(a, Duration::from_secs(120));
+        let out_b = dispatch_support::wait_output(b, Duration::from_secs(120));
+        stdout_of(&out_a);
+        stdout_of(&out_b);
+        let board = home.board();
+        let mut spawned: HashMap<String, usize> = HashMap::new();
+        for id in &ids {
+            assert_eq!(
+                board.get_task(id).unwrap().status,
+                Status::Done,
+                "{id}: {:?} {}",
+                home.events(id),
+                String::from_utf8_lossy(&out_a.stderr)
+            );
+            assert_eq!(board.runs(id).unwrap().len(), 1, "round {round}: {id}");
+            let n = home.kinds(id).iter().filter(|k| *k == "spawned").count();
+            *spawned.entry(id.clone()).or_default() += n;
+        }
+        assert!(spawned.values().all(|n| *n == 1), "{spawned:?}");
+        assert_eq!(board.fsck().unwrap(), []);
+        assert_eq!(
+            board.list_tasks(&TaskFilter::default()).unwrap().len(),
+            ids.len()
+        );
+    }
+}
+
+const CLAIMERS: usize = 8;
+const TASKS: usize = 200;
+
+/// A deterministic per-claimer shuffle (xorshift), so each claimer walks its own order.
+fn shuffled(ids: &[String], seed: u64) -> Vec<String> {
+    let mut out = ids.to_vec();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..out.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    out
+}
+
+/// One claimer: a shell loop running `kanban claim ID --claimer wN` per id, printing
+/// "<id> <exit code>" per line.
+fn start_claimer(home: &Home, n: usize, order: &[String]) -> Child {
+    let script = format!(
+        "while read id; do \"$KANBAN\" --home \"$KHOME\" claim \"$id\" --claimer w{n} --ttl 900 \
+         >/dev/null 2>\"$KHOME/err-w{n}-$id\"; echo \"$id $?\"; done"
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KANBAN", env!("CARGO_BIN_EXE_kanban"))
+        .env("KHOME", &home.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start sh");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(order.join("\n").as_bytes())
+        .expect("feed ids");
+    stdin.write_all(b"\n").expect("feed ids");
+    drop(stdin);
+    child
+}
+
+#[test]
+fn eight_processes_claim_each_of_200_tasks_on_a_postgres_board_exactly_once() {
+    let home = pg_home("race", "");
+    let tasks: Vec<NewTask> = (0..TASKS)
+        .map(|i| NewTask {
+            title: format!("task {i}"),
+            ..NewTask::default()
+        })
+        .collect();
+    let ids: Vec<String> = home
+        .board()
+        .create_tasks(&tasks, 1_700_000_000)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    let children: Vec<Child> = (0..CLAIMERS)
+        .map(|n| start_claimer(&home, n, &shuffled(&ids, n as u64 + 1)))
+        .collect();
+    let mut winners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (n, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("claimer");
+        assert!(out.status.success(), "claimer {n} failed");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), TASKS, "claimer {n} ran every claim");
+        for line in lines {
+            let (id, code) = line.split_once(' ').expect("id code");
+            let err = || {
+                std::fs::read_to_string(home.root.join(format!("err-w{n}-{id}")))
+                    .unwrap_or_default()
+            };
+            match code {
+                "0" => winners.entry(id.to_owned()).or_default().push(n),
+                "3" => assert!(err().contains("running"), "loser {n} on {id}: {}", err()),
+                other => panic!("claimer {n} on {id} exited {other}: {}", err()),
+            }
+        }
+    }
+    assert_eq!(winners.len(), TASKS, "every task claimed");
+    let board = home.board();
+    for task in board.list_tasks(&TaskFilter::default()).unwrap() {
+        let won = &winners[&task.id];
+        assert_eq!(won.len(), 1, "{} claimed by {won:?}", task.id);
+        assert_eq!(task.status, Status::Running);
+        assert_eq!(
+            task.claim_lock.as_deref(),
+            Some(format!("w{}", won[0]).as_str())
+        );
+        assert_eq!(board.runs(&task.id).unwrap().len(), 1, "one run per task");
+    }
+    assert_eq!(board.fsck().unwrap(), []);
+}
