@@ -24,6 +24,7 @@ use std::any::Any;
 use super::*;
 
 mod admission;
+mod atomic;
 mod block;
 mod claim;
 mod complete;
@@ -185,6 +186,10 @@ macro_rules! for_each_conformance_test {
                 body_error_rolls_back_and_nesting_is_refused,
                 a_read_only_open_reads_and_refuses_every_write,
                 another_connection_sees_each_commit_and_loses_a_claim_already_taken,
+                the_change_watch_wakes_on_another_connections_commit_once,
+            }
+            atomic {
+                a_transition_whose_event_cannot_be_written_changes_nothing,
             }
             admission {
                 the_owner_marker_is_appended_once_under_the_current_claim,

@@ -96,3 +96,33 @@ pub(crate) fn another_connection_sees_each_commit_and_loses_a_claim_already_take
     assert_eq!(a.runs(&id).unwrap().len(), 1);
     assert_clean(&other);
 }
+
+pub(crate) fn the_change_watch_wakes_on_another_connections_commit_once(s: &dyn Store) {
+    use std::time::Duration;
+    const LONG: Duration = Duration::from_secs(120);
+    let (d, watcher) = s.board();
+    let writer = d.reopen(&OpenOptions::default()).unwrap();
+    let mut watch = watcher.watch_changes();
+    assert!(watch.is_notifying());
+    create(&writer, "first");
+    assert_eq!(watch.wait(&watcher, LONG, LONG).unwrap(), Wake::Notified);
+    // Reported once: nothing new since.
+    assert_eq!(
+        watch.wait(&watcher, Duration::ZERO, LONG).unwrap(),
+        Wake::TimedOut
+    );
+    create(&writer, "second");
+    watch.mark_seen(&watcher).unwrap();
+    assert_eq!(
+        watch.wait(&watcher, Duration::ZERO, LONG).unwrap(),
+        Wake::TimedOut,
+        "a change marked as seen is not reported"
+    );
+    create(&writer, "third");
+    assert!(
+        watch
+            .wait(&watcher, LONG, Duration::from_millis(1))
+            .unwrap()
+            .changed()
+    );
+}
