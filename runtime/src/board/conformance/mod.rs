@@ -143,6 +143,7 @@ macro_rules! for_each_conformance_test {
                 request_changes_needs_a_reviewers_run,
                 a_released_reviewer_run_goes_back_to_review,
                 review_reopen_takes_an_unclaimed_review_task_back_to_its_implementer,
+                a_batch_claims_a_review_task_for_its_reviewer_lane,
             }
             dispatcher {
                 a_spawn_and_the_workers_registration_are_recorded_and_fenced,

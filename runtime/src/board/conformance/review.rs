@@ -269,3 +269,51 @@ pub(crate) fn review_reopen_takes_an_unclaimed_review_task_back_to_its_implement
     ));
     assert_clean(&b);
 }
+
+pub(crate) fn a_batch_claims_a_review_task_for_its_reviewer_lane(s: &dyn Store) {
+    let (_d, b) = s.board();
+    let (id, _) = in_review(&b);
+    let ready = create(&b, "ready");
+    let picks = [
+        (id.clone(), Status::Review),
+        (ready.clone(), Status::Ready),
+        // The implementer's lane cannot take a review task.
+        (id.clone(), Status::Ready),
+    ];
+    let out = b.claim_batch(&picks, &spec("host:2"), T0 + 2).unwrap();
+    let run = match &out[0] {
+        Ok(ClaimOutcome::Claimed(c)) => c.run_id,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        matches!(&out[1], Ok(ClaimOutcome::Claimed(_))),
+        "{:?}",
+        out[1]
+    );
+    assert!(
+        matches!(
+            &out[2],
+            Ok(ClaimOutcome::Lost(Refusal::WrongStatus {
+                status: Status::Running,
+                ..
+            }))
+        ),
+        "{:?}",
+        out[2]
+    );
+    assert!(matches!(
+        last_event(&b, &id),
+        Event::Claimed {
+            source_status: Some(Status::Review),
+            ..
+        }
+    ));
+    assert_eq!(b.get_task(&id).unwrap().current_run_id, Some(run));
+    assert!(
+        b.request_changes(&id, Some(run), "again", T0 + 3)
+            .unwrap()
+            .is_done(),
+        "a batch-claimed review run is a reviewer's run"
+    );
+    assert_clean(&b);
+}
