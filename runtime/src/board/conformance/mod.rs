@@ -188,6 +188,7 @@ macro_rules! for_each_conformance_test {
                 a_read_only_open_reads_and_refuses_every_write,
                 another_connection_sees_each_commit_and_loses_a_claim_already_taken,
                 the_change_watch_wakes_on_another_connections_commit_once,
+                a_write_while_another_connection_writes_gives_up_after_the_busy_timeout,
             }
             atomic {
                 a_transition_whose_event_cannot_be_written_changes_nothing,

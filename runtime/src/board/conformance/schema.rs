@@ -126,3 +126,35 @@ pub(crate) fn the_change_watch_wakes_on_another_connections_commit_once(s: &dyn 
             .changed()
     );
 }
+
+pub(crate) fn a_write_while_another_connection_writes_gives_up_after_the_busy_timeout(
+    s: &dyn Store,
+) {
+    let (d, holder) = s.board();
+    let contender = d
+        .reopen(&OpenOptions {
+            busy_timeout_ms: Some(30),
+            ..OpenOptions::default()
+        })
+        .unwrap();
+    let id = create(&holder, "t");
+    // The contender tries to claim while the holder's write transaction is open.
+    let inner = holder
+        .write(|_tx| Ok::<_, BoardError>(contender.claim(&id, &spec("host:2"), T0)))
+        .unwrap();
+    let err = inner.unwrap_err();
+    assert!(
+        matches!(err, BoardError::Busy { timeout_ms: 30, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("30 ms"), "{err}");
+    assert!(contender.conn().is_autocommit());
+    assert_eq!(status(&contender, &id), Status::Ready);
+    assert!(contender.runs(&id).unwrap().is_empty());
+    // Once the holder committed, the same claim goes through.
+    assert!(matches!(
+        contender.claim(&id, &spec("host:2"), T0).unwrap(),
+        ClaimOutcome::Claimed(_)
+    ));
+    assert_clean(&holder);
+}
