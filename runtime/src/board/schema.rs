@@ -381,6 +381,8 @@ fn adopt_in(tx: &Tx<'_>, path: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
+/// SQLite only: the SQLite schema, its migrations, journal modes and the adoption of the
+/// original's board. The store-neutral schema behaviour is in `board::conformance`.
 mod tests {
     use std::collections::BTreeSet;
 

@@ -807,6 +807,9 @@ fn file_kind(kind: &std::fs::FileType) -> &'static str {
 }
 
 #[cfg(test)]
+/// SQLite only: opening a board file (header and special-file checks, pragmas, page size, WAL,
+/// read-only fallback by path), adoption of the original's board and the busy retry against a
+/// raw SQLite lock. What every store must do is in the conformance suite (`board::conformance`).
 mod tests {
     use super::*;
 

@@ -266,6 +266,8 @@ enum Blocked {
 }
 
 #[cfg(test)]
+/// Per store: SQLite's file watch and PostgreSQL's LISTEN, each with its own fallback poll. The
+/// store-neutral wake-up is in `board::conformance`.
 mod tests {
     use super::*;
     use crate::board::{NewTask, OpenOptions};
