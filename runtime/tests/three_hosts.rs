@@ -5,9 +5,9 @@
 //! its workers along); the others must finish every task exactly once, take the dead host's tasks
 //! over only after their claims expired, and never signal a process of another host.
 //!
-//! The board is a parameter ([`SharedBoard`]): a SQLite file today, pointed at by
-//! `HERMES_KANBAN_DB` from three separate homes; the same scenario runs against any store the
-//! dispatchers can share.
+//! The board is a parameter ([`SharedBoard`]), pointed at by `HERMES_KANBAN_DB` from three
+//! separate homes: a SQLite file, and a database on a throwaway PostgreSQL server (the URL,
+//! without password); the same scenario runs against both.
 //!
 //! The user namespace makes this work without root where the kernel allows unprivileged user
 //! namespaces; where it does not, the test fails and says why (it never skips silently).
@@ -39,6 +39,8 @@ struct SharedBoard {
     /// Environment given to every `kanban` process of every host.
     env: Vec<(String, String)>,
     open: Box<dyn Fn() -> Board>,
+    /// What must outlive the scenario (a PostgreSQL server of its own).
+    _keep: Option<Box<dyn std::any::Any>>,
 }
 
 impl SharedBoard {
@@ -51,6 +53,31 @@ impl SharedBoard {
         SharedBoard {
             env: vec![("HERMES_KANBAN_DB".into(), path.display().to_string())],
             open: Box::new(move || Board::open_path(&db, &OpenOptions::default()).unwrap()),
+            _keep: None,
+        }
+    }
+
+    /// A database on a throwaway PostgreSQL server of its own, reached over TCP on 127.0.0.1:
+    /// a host's user namespace maps no user the server's socket folder belongs to, so the
+    /// hosts could not enter it (the network namespace is shared, so 127.0.0.1 is the same).
+    fn postgres() -> SharedBoard {
+        let cluster = kanban_pgwire::cluster::TestCluster::builder()
+            .tcp(true)
+            .start()
+            .expect("a PostgreSQL test server (see the README's test command)");
+        let name = "three_hosts";
+        cluster.create_database(name).unwrap();
+        let url = cluster
+            .tcp_url_for("postgres", name)
+            .expect("the server listens on TCP");
+        drop(Board::open_path(Path::new(&url), &OpenOptions::create()).unwrap());
+        let db = url.clone();
+        SharedBoard {
+            env: vec![("HERMES_KANBAN_DB".into(), url)],
+            open: Box::new(move || {
+                Board::open_path(Path::new(&db), &OpenOptions::default()).unwrap()
+            }),
+            _keep: Some(Box::new(cluster)),
         }
     }
 }
@@ -235,6 +262,13 @@ fn wait_until(what: &str, limit: Duration, hosts: &[Host], mut cond: impl FnMut(
 fn three_hosts_share_one_sqlite_board_and_survive_the_death_of_one() {
     let dir = tempfile::tempdir().unwrap();
     let board = SharedBoard::sqlite(dir.path());
+    three_hosts(dir.path(), &board);
+}
+
+#[test]
+fn three_hosts_share_one_postgres_board_and_survive_the_death_of_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = SharedBoard::postgres();
     three_hosts(dir.path(), &board);
 }
 

@@ -189,6 +189,18 @@ struct OpSamples {
 /// every figure has a baseline taken seconds apart, under the same load.
 fn board_ops(dir: &Path, bare: &Bare) -> anyhow::Result<OpSamples> {
     let board = Board::open_path(&dir.join("ops.db"), &OpenOptions::create())?;
+    ops_rounds(&board, |s| {
+        s.bare.push(bare.uncached(BATCH)?);
+        s.bare_cached.push(bare.cached(BATCH)?);
+        Ok(())
+    })
+}
+
+/// The rounds of [`board_ops`] on `board`, each after `bare` took its baseline samples.
+fn ops_rounds(
+    board: &Board,
+    mut bare: impl FnMut(&mut OpSamples) -> anyhow::Result<()>,
+) -> anyhow::Result<OpSamples> {
     let t = now();
     let spec = ClaimSpec {
         lock: "bench:1".to_owned(),
@@ -196,8 +208,7 @@ fn board_ops(dir: &Path, bare: &Bare) -> anyhow::Result<OpSamples> {
     };
     let mut s = OpSamples::default();
     for round in 0..SAMPLES {
-        s.bare.push(bare.uncached(BATCH)?);
-        s.bare_cached.push(bare.cached(BATCH)?);
+        bare(&mut s)?;
 
         let start = Instant::now();
         let mut ids = Vec::with_capacity(BATCH);
@@ -287,6 +298,118 @@ fn board_ops(dir: &Path, bare: &Bare) -> anyhow::Result<OpSamples> {
         }
     }
     Ok(s)
+}
+
+/// The PostgreSQL rows' server: started by the bench with durable commits (fsync,
+/// `synchronous_commit`, full-page writes at their defaults), on a Unix socket.
+fn pg_cluster() -> anyhow::Result<kanban_pgwire::cluster::TestCluster> {
+    kanban_pgwire::cluster::TestCluster::builder()
+        .fsync(true)
+        .start()
+        .context("start the PostgreSQL bench server")
+}
+
+/// A bare PostgreSQL table on the same server: `BEGIN; UPDATE one row; COMMIT`, one connection,
+/// the statement prepared once (the wire client's cache), as the board's statements are.
+struct PgBare {
+    client: kanban_pgwire::Client,
+}
+
+impl PgBare {
+    fn open(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result<PgBare> {
+        cluster.create_database("bench_bare")?;
+        let mut client = cluster.connect("bench_bare")?;
+        client.batch(
+            "CREATE TABLE t (id bigint PRIMARY KEY, v bigint NOT NULL); \
+             INSERT INTO t SELECT g, 0 FROM generate_series(0, 99) g",
+        )?;
+        Ok(PgBare { client })
+    }
+
+    /// `n` commits of one row each (µs per commit).
+    fn commits(&mut self, n: usize) -> anyhow::Result<f64> {
+        let start = Instant::now();
+        for i in 0..n {
+            self.client.batch("BEGIN")?;
+            self.client.execute(
+                "UPDATE t SET v = v + 1 WHERE id = $1",
+                &[kanban_pgwire::Value::Int((i % BATCH) as i64)],
+            )?;
+            self.client.batch("COMMIT")?;
+        }
+        Ok(us_per_op(n, start.elapsed()))
+    }
+}
+
+/// The board operations on a PostgreSQL board, round by round after the bare PostgreSQL loop
+/// (its samples in `bare` and `bare_cached` alike).
+fn pg_board_ops(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result<OpSamples> {
+    let mut bare = PgBare::open(cluster)?;
+    cluster.create_database("bench_ops")?;
+    let board = Board::open_path(Path::new(&cluster.url("bench_ops")), &OpenOptions::create())?;
+    ops_rounds(&board, |s| {
+        let us = bare.commits(BATCH)?;
+        s.bare.push(us);
+        s.bare_cached.push(us);
+        Ok(())
+    })
+}
+
+/// 200 tasks on builtin:complete, two `dispatch --until-idle` (max_spawn 4 each) on one
+/// PostgreSQL board: tasks/s (one long measurement).
+fn pg_end_to_end(
+    bin: &Path,
+    home: &Path,
+    cluster: &kanban_pgwire::cluster::TestCluster,
+) -> anyhow::Result<f64> {
+    cluster.create_database("bench_e2e")?;
+    write_home(home, 4, "")?;
+    let text = std::fs::read_to_string(home.join("kanban.toml"))?;
+    std::fs::write(
+        home.join("kanban.toml"),
+        format!(
+            "{text}\n[boards.default]\nurl = \"{}\"\n",
+            cluster.url("bench_e2e")
+        ),
+    )?;
+    let board = Board::open(
+        &board::paths::resolve(home, Some("default"))?,
+        &OpenOptions::create(),
+    )?;
+    board.create_tasks(
+        &(0..200)
+            .map(|i| NewTask {
+                title: format!("pg e2e {i}"),
+                ..NewTask::default()
+            })
+            .collect::<Vec<_>>(),
+        now(),
+    )?;
+    let begin = Instant::now();
+    let spawn = || {
+        kanban(bin, home)
+            .args(["dispatch", "--until-idle"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    let (a, b) = (spawn()?, spawn()?);
+    let (out_a, out_b) = (a.wait_with_output()?, b.wait_with_output()?);
+    let elapsed = begin.elapsed();
+    for out in [&out_a, &out_b] {
+        ensure!(
+            out.status.success(),
+            "dispatch --until-idle on the PostgreSQL board failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let done = board
+        .list_tasks(&Default::default())?
+        .iter()
+        .filter(|t| t.status == Status::Done)
+        .count();
+    ensure!(done == 200, "only {done} of 200 tasks done on PostgreSQL");
+    Ok(200.0 / elapsed.as_secs_f64())
 }
 
 fn vm_hwm_kib(pid: &str) -> anyhow::Result<u64> {
@@ -999,6 +1122,13 @@ fn run() -> anyhow::Result<()> {
     if ops_only {
         return print_table(&rows, out, json_out);
     }
+    progress!(
+        "bench: PostgreSQL board create/claim/heartbeat/complete (a server started here, fsync on), two dispatchers end to end…"
+    );
+    pg_rows(&mut rows, dir.path())?;
+    if args.iter().any(|a| a == "--pg-only") {
+        return print_table(&rows, out, json_out);
+    }
     progress!("bench: recompute_ready and ticks on 10 000- and 100 000-task boards…");
     let ticks = tick_bench(dir.path(), &bare)?;
     let commit = "one bare commit, cached";
@@ -1176,6 +1306,75 @@ fn run() -> anyhow::Result<()> {
     });
 
     print_table(&rows, out, json_out)
+}
+
+/// The PostgreSQL rows: each board operation against the bare `UPDATE` loop on the same server
+/// (interleaved round by round), and end-to-end tasks/s with two dispatchers.
+fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
+    let cluster = pg_cluster()?;
+    let ops = pg_board_ops(&cluster)?;
+    let bare = stats("PostgreSQL bare loop", ops.bare.clone())?;
+    let rate = |us: f64| 1e6 / us;
+    let rate_text = |s: Stats| format!("p50 {:.0}, p90 {:.0}", rate(s.p50), rate(s.p90));
+    rows.push(Row {
+        measure: format!("PostgreSQL: bare `UPDATE one row` commits / s ({BATCH} per sample)"),
+        samples: format!("n = {}", bare.n),
+        value: rate_text(bare),
+        baseline: "—".to_owned(),
+        ratio: "—".to_owned(),
+        json: serde_json::json!({
+            "measure": "PostgreSQL bare commits", "value": stats_json(bare, "µs per commit"),
+        }),
+    });
+    for (name, how, samples) in [
+        ("create", "one transaction each", &ops.create),
+        (
+            "claim, batched (`Board::claim_batch`)",
+            "all in one transaction",
+            &ops.claim_batched,
+        ),
+        (
+            "claim, single (`Board::claim`)",
+            "one transaction each",
+            &ops.claim,
+        ),
+        ("heartbeat", "one transaction each", &ops.heartbeat),
+        ("complete", "one transaction each", &ops.complete),
+    ] {
+        let v = stats(name, samples.clone())?;
+        let r = ratios(name, &ops.bare, samples)?;
+        rows.push(Row {
+            measure: format!("PostgreSQL: {name} / s ({BATCH} per sample, {how})"),
+            samples: format!("n = {}, interleaved", v.n),
+            value: rate_text(v),
+            baseline: format!(
+                "{:.0} (bare PostgreSQL loop p50, same rounds)",
+                rate(bare.p50)
+            ),
+            ratio: format!("{:.2}× (p50 of per-round ratios)", r.p50),
+            json: serde_json::json!({
+                "measure": format!("PostgreSQL {name} per second"),
+                "value": stats_json(v, "µs per operation"),
+                "baseline": { "name": "bare PostgreSQL loop", "stats": stats_json(bare, "µs per commit") },
+                "ratio": stats_json(r, "× the bare rate"),
+            }),
+        });
+    }
+    let bin = kanban_bin()?;
+    let e2e = pg_end_to_end(&bin, &dir.join("pg-e2e"), &cluster)?;
+    rows.push(Row {
+        measure: "PostgreSQL: end to end tasks/s (200 × builtin:complete, two dispatchers, max_spawn 4 each)"
+            .to_owned(),
+        samples: "one measurement (200 tasks, two `dispatch --until-idle`)".to_owned(),
+        value: format!("{e2e:.0}"),
+        baseline: format!("{:.0} bare PostgreSQL commits/s (p50)", rate(bare.p50)),
+        ratio: format!("{:.3}× bare commits", e2e / rate(bare.p50)),
+        json: serde_json::json!({
+            "measure": "PostgreSQL end to end tasks per second, two dispatchers", "samples": 1,
+            "value": e2e,
+        }),
+    });
+    Ok(())
 }
 
 /// Prints the table, and writes it to `out` and the rows as JSON to `json_out` when given.

@@ -111,11 +111,10 @@ impl Pg {
     pub(super) fn begin(&self) -> Result<()> {
         let mut client = self.client.borrow_mut();
         self.dirty.set(false);
-        client.batch("BEGIN ISOLATION LEVEL READ COMMITTED")?;
-        if let Err(e) = client.execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[Value::Int(WRITE_LOCK)],
-        ) {
+        // One round trip for both.
+        if let Err(e) = client.batch(&format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+        )) {
             if client.transaction_status() != TransactionStatus::Idle {
                 let _ = client.batch("ROLLBACK");
             }
