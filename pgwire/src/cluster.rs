@@ -11,7 +11,8 @@
 //!    Not root and missing: a clear error (tests fail, they never skip);
 //! 3. creates a fresh directory under the temporary directory, runs `initdb` (superuser
 //!    `postgres`, trust on the socket, UTF-8, C locale) and starts the server with
-//!    `listen_addresses = ''`: a Unix socket in that directory, no TCP (unless
+//!    `listen_addresses = ''`: a Unix socket in that directory (mode `0711`: searchable, not
+//!    listable, by other users), no TCP (unless
 //!    [`TestClusterBuilder::tcp`] asks for `127.0.0.1` on a free port). The server refuses to run
 //!    as root, so as root `initdb` and `pg_ctl` run as `nobody` (through `setpriv`, else
 //!    `runuser`) in a directory owned by `nobody`; otherwise as the current user;
@@ -689,7 +690,11 @@ impl Runner {
     }
 }
 
-/// Creates `<base>/kanban-pg-<pid>-<n>`, private to the cluster's user.
+/// Creates `<base>/kanban-pg-<pid>-<n>`, owned by the cluster's user, mode `0711`: others can
+/// reach the socket by its name but not list the folder (the data directory inside stays `0700`,
+/// as the server demands). A client in a user namespace whose root is the real root (`unshare
+/// --user --map-root-user` run as root) has no capability over `nobody`'s files, so a `0700`
+/// folder would hide the socket from it.
 fn make_dir(base: &Path, runner: &Runner) -> Result<PathBuf> {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     for _ in 0..100 {
@@ -698,7 +703,7 @@ fn make_dir(base: &Path, runner: &Runner) -> Result<PathBuf> {
         match fs::create_dir(&dir) {
             Ok(()) => {
                 let setup = || -> std::io::Result<()> {
-                    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+                    fs::set_permissions(&dir, fs::Permissions::from_mode(0o711))?;
                     if let Some((uid, gid)) = runner.owner() {
                         std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
                     }

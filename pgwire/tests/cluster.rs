@@ -13,6 +13,12 @@ fn a_cluster_serves_on_its_socket_only_and_is_removed_on_drop() {
         .expect("the test cluster starts");
     let dir = cluster.dir().to_path_buf();
     assert!(dir.join(".s.PGSQL.5432").exists());
+    // Other users (a client in a user namespace too) reach the socket by name; the data stays
+    // private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o711);
+    assert_eq!(mode(&dir.join("data")), 0o700);
     let mut c = cluster.connect("postgres").unwrap();
     let settings: Vec<String> = c
         .query(

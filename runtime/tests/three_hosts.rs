@@ -6,11 +6,20 @@
 //! over only after their claims expired, and never signal a process of another host.
 //!
 //! The board is a parameter ([`SharedBoard`]), pointed at by `HERMES_KANBAN_DB` from three
-//! separate homes: a SQLite file, and a database on a throwaway PostgreSQL server (the URL,
-//! without password); the same scenario runs against both.
+//! separate homes: a SQLite file, or a fresh database of the throwaway PostgreSQL server
+//! (`kanban_pgwire::cluster::TestCluster`) reached through its Unix socket. The same scenario
+//! runs against both.
+//!
+//! Each home has its own dispatch (tick) lock file, `<home>/kanban.db.dispatch.lock`: on SQLite
+//! the three hosts' ticks still take turns (SQLite's write lock on the one file), on PostgreSQL
+//! nothing serialises them but the board's compare-and-swap transitions, which is what makes the
+//! PostgreSQL case the real test of "two hosts never run two workers for one task".
 //!
 //! The user namespace makes this work without root where the kernel allows unprivileged user
-//! namespaces; where it does not, the test fails and says why (it never skips silently).
+//! namespaces; where it does not, the test fails and says why (it never skips silently). Run as
+//! root, the namespace's root is the real root without its capabilities over files of unmapped
+//! users: the PostgreSQL server's socket folder (owned by `nobody` then) must be searchable by
+//! others, which `TestCluster` makes it.
 
 // Test code drives the real binary and real processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -25,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dispatch_support::config;
+use kanban_pgwire::cluster::TestCluster;
 use kanban_runtime::board::{self, Board, NewTask, OpenOptions, Status, TaskFilter};
 
 const HOSTS: [&str; 3] = ["kanban-host-a", "kanban-host-b", "kanban-host-c"];
@@ -39,8 +49,6 @@ struct SharedBoard {
     /// Environment given to every `kanban` process of every host.
     env: Vec<(String, String)>,
     open: Box<dyn Fn() -> Board>,
-    /// What must outlive the scenario (a PostgreSQL server of its own).
-    _keep: Option<Box<dyn std::any::Any>>,
 }
 
 impl SharedBoard {
@@ -53,23 +61,19 @@ impl SharedBoard {
         SharedBoard {
             env: vec![("HERMES_KANBAN_DB".into(), path.display().to_string())],
             open: Box::new(move || Board::open_path(&db, &OpenOptions::default()).unwrap()),
-            _keep: None,
         }
     }
 
-    /// A database on a throwaway PostgreSQL server of its own, reached over TCP on 127.0.0.1:
-    /// a host's user namespace maps no user the server's socket folder belongs to, so the
-    /// hosts could not enter it (the network namespace is shared, so 127.0.0.1 is the same).
+    /// A fresh database of the test server, by its Unix-socket URL (no password: trust on the
+    /// socket). The test creates the board schema; the hosts join it. The socket folder is
+    /// searchable by every user, so the hosts' user namespaces reach it (the mount namespace
+    /// of `--mount-proc` is a copy: the folder is there).
     fn postgres() -> SharedBoard {
-        let cluster = kanban_pgwire::cluster::TestCluster::builder()
-            .tcp(true)
-            .start()
-            .expect("a PostgreSQL test server (see the README's test command)");
-        let name = "three_hosts";
-        cluster.create_database(name).unwrap();
-        let url = cluster
-            .tcp_url_for("postgres", name)
-            .expect("the server listens on TCP");
+        let cluster = TestCluster::shared()
+            .expect("a PostgreSQL test server (see the README's Testing section)");
+        let name = format!("three_hosts_{}", std::process::id());
+        cluster.create_database(&name).unwrap();
+        let url = cluster.url(&name);
         drop(Board::open_path(Path::new(&url), &OpenOptions::create()).unwrap());
         let db = url.clone();
         SharedBoard {
@@ -77,7 +81,6 @@ impl SharedBoard {
             open: Box::new(move || {
                 Board::open_path(Path::new(&db), &OpenOptions::default()).unwrap()
             }),
-            _keep: Some(Box::new(cluster)),
         }
     }
 }
@@ -105,6 +108,8 @@ struct Host {
     /// The `unshare` process (outside the namespaces); its only child is the namespace's init,
     /// the dispatcher itself.
     unshare: Child,
+    /// Until the test signals it, the dispatcher must keep running.
+    signalled: bool,
 }
 
 impl Host {
@@ -150,6 +155,7 @@ impl Host {
             name,
             home,
             unshare,
+            signalled: false,
         }
     }
 
@@ -183,6 +189,7 @@ impl Host {
 
     fn signal(&mut self, signal: &str) {
         let init = self.init_pid();
+        self.signalled = true;
         let status = Command::new("kill")
             .args([signal, &init.to_string()])
             .status()
@@ -243,11 +250,20 @@ fn count(board: &Board, status: Status) -> usize {
         .count()
 }
 
-/// Polls `cond` every 50 ms until it holds, failing after `limit` with the hosts' output.
-fn wait_until(what: &str, limit: Duration, hosts: &[Host], mut cond: impl FnMut() -> bool) {
+/// Polls `cond` every 50 ms until it holds, failing after `limit`, or as soon as a dispatcher
+/// the test did not signal has ended, with the hosts' output.
+fn wait_until(what: &str, limit: Duration, hosts: &mut [Host], mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !cond() {
-        if Instant::now() >= deadline {
+        let ended = hosts
+            .iter_mut()
+            .filter(|h| !h.signalled)
+            .find_map(|h| h.unshare.try_wait().unwrap().map(|_| h.name));
+        if Instant::now() >= deadline || ended.is_some() {
+            let what = match ended {
+                Some(name) => format!("{what} (the dispatcher of {name} ended)"),
+                None => what.to_owned(),
+            };
             let outputs: Vec<String> = hosts
                 .iter()
                 .map(|h| format!("--- {} ---\n{}", h.name, h.output()))
@@ -296,6 +312,7 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
         ids.push(board.create_task(&task, now()).unwrap().id);
     }
 
+    let start = Instant::now();
     let mut hosts: Vec<Host> = HOSTS
         .iter()
         .map(|name| Host::start(name, dir, shared))
@@ -310,7 +327,7 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
     wait_until(
         "a third of the tasks done with workers running on the first host",
         Duration::from_secs(60),
-        &hosts,
+        &mut hosts,
         || {
             let tasks = all_tasks(&board);
             let done = tasks.iter().filter(|t| t.status == Status::Done).count();
@@ -326,6 +343,7 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
     );
     hosts[0].signal("-KILL");
     let killed_at = now();
+    let kill_time = start.elapsed();
     hosts[0].wait(Duration::from_secs(20));
     // What the victim held when it died (its claims now wait for their expiry).
     let orphaned: BTreeMap<String, i64> = all_tasks(&board)
@@ -346,9 +364,10 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
     wait_until(
         "every task done by the two surviving hosts",
         Duration::from_secs(120),
-        &hosts,
+        &mut hosts,
         || count(&board, Status::Done) == TASKS,
     );
+    let done_time = start.elapsed();
     for host in &mut hosts[1..] {
         host.signal("-TERM");
     }
@@ -481,7 +500,8 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
     eprintln!(
         "three hosts: {TASKS} tasks, completed per host {completed_by:?}, {} claims orphaned by \
          the kill, {taken_over} taken over after expiry ({after_heartbeat} after a heartbeat), \
-         {shared_pids} pids used on both live hosts",
+         {shared_pids} pids used on both live hosts; killed at {kill_time:.1?}, all done at \
+         {done_time:.1?}",
         orphaned.len()
     );
 }

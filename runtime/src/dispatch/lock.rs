@@ -1,6 +1,15 @@
 //! The per-board tick lock: `<db>.dispatch.lock`, a non-blocking exclusive `flock`. A dispatcher
 //! that cannot take it skips the tick (`skipped_locked`); it never waits, so two dispatchers on one
 //! board never run a tick at the same time, and a crashed holder releases it with its descriptor.
+//!
+//! A PostgreSQL board has no database file, so its lock is the file where its SQLite database
+//! would be (`<root>/kanban.db.dispatch.lock` for `default`, `<root>/kanban/boards/<slug>/…`):
+//! a local file of the home, taken by the dispatchers of that home on this host. Dispatchers of
+//! other hosts (other homes) share no lock with it and tick concurrently; that is safe because
+//! every transition of a tick is a compare-and-swap on the board (a claim is won by one
+//! dispatcher, a stale row makes a write refuse), and a dispatcher judges and signals only the
+//! workers whose claim lock names its own host. `runtime/tests/three_hosts.rs` runs three hosts
+//! that way on one PostgreSQL board.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
