@@ -265,3 +265,69 @@ fn eight_processes_claim_each_of_200_tasks_on_a_postgres_board_exactly_once() {
     }
     assert_eq!(board.fsck().unwrap(), []);
 }
+
+#[test]
+fn a_dispatcher_whose_postgres_connection_was_ended_reconnects_and_goes_on() {
+    let home = pg_home("reconnect", "max_spawn = 2");
+    let url = std::fs::read_to_string(home.root.join("kanban.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("url = \"")
+                .map(|u| u.trim_end_matches('"').to_owned())
+        })
+        .unwrap();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let first = stdout_of(
+        &home
+            .kanban(&["create", "before", "--assignee", "done"])
+            .output()
+            .unwrap(),
+    )
+    .trim()
+    .to_owned();
+    let dispatcher = home
+        .kanban(&["dispatch", "--interval", "0.2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status_of = |id: &str| json(&home, &["show", id])["task"]["status"].clone();
+    let wait_done = |id: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while status_of(id) != "done" {
+            assert!(std::time::Instant::now() < deadline, "{id} not done");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_done(&first);
+    // The server ends every other connection to the board's database (as a restart would).
+    let cluster = TestCluster::shared().unwrap();
+    let mut admin = cluster.connect("postgres").unwrap();
+    let ended = admin
+        .query(
+            &format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}' \
+                 AND pid <> pg_backend_pid()"
+            ),
+            &[],
+        )
+        .unwrap();
+    assert!(!ended.is_empty(), "the dispatcher had no connection to end");
+    let second = stdout_of(
+        &home
+            .kanban(&["create", "after", "--assignee", "done"])
+            .output()
+            .unwrap(),
+    )
+    .trim()
+    .to_owned();
+    wait_done(&second);
+    dispatch_support::kill("-TERM", i64::from(dispatcher.id()));
+    let out = dispatcher.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // The lost connection was seen (a failed tick) and the dispatcher came back by itself.
+    assert!(err.contains("tick failing"), "{err}");
+    assert!(err.contains("recovered"), "{err}");
+}

@@ -129,6 +129,8 @@ impl Host {
             "--pid",
             "--fork",
             "--mount-proc",
+            // A test that fails midway leaves no dispatcher behind (unshare's end kills it).
+            "--kill-child",
             "--",
             "sh",
             "-c",

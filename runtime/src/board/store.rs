@@ -276,6 +276,13 @@ impl Board {
         }
     }
 
+    /// True when the board's connection is gone for good: a PostgreSQL connection that the
+    /// server or the network ended (every later statement fails at once). Open the board again.
+    /// Never true for a SQLite board.
+    pub fn connection_lost(&self) -> bool {
+        self.conn.connection_lost()
+    }
+
     /// True when the board lives in PostgreSQL.
     pub fn is_postgres(&self) -> bool {
         self.conn.as_sqlite().is_none()

@@ -14,14 +14,16 @@
 //! stops the daemon: it retries with a capped exponential backoff ([`backoff`]: 250 ms doubling
 //! to [`MAX_BACKOFF`]) and reports its health once per change — [`Health::Failing`] when ticks
 //! start failing (or fail differently), [`Health::Recovered`] when one succeeds again — so a
-//! long outage is one line, not one per tick, and the daemon resumes by itself. Only
+//! long outage is one line, not one per tick, and the daemon resumes by itself (a PostgreSQL
+//! board whose connection ended — a server restart, a network cut — is opened again after the
+//! backoff, [`Board::connection_lost`]). Only
 //! `--until-idle` (a script waiting for an answer) gives up, after [`MAX_FAILED_TICKS`] in a row.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::board::{Board, ChangeWatch, Wake};
+use crate::board::{Board, ChangeWatch, OpenOptions, Wake};
 use crate::clock::Clock;
 
 use super::lock::TickLock;
@@ -192,6 +194,14 @@ pub fn run(
                 workers.poll_exited();
                 if sleep_unless_stopped(retry_in, &options.stop) {
                     return Ok(());
+                }
+                // A PostgreSQL board whose connection ended (a server restart, a network cut)
+                // is opened again; until that works the next tick fails the same way.
+                if board.connection_lost()
+                    && let Ok(fresh) = Board::open(&settings.location, &OpenOptions::default())
+                {
+                    *board = fresh;
+                    watch = board.watch_changes();
                 }
                 continue;
             }

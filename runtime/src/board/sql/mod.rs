@@ -283,6 +283,15 @@ impl Db {
         }
     }
 
+    /// True when the connection is gone for good (a PostgreSQL connection the server or the
+    /// network ended); a SQLite connection never is.
+    pub(crate) fn connection_lost(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(_) => false,
+            Backend::Postgres(pg) => pg.is_closed(),
+        }
+    }
+
     /// The SQLite connection, for the SQLite backend's own steps (pragmas, checkpoints, the busy
     /// handler); `None` on another engine.
     pub(crate) fn as_sqlite(&self) -> Option<&rusqlite::Connection> {

@@ -80,6 +80,11 @@ impl Pg {
         self.client.borrow_mut()
     }
 
+    /// True once the connection ended (an I/O or protocol error, the server closing it).
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.borrow().is_closed()
+    }
+
     /// `LISTEN` on [`CHANGE_CHANNEL`].
     pub(super) fn listen_changes(&self) -> Result<()> {
         Ok(self.client.borrow_mut().listen(CHANGE_CHANNEL)?)
