@@ -331,3 +331,57 @@ fn a_dispatcher_whose_postgres_connection_was_ended_reconnects_and_goes_on() {
     assert!(err.contains("tick failing"), "{err}");
     assert!(err.contains("recovered"), "{err}");
 }
+
+#[test]
+fn the_host_wide_cap_counts_this_hosts_running_tasks_on_a_postgres_board() {
+    // A SQLite default board and a PostgreSQL board `team` in one home; at most 3 running
+    // tasks on this host across both.
+    let url = fresh_url("hostcap");
+    let home = Home::new(&config("max_spawn = 8\nmax_in_progress = 3"));
+    stdout_of(
+        &home
+            .kanban(&["boards", "create", "team", "--url", &url])
+            .output()
+            .unwrap(),
+    );
+    let team_task = |title: &str| {
+        stdout_of(
+            &home
+                .kanban(&["--board", "team", "create", title])
+                .output()
+                .unwrap(),
+        )
+        .trim()
+        .to_owned()
+    };
+    let (a, b, c) = (team_task("a"), team_task("b"), team_task("c"));
+    // Two claims of this host (the default claim lock names it), one of another host.
+    for id in [&a, &b] {
+        stdout_of(
+            &home
+                .kanban(&["--board", "team", "claim", id])
+                .output()
+                .unwrap(),
+        );
+    }
+    stdout_of(
+        &home
+            .kanban(&["--board", "team", "claim", &c, "--claimer", "elsewhere:7"])
+            .output()
+            .unwrap(),
+    );
+    for i in 0..5 {
+        stdout_of(
+            &home
+                .kanban(&["create", &format!("local {i}"), "--assignee", "done"])
+                .output()
+                .unwrap(),
+        );
+    }
+    let report = json(&home, &["dispatch", "--dry-run"]);
+    assert_eq!(report["budget"], 1, "{report}");
+    assert_eq!(report["spawned"].as_array().unwrap().len(), 1, "{report}");
+    // The PostgreSQL board's own dispatcher counts its two and nothing of the other host.
+    let report = json(&home, &["--board", "team", "dispatch", "--dry-run"]);
+    assert_eq!(report["budget"], 1, "{report}");
+}

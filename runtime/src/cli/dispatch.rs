@@ -91,16 +91,23 @@ pub(crate) fn settings_for(globals: &Globals) -> anyhow::Result<(Settings, Confi
     let location = board::paths::resolve(&root, globals.board.as_deref())?;
     let config = Config::load(&root)?;
     let mut settings = Settings::new(root.clone(), location.clone(), &config)?;
+    // The host-wide cap counts this host's running tasks on every other board of this home,
+    // SQLite or PostgreSQL.
     settings.other_boards = board::paths::list_boards(&root)
         .unwrap_or_default()
         .into_iter()
-        // The host-wide cap counts the SQLite boards of this home (a PostgreSQL board's workers
-        // are counted by its own dispatcher).
-        .filter(|b| b.postgres().is_none())
-        .map(|b| b.db_path)
-        .filter(|p| *p != location.db_path)
+        .filter(|b| !same_board(b, &location))
         .collect();
     Ok((settings, config))
+}
+
+/// Whether two locations name one board: one SQLite file, or one PostgreSQL database.
+fn same_board(a: &board::BoardLocation, b: &board::BoardLocation) -> bool {
+    match (a.postgres(), b.postgres()) {
+        (None, None) => a.db_path == b.db_path,
+        (Some(x), Some(y)) => x.redacted_eq(y),
+        _ => false,
+    }
 }
 
 fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {

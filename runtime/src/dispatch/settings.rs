@@ -47,8 +47,9 @@ pub struct Settings {
     pub max_spawn: u32,
     /// Running workers on this host across boards (`None` = unlimited).
     pub max_in_progress: Option<u32>,
-    /// Other boards on this host counted against `max_in_progress`.
-    pub other_boards: Vec<PathBuf>,
+    /// The other boards of this home, whose tasks claimed on this host (claim lock
+    /// `"<hostname>:…"`) count against `max_in_progress`: SQLite and PostgreSQL boards alike.
+    pub other_boards: Vec<BoardLocation>,
     pub failure_limit: i64,
     pub claim_ttl_seconds: i64,
     pub crash_grace_seconds: i64,

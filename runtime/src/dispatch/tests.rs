@@ -529,7 +529,7 @@ fn max_in_progress_caps_spawns_across_the_boards_of_this_host() {
         other_board.claim(&busy, &spec, T0).unwrap(),
         board::ClaimOutcome::Claimed(_)
     ));
-    e.settings.other_boards = vec![other.db_path.clone()];
+    e.settings.other_boards = vec![other.clone()];
     e.settings.max_in_progress = Some(3);
     for i in 0..5 {
         e.create(&format!("t{i}"), 0, vec![]);

@@ -1087,9 +1087,10 @@ impl Tick<'_> {
                     .max(0),
             )
             .unwrap_or(u32::MAX);
-            for path in &self.settings.other_boards {
-                // Fail open per board: an unreadable neighbour does not stop this one.
-                if let Ok(other) = Board::open_path(path, &board::OpenOptions::default())
+            for location in &self.settings.other_boards {
+                // Fail open per board: an unreadable (or unreachable) neighbour does not stop
+                // this one. A PostgreSQL neighbour costs one connection per tick here.
+                if let Ok(other) = Board::open(location, &board::OpenOptions::default())
                     && let Ok(n) = other.running_on_host(&self.settings.host_prefix)
                 {
                     total = total.saturating_add(u32::try_from(n.max(0)).unwrap_or(u32::MAX));
