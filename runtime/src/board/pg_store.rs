@@ -120,3 +120,97 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
     }
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::conformance::PostgresStore;
+
+    fn show(board: &Board, setting: &str) -> String {
+        board
+            .conn()
+            .query_row(&format!("SHOW {setting}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_database_without_a_board_is_made_one_only_by_an_open_that_creates() {
+        let target = PostgresStore::fresh_target();
+        for options in [OpenOptions::default(), OpenOptions::read_only()] {
+            let err = Board::open_postgres(&target, &options).unwrap_err();
+            assert!(matches!(err, BoardError::PgNoBoard { .. }), "{err}");
+            assert!(err.to_string().contains(&target.redacted()), "{err}");
+        }
+        let mut client = kanban_pgwire::Client::connect(target.config()).unwrap();
+        assert_eq!(pg_schema::schema_version(&mut client).unwrap(), 0);
+        let board = Board::open_postgres(&target, &OpenOptions::create()).unwrap();
+        assert!(board.is_postgres());
+        assert_eq!(board.path(), std::path::Path::new(&target.redacted()));
+        assert_eq!(
+            pg_schema::schema_version(&mut client).unwrap(),
+            pg_schema::LATEST
+        );
+        // Open again without create: the board is there; nothing is migrated twice.
+        drop(Board::open_postgres(&target, &OpenOptions::default()).unwrap());
+    }
+
+    #[test]
+    fn durability_busy_timeout_and_read_only_become_session_settings() {
+        let target = PostgresStore::fresh_target();
+        let full = Board::open_postgres(
+            &target,
+            &OpenOptions {
+                create: true,
+                busy_timeout_ms: Some(1500),
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(show(&full, "synchronous_commit"), "on");
+        assert_eq!(show(&full, "lock_timeout"), "1500ms");
+        assert_eq!(show(&full, "default_transaction_read_only"), "off");
+        let normal = Board::open_postgres(
+            &target,
+            &OpenOptions {
+                durability: Durability::Normal,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(show(&normal, "synchronous_commit"), "off");
+        let reader = Board::open_postgres(&target, &OpenOptions::read_only()).unwrap();
+        assert_eq!(show(&reader, "default_transaction_read_only"), "on");
+        // A write through the read-only board is refused before it reaches the server, and
+        // one that reaches it anyway is refused by the server as read-only.
+        let new = crate::board::NewTask {
+            title: "t".to_owned(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            reader.create_task(&new, 1).unwrap_err(),
+            BoardError::ReadOnly { .. }
+        ));
+        reader.conn().begin_immediate().unwrap();
+        let err = reader
+            .conn()
+            .execute("DELETE FROM task_links", [])
+            .unwrap_err();
+        assert_eq!(err.kind(), crate::board::sql::ErrorKind::ReadOnly, "{err}");
+        reader.conn().rollback();
+        assert!(full.list_tasks(&Default::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unreachable_server_is_an_error_naming_the_board_without_its_password() {
+        let target = PgTarget::parse(
+            "postgres://kanban:Sekr1t-xyz@%2Fnonexistent%2Fkanban-socket/board",
+            crate::board::location::UrlSource::Argument("--url"),
+        )
+        .unwrap();
+        let err = Board::open_postgres(&target, &OpenOptions::create()).unwrap_err();
+        let chain = crate::error_chain(&err);
+        assert!(chain.contains("kanban@"), "{chain}");
+        assert!(!chain.contains("Sekr1t-xyz"), "{chain}");
+        assert!(matches!(err, BoardError::Postgres { .. }), "{chain}");
+    }
+}
