@@ -184,6 +184,8 @@ fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
         "every table has rows"
     );
     let shows: Vec<serde_json::Value> = ids.iter().map(|id| k.json(&["show", id])).collect();
+    // The list's order too (tasks of one second and one priority in creation order).
+    let listed = k.json(&["list", "--all"]);
 
     let name = fresh_db("migrate_all");
     let url = cluster().url(&name);
@@ -260,6 +262,7 @@ fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
     for (id, shown) in ids.iter().zip(&shows) {
         assert_eq!(&k.json(&["show", id]), shown, "{id}");
     }
+    assert_eq!(k.json(&["list", "--all"]), listed);
     assert!(!db.exists(), "no SQLite board appeared in its place");
 }
 

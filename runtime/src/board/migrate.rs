@@ -439,10 +439,12 @@ fn copy_table(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    let order = if table == "task_links" {
-        "parent_id, child_id"
-    } else {
-        "id"
+    // Tasks in SQLite's insertion order (`rowid`): the PostgreSQL `tasks.rowid` identity is
+    // handed out in copy order, and the board orders same-second tasks by it.
+    let order = match table {
+        "task_links" => "parent_id, child_id",
+        "tasks" => "rowid",
+        _ => "id",
     };
     let mut stmt = conn
         .prepare(&format!("SELECT {list} FROM {table} ORDER BY {order}"))
