@@ -492,14 +492,11 @@ pub(crate) fn append_event(
     now: i64,
 ) -> Result<i64> {
     let (kind, payload) = event.encode()?;
-    Ok(tx
-        .prepare_cached(
-            "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-        )?
-        .query_row(sql::params![task_id, run_id, kind, payload, now], |r| {
-            r.get(0)
-        })?)
+    Ok(tx.insert_returning_id(
+        "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+        sql::params![task_id, run_id, kind, payload, now],
+    )?)
 }
 
 #[cfg(test)]

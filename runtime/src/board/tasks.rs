@@ -225,9 +225,9 @@ fn exec(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
-/// Runs an `INSERT … RETURNING id` through the statement cache; returns the new row's id.
+/// Runs an `INSERT … RETURNING id` (see [`sql::Db::insert_returning_id`]); returns the new id.
 pub(crate) fn insert_returning_id(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<i64> {
-    Ok(tx.prepare_cached(sql)?.query_row(params, |r| r.get(0))?)
+    Ok(tx.insert_returning_id(sql, params)?)
 }
 
 /// Runs an `UPDATE` that must change exactly one row.

@@ -567,12 +567,11 @@ impl Store {
             };
             // No row back: the occurrence already has its ledger row.
             let Some(fire_id) = tx
-                .query_row(
+                .insert_returning_id(
                     "INSERT INTO fires (job_id, occurrence, owner, started_at, status) \
                      VALUES (?1, ?2, ?3, ?4, 'running') ON CONFLICT (job_id, occurrence) DO NOTHING \
                      RETURNING id",
                     params![id, occurrence, owner, now],
-                    |r| r.get::<_, i64>(0),
                 )
                 .optional()?
             else {

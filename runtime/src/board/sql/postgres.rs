@@ -593,6 +593,12 @@ mod tests {
             .optional()
             .unwrap();
         assert_eq!(again, None);
+        let returning =
+            "INSERT INTO t (name, n) VALUES (?1, 4) ON CONFLICT DO NOTHING RETURNING id";
+        let c = db.insert_returning_id(returning, ["c"]).unwrap();
+        assert!(c > b, "{c}");
+        let err = db.insert_returning_id(returning, ["c"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NoRows);
         let err = db
             .execute("INSERT INTO t (name, n) VALUES (?1, 3)", ["a"])
             .unwrap_err();
@@ -600,7 +606,7 @@ mod tests {
         assert_eq!(
             db.execute("UPDATE t SET n = n + 1 WHERE n >= ?1", [1])
                 .unwrap(),
-            2
+            3
         );
         let err = db
             .query_row("SELECT name FROM t WHERE id = ?1", [99], |r| {
