@@ -9,9 +9,9 @@
 //! COMMITTED takes a fresh snapshot per statement), so the board's read-then-write transitions —
 //! a dependency promoted when its last parent completes, an idempotency key looked up before the
 //! insert, a compare-and-swap `UPDATE … WHERE status = ?` — keep exactly their SQLite outcomes;
-//! no transition needs `SERIALIZABLE` or a retry of its body. A claim waits at most for the one
-//! transaction that holds the lock (a few statements), never for a worker or for a row lock held
-//! across a transaction; the wait is bounded by `lock_timeout` ([`Pg::set_lock_wait`], the
+//! no transition needs `SERIALIZABLE` or a retry of its body. A claim waits only for the write
+//! transactions queued ahead of it on the lock (each a few statements, no user code inside),
+//! never for a worker or for a row lock held across a transaction; the wait is bounded by `lock_timeout` ([`Pg::set_lock_wait`], the
 //! board's busy timeout), after which `BEGIN` is retried by `Board::write` like SQLite's busy.
 //!
 //! **Changes** are counted for the dispatcher: a transaction in which an `INSERT`, `UPDATE` or
