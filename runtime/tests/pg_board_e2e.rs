@@ -385,3 +385,59 @@ fn the_host_wide_cap_counts_this_hosts_running_tasks_on_a_postgres_board() {
     let report = json(&home, &["--board", "team", "dispatch", "--dry-run"]);
     assert_eq!(report["budget"], 1, "{report}");
 }
+
+#[test]
+fn eight_processes_creating_on_a_fresh_postgres_database_share_one_schema() {
+    for round in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = fresh_url(&format!("fresh{round}"));
+        std::fs::write(
+            dir.path().join("kanban.toml"),
+            format!("[boards.default]\nurl = \"{url}\"\n"),
+        )
+        .unwrap();
+        let children: Vec<Child> = (0..CLAIMERS)
+            .map(|n| {
+                Command::new(env!("CARGO_BIN_EXE_kanban"))
+                    .arg("--home")
+                    .arg(dir.path())
+                    .args(["create", &format!("task {n}")])
+                    .env_remove("HERMES_KANBAN_DB")
+                    .env_remove("HERMES_KANBAN_BOARD")
+                    .env_remove("HERMES_KANBAN_HOME")
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start kanban")
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().expect("kanban create");
+            assert!(
+                out.status.success(),
+                "round {round}: a concurrent first create failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let mut client = TestCluster::shared()
+            .unwrap()
+            .connect(url.rsplit('/').next().unwrap())
+            .unwrap();
+        let n = client
+            .query_one("SELECT COUNT(*) FROM tasks", &[])
+            .unwrap()
+            .get(0)
+            .and_then(kanban_pgwire::Value::as_i64);
+        assert_eq!(n, Some(CLAIMERS as i64), "round {round}");
+        let version = client
+            .query_one("SELECT version FROM kanban_schema_version", &[])
+            .unwrap()
+            .get(0)
+            .and_then(kanban_pgwire::Value::as_i64);
+        assert_eq!(
+            version,
+            Some(kanban_runtime::board::pg_schema::LATEST),
+            "round {round}"
+        );
+    }
+}

@@ -108,17 +108,36 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
             supported: pg_schema::LATEST,
         });
     }
-    client.batch("BEGIN").map_err(failed)?;
-    let outcome = pg_schema::migrate(client)
-        .map_err(|e| match e {
-            pg_schema::PgSchemaError::TooNew { found } => too_new(found),
-            other => schema(other),
-        })
-        .and_then(|_| client.batch("COMMIT").map_err(failed));
+    // The schema's advisory lock is taken for the session first and the transaction begun after
+    // it is granted: a transaction's start is where the server applies other sessions' catalog
+    // changes to this one's caches, so a process that waited here while another created the
+    // tables sees them (inside a transaction begun before the wait, its cached "no such table"
+    // from the check above would stand, and it would create them again). `migrate` takes the
+    // same key for the transaction, which this session already holds.
+    client
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[kanban_pgwire::Value::Int(pg_schema::ADVISORY_LOCK)],
+        )
+        .map_err(failed)?;
+    let outcome = client.batch("BEGIN").map_err(failed).and_then(|()| {
+        pg_schema::migrate(client)
+            .map_err(|e| match e {
+                pg_schema::PgSchemaError::TooNew { found } => too_new(found),
+                other => schema(other),
+            })
+            .and_then(|_| client.batch("COMMIT").map_err(failed))
+    });
     if outcome.is_err() && client.transaction_status() != kanban_pgwire::TransactionStatus::Idle {
         let _ = client.batch("ROLLBACK");
     }
-    outcome
+    let unlocked = client
+        .execute(
+            "SELECT pg_advisory_unlock($1)",
+            &[kanban_pgwire::Value::Int(pg_schema::ADVISORY_LOCK)],
+        )
+        .map_err(failed);
+    outcome.and(unlocked.map(drop))
 }
 
 #[cfg(test)]
