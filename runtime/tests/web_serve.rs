@@ -238,3 +238,74 @@ fn every_board_of_the_home_is_served_unless_one_is_named() {
     let run = k.run(&["serve", "--board", "../x", "--listen", "127.0.0.1:0"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
 }
+
+#[test]
+fn a_postgres_board_of_the_home_is_served_and_its_changes_are_announced() {
+    use std::io::{BufRead, BufReader, Write};
+    let cluster = kanban_pgwire::cluster::TestCluster::shared()
+        .expect("a PostgreSQL test server (see the README's Testing section)");
+    let db = format!("web_serve_{}", std::process::id());
+    cluster.create_database(&db).unwrap();
+    let k = kanban();
+    k.ok(&["boards", "create", "team", "--url", &cluster.url(&db)]);
+    let shared = k.create("on the postgres board", &["--board", "team"]);
+    k.create("on the sqlite board", &[]);
+    let serve = Serve::start(&k, &[]);
+    let page = get(serve.addr, "/?board=team", "");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("on the postgres board"), "{}", page.body);
+    assert!(!page.body.contains("on the sqlite board"));
+    assert!(
+        page.body.contains("href=\"/?board=default\""),
+        "no board switcher"
+    );
+    let task = get(serve.addr, &format!("/task/{shared}?board=team"), "");
+    assert_eq!(task.status, 200);
+    assert!(task.body.contains("on the postgres board"));
+    let health = get(serve.addr, "/health", "");
+    assert!(health.body.contains("board default") && health.body.contains("board team"));
+
+    // The board's watcher sees another process's commit.
+    let mut stream = std::net::TcpStream::connect(serve.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+        .write_all(b"GET /events?board=team HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    // Reads until a line starting with `what`; fails after 60 s (keep-alive comments arrive
+    // every 15 s, so a stream that announces nothing does not hang the test).
+    let mut until = |what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut line = String::new();
+        while !line.starts_with(what) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no `{what}` on the event stream"
+            );
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+        }
+    };
+    until(": connected");
+    k.ok(&["--board", "team", "complete", &shared]);
+    until("event: board");
+    // The server ends the watcher's connection (as a restart would): it opens the board again
+    // and still announces the next change.
+    let mut admin = cluster.connect("postgres").unwrap();
+    let ended = admin
+        .query(
+            &format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}' \
+                 AND pid <> pg_backend_pid()"
+            ),
+            &[],
+        )
+        .unwrap();
+    assert!(!ended.is_empty(), "the watcher had no connection to end");
+    k.create("after the cut", &["--board", "team"]);
+    until("event: board");
+    let page = get(serve.addr, "/?board=team", "");
+    assert!(page.body.contains("after the cut"), "{}", page.body);
+}

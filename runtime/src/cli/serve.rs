@@ -2,10 +2,12 @@
 //!
 //! This file implements [`kanban_web::Source`] with the board's read API: every board is opened
 //! read-only ([`OpenOptions::read_only`]) per page, so the view can change nothing; each board's
-//! change watcher keeps its own read-only connection and reads `PRAGMA data_version`
-//! ([`Board::data_version`]), the signal the dispatcher wakes on. Threads start only through
-//! [`identity::spawn`]. Which boards: every board of the home (the resolved board first), or only
-//! the one given with the global `--board SLUG`.
+//! change watcher keeps its own read-only connection and reads its change counter
+//! ([`Board::data_version`]: SQLite's `PRAGMA data_version`, or a PostgreSQL board's counter of
+//! other connections' commits), the signal the dispatcher wakes on; a PostgreSQL watcher whose
+//! connection ended opens the board again. Threads start only through [`identity::spawn`].
+//! Which boards: every board of the home, SQLite and PostgreSQL (the resolved board first), or
+//! only the one given with the global `--board SLUG`.
 
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::net::SocketAddr;
@@ -103,7 +105,7 @@ fn served_boards(root: &Path, flag: Option<&str>) -> anyhow::Result<Vec<BoardLoc
     }
     let mut boards = vec![current.clone()];
     for b in paths::list_boards(root)? {
-        if b.slug != current.slug && b.db_path.is_file() {
+        if b.slug != current.slug && b.exists() {
             boards.push(b);
         }
     }
@@ -403,6 +405,7 @@ impl kanban_web::Source for HomeSource {
         let board = self.open(location)?;
         Ok(Some(Box::new(BoardWatcher {
             board,
+            location: location.clone(),
             root: self.root.clone(),
             slug: slug.to_owned(),
             seen: None,
@@ -421,6 +424,7 @@ impl kanban_web::Source for HomeSource {
 /// One board's change watcher: its own read-only connection (`data_version` is per connection).
 struct BoardWatcher {
     board: Board,
+    location: BoardLocation,
     root: PathBuf,
     slug: String,
     /// The version the list of open runs was read at.
@@ -431,6 +435,13 @@ struct BoardWatcher {
 
 impl kanban_web::Watcher for BoardWatcher {
     fn version(&mut self) -> Result<i64, SourceError> {
+        // A PostgreSQL connection the server or the network ended: open the board again (the
+        // counter lives in the database, so the new connection reads on where the old one
+        // stopped).
+        if self.board.connection_lost() {
+            self.board = Board::open(&self.location, &OpenOptions::read_only())
+                .map_err(|e| failure_chain(&e))?;
+        }
         self.board.data_version().map_err(|e| failure_chain(&e))
     }
 
