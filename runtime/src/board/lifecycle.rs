@@ -916,7 +916,7 @@ impl Board {
         if picks.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(|tx| {
+        self.write_claim(|tx| {
             let mut outcomes = Vec::with_capacity(picks.len());
             for (id, lane) in picks {
                 exec(tx, "SAVEPOINT claim_batch_item", [])?;

@@ -173,8 +173,7 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
 /// implicit `rowid` gives the board's `ORDER BY … rowid` (a copied board gets it in copy order).
 /// Neither is in [`TABLES`]: `boards migrate` copies neither.
 pub const EXTRAS: &str = r#"
-CREATE TABLE IF NOT EXISTS kanban_changes (version BIGINT NOT NULL);
-INSERT INTO kanban_changes (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM kanban_changes);
+CREATE SEQUENCE IF NOT EXISTS kanban_change_seq;
 DO $$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
                    AND table_name = 'tasks' AND column_name = 'rowid') THEN
@@ -184,7 +183,7 @@ END $$;
 "#;
 
 /// True (1) when the connected database has [`EXTRAS`].
-pub const HAS_EXTRAS: &str = "SELECT to_regclass('kanban_changes') IS NOT NULL AND EXISTS (\
+pub const HAS_EXTRAS: &str = "SELECT to_regclass('kanban_change_seq') IS NOT NULL AND EXISTS (\
     SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() \
     AND table_name = 'tasks' AND column_name = 'rowid')";
 

@@ -219,6 +219,112 @@ mod tests {
         assert!(full.list_tasks(&Default::default()).unwrap().is_empty());
     }
 
+    /// A claim takes neither the board's write lock nor waits for a row: while another
+    /// connection holds an open transaction with the write lock and one task's row, claims of
+    /// other tasks complete (had they waited, the open transaction would never end: it ends
+    /// only after them, so a claim that waited would fail busy after a minute), and the claim
+    /// of the held row is lost at once. A transition other than a claim still waits for the
+    /// row.
+    #[test]
+    fn a_claim_neither_waits_for_the_write_lock_nor_for_a_row_another_holds() {
+        use crate::board::{ClaimOutcome, ClaimSpec, Refusal, Status};
+        let target = PostgresStore::fresh_target();
+        let options = OpenOptions {
+            create: true,
+            busy_timeout_ms: Some(60_000),
+            ..OpenOptions::default()
+        };
+        let board = Board::open_postgres(&target, &options).unwrap();
+        let ids: Vec<String> = (0..4)
+            .map(|i| {
+                let new = crate::board::NewTask {
+                    title: format!("t{i}"),
+                    ..Default::default()
+                };
+                board.create_task(&new, 1).unwrap().id
+            })
+            .collect();
+        let watcher = Board::open_postgres(&target, &OpenOptions::default()).unwrap();
+        let seen = watcher.data_version().unwrap();
+        let mut other = kanban_pgwire::Client::connect(target.config()).unwrap();
+        other.batch("BEGIN").unwrap();
+        other
+            .execute(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[kanban_pgwire::Value::Int(
+                    crate::board::sql::POSTGRES_WRITE_LOCK,
+                )],
+            )
+            .unwrap();
+        other
+            .execute(
+                "UPDATE tasks SET priority = priority WHERE id = $1",
+                &[kanban_pgwire::Value::Text(ids[0].clone())],
+            )
+            .unwrap();
+        let spec = ClaimSpec {
+            lock: "host:1".to_owned(),
+            ttl_seconds: 60,
+        };
+        let claimed = board.claim(&ids[1], &spec, 2).unwrap();
+        assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+        let lost = board.claim(&ids[0], &spec, 2).unwrap();
+        assert!(
+            matches!(lost, ClaimOutcome::Lost(Refusal::Raced { ref task_id }) if *task_id == ids[0]),
+            "{lost:?}"
+        );
+        let batch = board
+            .claim_batch(
+                &[
+                    (ids[0].clone(), Status::Ready),
+                    (ids[2].clone(), Status::Ready),
+                ],
+                &spec,
+                2,
+            )
+            .unwrap();
+        assert!(
+            matches!(batch[0], Ok(ClaimOutcome::Lost(Refusal::Raced { .. }))),
+            "{batch:?}"
+        );
+        assert!(matches!(batch[1], Ok(ClaimOutcome::Claimed(_))), "{batch:?}");
+        // An unknown task is still an error, not a lost claim.
+        let err = board.claim("t_00000000", &spec, 2).unwrap_err();
+        assert!(matches!(err, BoardError::TaskNotFound { .. }), "{err}");
+        // Another connection's claims moved the change counter; the held row is unchanged.
+        assert_ne!(watcher.data_version().unwrap(), seen);
+        assert_eq!(watcher.get_task(&ids[0]).unwrap().status, Status::Ready);
+        other.batch("COMMIT").unwrap();
+
+        // Any other transition reads its task with the row locked: while a transaction holds
+        // the row, it waits (here until its short lock wait runs out) and changes nothing.
+        let impatient = Board::open_postgres(
+            &target,
+            &OpenOptions {
+                busy_timeout_ms: Some(100),
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        other.batch("BEGIN").unwrap();
+        other
+            .execute(
+                "SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE",
+                &[kanban_pgwire::Value::Text(ids[3].clone())],
+            )
+            .unwrap();
+        let err = impatient.archive(&ids[3], 3).unwrap_err();
+        assert!(
+            crate::error_chain(&err).contains("lock"),
+            "{}",
+            crate::error_chain(&err)
+        );
+        other.batch("ROLLBACK").unwrap();
+        assert_eq!(board.get_task(&ids[3]).unwrap().status, Status::Ready);
+        let claimed = board.claim(&ids[0], &spec, 4).unwrap();
+        assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+    }
+
     #[test]
     fn an_unreachable_server_is_an_error_naming_the_board_without_its_password() {
         let target = PgTarget::parse(

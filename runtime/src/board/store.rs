@@ -547,6 +547,23 @@ impl Board {
     where
         E: From<BoardError>,
     {
+        self.write_with(Db::begin_immediate, body)
+    }
+
+    /// [`Board::write`] for claims: the transaction begins with [`Db::begin_claim`] (on
+    /// PostgreSQL without the board's write lock; the claim locks its task's row instead).
+    pub(crate) fn write_claim<T>(&self, body: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.write_with(Db::begin_claim, body)
+    }
+
+    fn write_with<T, E>(
+        &self,
+        begin: fn(&Db) -> sql::Result<()>,
+        body: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<BoardError>,
+    {
         if self.read_only {
             return Err(BoardError::ReadOnly {
                 path: self.path.clone(),
@@ -556,7 +573,7 @@ impl Board {
         if !self.conn.is_autocommit() {
             return Err(BoardError::NestedWrite.into());
         }
-        self.retry_busy("begin a write transaction", Db::begin_immediate)?;
+        self.retry_busy("begin a write transaction", begin)?;
         let tx = Tx { conn: &self.conn };
         match body(&tx) {
             Ok(value) => {

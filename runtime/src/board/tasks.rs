@@ -26,7 +26,7 @@
 //! * `reopen` sends a done task back and invalidates every descendant in
 //!   `ready`/`review`/`running`/`done`; like `archive`, it signals nothing.
 
-use super::sql::{self, Db, OptionalExtension, params};
+use super::sql::{self, Db, OptionalExtension, RowLock, params};
 
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
@@ -140,12 +140,24 @@ fn summary_line(text: &str) -> String {
 }
 
 /// Loads a task or fails with [`BoardError::TaskNotFound`].
+///
+/// Inside a PostgreSQL write transaction the row is locked (`FOR UPDATE`, waiting for a claim
+/// that holds it): every transition reads its task first, so it decides on the row as the
+/// claim left it, as SQLite's one writer at a time would (see the SQL layer's PostgreSQL
+/// backend).
 pub(crate) fn load_task(conn: &Db, id: &str) -> Result<Task> {
     // Built once: every transition reads its task first, and formatting the long statement on
     // each call showed in the profile of `complete`.
     static SQL: std::sync::LazyLock<String> =
         std::sync::LazyLock::new(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"));
-    conn.prepare_cached(&SQL)?
+    static LOCKED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let sql: &str = match conn.row_lock(RowLock::Wait) {
+        None => &SQL,
+        Some(lock) => {
+            LOCKED.get_or_init(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1{lock}"))
+        }
+    };
+    conn.prepare_cached(sql)?
         .query_row([id], Task::from_row)
         .optional()?
         .ok_or_else(|| BoardError::TaskNotFound { id: id.to_owned() })
@@ -521,6 +533,29 @@ fn claim_from_in(
     now: i64,
 ) -> Result<ClaimOutcome> {
     check_seconds("the claim TTL", spec.ttl_seconds)?;
+    // PostgreSQL: lock the task's row first without waiting. A row another transaction holds
+    // (another claim, a transition of the task in flight) is a lost claim, never waited for;
+    // once held, nothing else changes the row before this transaction ends.
+    if let Some(skip) = tx.row_lock(RowLock::Skip) {
+        let held = tx
+            .prepare_cached(&format!("SELECT 1 FROM tasks WHERE id = ?1{skip}"))?
+            .query_row([id], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !held {
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+                .query_row([id], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !exists {
+                return Err(BoardError::TaskNotFound { id: id.to_owned() });
+            }
+            return Ok(ClaimOutcome::Lost(Refusal::Raced {
+                task_id: id.to_owned(),
+            }));
+        }
+    }
     let task = load_task(tx, id)?;
     if task.status != source || task.claim_lock.is_some() {
         return Ok(ClaimOutcome::Lost(Refusal::WrongStatus {
@@ -587,7 +622,8 @@ fn claim_from_in(
         params![id, spec.lock, expires, now, run_id, source.as_str()],
     )?;
     if !won {
-        // Unreachable under the write lock after the checks above; undo the run all the same.
+        // Unreachable under the write lock (SQLite) or the row lock (PostgreSQL) after the
+        // checks above; undo the run all the same.
         exec(tx, "DELETE FROM task_runs WHERE id = ?1", [run_id])?;
         return Ok(ClaimOutcome::Lost(Refusal::Raced {
             task_id: id.to_owned(),
@@ -1878,7 +1914,7 @@ impl Board {
     /// Claims a ready task: parent gate (demotes to `todo` when a parent reopened), CAS
     /// `ready → running`, a new run, `current_run_id`, a fresh heartbeat, event `claimed`.
     pub fn claim(&self, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
-        self.write(|tx| claim_in(tx, id, spec, now))
+        self.write_claim(|tx| claim_in(tx, id, spec, now))
     }
 
     /// Extends the claim to `now + ttl_seconds` and stamps `last_heartbeat_at` on the task and its
@@ -1941,7 +1977,7 @@ impl Board {
     /// Claims a `review` task for its reviewer (the review lane): like [`Board::claim`], from
     /// `review`; the `claimed` event says `source_status: review`.
     pub fn claim_review(&self, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
-        self.write(|tx| claim_review_in(tx, id, spec, now))
+        self.write_claim(|tx| claim_review_in(tx, id, spec, now))
     }
 
     /// See [`request_review_in`].

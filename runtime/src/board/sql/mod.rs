@@ -50,6 +50,8 @@
 //! matched once per call; parameters are bound from a slice of `&dyn ToSql` built on the stack.
 
 mod postgres;
+#[cfg(test)]
+pub(crate) use postgres::WRITE_LOCK as POSTGRES_WRITE_LOCK;
 mod sqlite;
 
 use std::borrow::Cow;
@@ -254,6 +256,15 @@ pub(crate) struct Db {
     backend: Backend,
 }
 
+/// How [`Db::row_lock`] locks a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowLock {
+    /// Wait for another transaction holding the row (bounded by the lock wait).
+    Wait,
+    /// Never wait: a row another transaction holds is left out of the result.
+    Skip,
+}
+
 #[derive(Debug)]
 enum Backend {
     Sqlite(rusqlite::Connection),
@@ -400,6 +411,31 @@ impl Db {
                 .execute([])
                 .map(drop),
             Backend::Postgres(pg) => pg.begin(),
+        }
+    }
+
+    /// Starts a claim's write transaction. SQLite: [`Db::begin_immediate`] (a claim takes the
+    /// write lock like every writer). PostgreSQL: `BEGIN` without the board's write lock: a claim
+    /// serialises with other writers only on the rows it locks, the task's with
+    /// [`RowLock::Skip`] first (see the PostgreSQL backend's module docs for why that keeps every
+    /// outcome SQLite's).
+    pub(crate) fn begin_claim(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(_) => self.begin_immediate(),
+            Backend::Postgres(pg) => pg.begin_unlocked(),
+        }
+    }
+
+    /// The clause a `SELECT … FROM tasks WHERE id = ?` of a write transaction ends with to lock
+    /// the row as `lock` says; `None` where the engine needs none (SQLite, whose writers hold
+    /// the whole database, and any engine outside a transaction, where reads take no lock).
+    pub(crate) fn row_lock(&self, lock: RowLock) -> Option<&'static str> {
+        match &self.backend {
+            Backend::Postgres(pg) if !pg.is_autocommit() => Some(match lock {
+                RowLock::Wait => " FOR UPDATE",
+                RowLock::Skip => " FOR UPDATE SKIP LOCKED",
+            }),
+            _ => None,
         }
     }
 

@@ -35,8 +35,8 @@ use super::{Error, ErrorKind, Result, ToSql};
 /// header: `PRAGMA user_version`).
 const VERSION_TABLE: &str = "kanban_schema_version";
 
-/// The one-row table of a PostgreSQL board's change counter (see the module docs).
-pub(crate) const CHANGES_TABLE: &str = "kanban_changes";
+/// The sequence of a PostgreSQL board's change counter (see the module docs).
+pub(crate) const CHANGES_SEQUENCE: &str = "kanban_change_seq";
 
 /// The channel a PostgreSQL board's writers `NOTIFY` at commit and its watchers `LISTEN` on (a
 /// board has its database to itself, so one name serves every board).
@@ -128,13 +128,24 @@ impl Pg {
         Ok(())
     }
 
+    /// `BEGIN` without the board's write lock: a claim's transaction (see the module docs).
+    pub(super) fn begin_unlocked(&self) -> Result<()> {
+        self.dirty.set(false);
+        Ok(self
+            .client
+            .borrow_mut()
+            .batch("BEGIN ISOLATION LEVEL READ COMMITTED")?)
+    }
+
     /// `COMMIT`; a transaction that changed a row first bumps the change counter and notifies
     /// the board's watchers, in the same round trip.
     pub(super) fn commit(&self) -> Result<()> {
         let mut client = self.client.borrow_mut();
         if self.dirty.replace(false) {
+            // The counter moves after the commit (a watcher that sees it move then reads the
+            // change); `nextval` never waits for another transaction.
             client.batch(&format!(
-                "UPDATE {CHANGES_TABLE} SET version = version + 1; NOTIFY {CHANGE_CHANNEL}; COMMIT"
+                "NOTIFY {CHANGE_CHANNEL}; COMMIT; SELECT nextval('{CHANGES_SEQUENCE}')"
             ))?;
             self.own_bumps.set(self.own_bumps.get() + 1);
         } else {
@@ -148,7 +159,12 @@ impl Pg {
         let row = self
             .client
             .borrow_mut()
-            .query_opt(&format!("SELECT version FROM {CHANGES_TABLE}"), &[])?;
+            .query_opt(
+                &format!(
+                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {CHANGES_SEQUENCE}"
+                ),
+                &[],
+            )?;
         let total = row
             .and_then(|r| r.get(0).and_then(Value::as_i64))
             .unwrap_or(0);
@@ -632,8 +648,7 @@ mod tests {
         let (db, mut other) = db("sql_layer_transactions");
         db.execute_batch(
             "CREATE TABLE t (id bigint PRIMARY KEY, n bigint); \
-             CREATE TABLE kanban_changes (version bigint NOT NULL); \
-             INSERT INTO kanban_changes VALUES (0)",
+             CREATE SEQUENCE kanban_change_seq",
         )
         .unwrap();
         db.execute("INSERT INTO t VALUES (1, 0)", []).unwrap();
@@ -663,8 +678,8 @@ mod tests {
         other.batch("LISTEN kanban_board_changed").unwrap();
         other
             .batch(
-                "BEGIN; SELECT pg_advisory_xact_lock(1262638897); \
-                 UPDATE kanban_changes SET version = version + 1; COMMIT",
+                "BEGIN; SELECT pg_advisory_xact_lock(1262638897); COMMIT; \
+                 SELECT nextval('kanban_change_seq')",
             )
             .unwrap();
         assert_eq!(db.data_version().unwrap(), seen + 1);
