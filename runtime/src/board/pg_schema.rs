@@ -167,9 +167,10 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
 "#;
 
 /// What the board's SQL needs beyond the tables SQLite has, created after the migrations
-/// (idempotent, so a database of any version gets them): the one-row change counter the SQL
-/// layer bumps at the commit of every transaction that changed a row (`kanban_changes`, the
-/// PostgreSQL board's `PRAGMA data_version`), and `tasks.rowid`, insertion order, which SQLite's
+/// (idempotent, so a database of any version gets them): the change counter the SQL layer
+/// bumps after the commit of every transaction that changed a row (the sequence
+/// `kanban_change_seq`, the PostgreSQL board's `PRAGMA data_version`; a database made by an
+/// earlier build keeps its unused `kanban_changes` table), and `tasks.rowid`, insertion order, which SQLite's
 /// implicit `rowid` gives the board's `ORDER BY … rowid` (a copied board gets it in copy order).
 /// Neither is in [`TABLES`]: `boards migrate` copies neither.
 pub const EXTRAS: &str = r#"

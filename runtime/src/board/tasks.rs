@@ -533,30 +533,37 @@ fn claim_from_in(
     now: i64,
 ) -> Result<ClaimOutcome> {
     check_seconds("the claim TTL", spec.ttl_seconds)?;
-    // PostgreSQL: lock the task's row first without waiting. A row another transaction holds
-    // (another claim, a transition of the task in flight) is a lost claim, never waited for;
-    // once held, nothing else changes the row before this transaction ends.
-    if let Some(skip) = tx.row_lock(RowLock::Skip) {
-        let held = tx
-            .prepare_cached(&format!("SELECT 1 FROM tasks WHERE id = ?1{skip}"))?
-            .query_row([id], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if !held {
-            let exists = tx
-                .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
-                .query_row([id], |_| Ok(()))
+    // PostgreSQL: the task's row is read and locked without waiting. A row another transaction
+    // holds (another claim, a transition of the task in flight) is a lost claim, never waited
+    // for; once held, nothing else changes the row before this transaction ends.
+    let task = match tx.row_lock(RowLock::Skip) {
+        None => load_task(tx, id)?,
+        Some(skip) => {
+            static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+            let sql = SQL
+                .get_or_init(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1{skip}"));
+            match tx
+                .prepare_cached(sql)?
+                .query_row([id], Task::from_row)
                 .optional()?
-                .is_some();
-            if !exists {
-                return Err(BoardError::TaskNotFound { id: id.to_owned() });
+            {
+                Some(task) => task,
+                None => {
+                    let exists = tx
+                        .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+                        .query_row([id], |_| Ok(()))
+                        .optional()?
+                        .is_some();
+                    if !exists {
+                        return Err(BoardError::TaskNotFound { id: id.to_owned() });
+                    }
+                    return Ok(ClaimOutcome::Lost(Refusal::Raced {
+                        task_id: id.to_owned(),
+                    }));
+                }
             }
-            return Ok(ClaimOutcome::Lost(Refusal::Raced {
-                task_id: id.to_owned(),
-            }));
         }
-    }
-    let task = load_task(tx, id)?;
+    };
     if task.status != source || task.claim_lock.is_some() {
         return Ok(ClaimOutcome::Lost(Refusal::WrongStatus {
             task_id: id.to_owned(),
@@ -1441,6 +1448,8 @@ pub(crate) fn reopen_in(
         },
         now,
     )?;
+    // Locked on PostgreSQL (a descendant a claim holds is read as the claim leaves it: see
+    // `load_task`).
     let descendants: Vec<Task> = {
         let mut stmt = tx.prepare_cached(&format!(
             "WITH RECURSIVE d(id) AS ( \
@@ -1448,7 +1457,8 @@ pub(crate) fn reopen_in(
                UNION SELECT l.child_id FROM task_links l JOIN d ON l.parent_id = d.id) \
              SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT id FROM d) \
                AND status IN ('ready', 'review', 'running', 'done') AND id != ?1 \
-             ORDER BY rowid"
+             ORDER BY rowid{}",
+            tx.row_lock(RowLock::Wait).unwrap_or("")
         ))?;
         let rows = stmt.query_map([id], Task::from_row)?;
         rows.collect::<sql::Result<_>>()?

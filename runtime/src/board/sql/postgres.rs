@@ -3,22 +3,51 @@
 //! [`Value`], SQLSTATE classification, and the engine-specific steps (`BEGIN`, the lock wait, the
 //! schema version).
 //!
-//! **Writers run one at a time**, as on SQLite: [`Pg::begin`] opens a `READ COMMITTED`
-//! transaction and takes the board's transaction-scoped advisory lock ([`WRITE_LOCK`]) before
-//! the body runs. Every statement of a transition therefore sees every earlier commit (READ
+//! **Writers other than claims run one at a time**, as on SQLite: [`Pg::begin`] opens a `READ
+//! COMMITTED` transaction and takes the board's transaction-scoped advisory lock ([`WRITE_LOCK`])
+//! before the body runs. Every statement of a transition therefore sees every earlier commit (READ
 //! COMMITTED takes a fresh snapshot per statement), so the board's read-then-write transitions —
 //! a dependency promoted when its last parent completes, an idempotency key looked up before the
 //! insert, a compare-and-swap `UPDATE … WHERE status = ?` — keep exactly their SQLite outcomes;
-//! no transition needs `SERIALIZABLE` or a retry of its body. A claim waits only for the write
-//! transactions queued ahead of it on the lock (each a few statements, no user code inside),
-//! never for a worker or for a row lock held across a transaction; the wait is bounded by `lock_timeout` ([`Pg::set_lock_wait`], the
-//! board's busy timeout), after which `BEGIN` is retried by `Board::write` like SQLite's busy.
+//! no transition needs `SERIALIZABLE` or a retry of its body. The wait for the lock is bounded by
+//! `lock_timeout` ([`Pg::set_lock_wait`], the board's busy timeout), after which `BEGIN` is
+//! retried by `Board::write` like SQLite's busy.
+//!
+//! **Claims take no board lock** ([`Pg::begin_unlocked`], `Board::claim`, `claim_review`,
+//! `claim_batch`): a claim's first statement locks its task's row with `FOR UPDATE SKIP LOCKED`
+//! (`Db::row_lock`); a row another transaction holds is a lost claim (`Raced`), never waited
+//! for, so a claim waits neither for another claimer nor for the writers queued on the lock.
+//! Why every outcome stays the one SQLite's one-writer-at-a-time gives:
+//!
+//! * *Same task row.* Every other transition reads its task first through `load_task`, which in
+//!   a write transaction locks the row (`FOR UPDATE`, waiting), and every write of a task row is
+//!   a compare-and-swap on its status. So a claim and a transition of the same task never
+//!   overlap: whichever locks the row first runs alone on it and the other sees its commit
+//!   (READ COMMITTED: a statement after the lock is granted reads the committed row) — the
+//!   transition then decides on the claimed row (archive, block, reclaim, complete, link refuse
+//!   or act as after a SQLite claim), or the claim is lost (SQLite would have run the other
+//!   first; a lost claim only leaves the task for the next tick). A statement that updates a
+//!   task row without reading it first (child promotion `todo → ready`) waits for the claim's
+//!   row lock and re-checks its `WHERE` on the claimed row, as a later SQLite writer would.
+//! * *Rows only the claimed task owns.* The claim closes its task's open runs, inserts a run and
+//!   an event: every other writer of a task's runs holds that task's row first, so these are
+//!   serialised by the row lock too; inserts conflict with nobody.
+//! * *Other tasks' rows it reads.* The parent gate reads the parents' statuses without locking.
+//!   A parent completed or reopened concurrently is ordered before the claim (the claim read it
+//!   after that commit) or after it (the claim read the old status; the reopening transition
+//!   reads the child, if at all, through its locked row, so it sees the claimed child). Child
+//!   promotion changes only `todo` children, which a claim never changes; an idempotency lookup
+//!   reads only keys, which a claim never writes.
+//! * *Deadlocks.* A claim waits for no task row; it holds only rows of the tasks it claims, and a
+//!   locked writer waiting for one of those holds nothing the claim needs. Any unforeseen wait
+//!   is still bounded by `lock_timeout` (a busy error, nothing committed).
 //!
 //! **Changes** are counted for the dispatcher: a transaction in which an `INSERT`, `UPDATE` or
-//! `DELETE` changed a row bumps the one-row [`CHANGES_TABLE`] and sends `NOTIFY` on
-//! [`CHANGE_CHANNEL`] at commit, in the same round trip as the `COMMIT` (so the notification is
-//! delivered exactly when the change is visible). [`Pg::data_version`] is that counter minus
-//! this connection's own bumps: like SQLite's `PRAGMA data_version`, it changes only when
+//! `DELETE` changed a row sends `NOTIFY` on [`CHANGE_CHANNEL`] and, right after its `COMMIT` in
+//! the same round trip, takes the next value of [`CHANGES_SEQUENCE`] (so the notification is
+//! delivered, and the counter moves, only once the change is visible; `nextval` never waits, so
+//! the counter serialises nobody, claims included). [`Pg::data_version`] is the sequence's value
+//! minus this connection's own bumps: like SQLite's `PRAGMA data_version`, it changes only when
 //! another connection committed.
 
 use std::borrow::Cow;
