@@ -287,7 +287,10 @@ mod tests {
             matches!(batch[0], Ok(ClaimOutcome::Lost(Refusal::Raced { .. }))),
             "{batch:?}"
         );
-        assert!(matches!(batch[1], Ok(ClaimOutcome::Claimed(_))), "{batch:?}");
+        assert!(
+            matches!(batch[1], Ok(ClaimOutcome::Claimed(_))),
+            "{batch:?}"
+        );
         // An unknown task is still an error, not a lost claim.
         let err = board.claim("t_00000000", &spec, 2).unwrap_err();
         assert!(matches!(err, BoardError::TaskNotFound { .. }), "{err}");

@@ -540,8 +540,8 @@ fn claim_from_in(
         None => load_task(tx, id)?,
         Some(skip) => {
             static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-            let sql = SQL
-                .get_or_init(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1{skip}"));
+            let sql =
+                SQL.get_or_init(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1{skip}"));
             match tx
                 .prepare_cached(sql)?
                 .query_row([id], Task::from_row)

@@ -185,15 +185,12 @@ impl Pg {
 
     /// The change counter minus this connection's own bumps (see the module docs).
     pub(super) fn data_version(&self) -> Result<i64> {
-        let row = self
-            .client
-            .borrow_mut()
-            .query_opt(
-                &format!(
-                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {CHANGES_SEQUENCE}"
-                ),
-                &[],
-            )?;
+        let row = self.client.borrow_mut().query_opt(
+            &format!(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {CHANGES_SEQUENCE}"
+            ),
+            &[],
+        )?;
         let total = row
             .and_then(|r| r.get(0).and_then(Value::as_i64))
             .unwrap_or(0);
