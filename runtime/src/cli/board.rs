@@ -153,7 +153,7 @@ pub enum BoardCommand {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// List, create and switch boards.
+    /// List, create, remove, migrate and switch boards.
     Boards {
         #[command(subcommand)]
         command: BoardsCommand,
