@@ -138,6 +138,19 @@ pub struct Client {
     hits: u64,
     misses: u64,
     query_timeout: Option<Duration>,
+    /// Statements queued by [`Client::execute_deferred`] whose messages are in `out`, not yet
+    /// sent or not yet answered, oldest first.
+    deferred: Vec<Deferred>,
+    /// The last call that sent queued statements failed because one of them did.
+    queued_failed: bool,
+}
+
+/// A statement queued in the pipeline: what registering its prepared statement needs.
+struct Deferred {
+    key: StatementKey,
+    name: String,
+    /// Prepared by this message sequence (not taken from the cache).
+    fresh: bool,
 }
 
 impl std::fmt::Debug for Client {
@@ -233,6 +246,8 @@ impl Client {
             hits: 0,
             misses: 0,
             query_timeout: None,
+            deferred: Vec::new(),
+            queued_failed: false,
         };
         client.set_timeouts(timeout)?;
         client.startup(config)?;
@@ -450,6 +465,49 @@ impl Client {
         self.extended(sql, params, false).map(|(_, n)| n)
     }
 
+    /// Queues one statement with parameters `$1…$n` whose result the caller does not need:
+    /// its messages are sent with the next call that waits for the server ([`Client::execute`],
+    /// [`Client::query`], [`Client::batch`], [`Client::sync`], …), in the same round trip and
+    /// before that call's own statement. A queued statement that fails aborts what follows it
+    /// up to that call's end: the server skips the rest (the calling statement too), the flushing
+    /// call returns the first queued error, and inside a transaction block the transaction is
+    /// then failed ([`TransactionStatus::Failed`]: only `ROLLBACK` is accepted). Outside a
+    /// transaction block the queued statements and the flushing call's statement run in one
+    /// implicit transaction. Parameter and text checks are made here, before anything is queued.
+    pub fn execute_deferred(&mut self, sql: &str, params: &[Value]) -> Result<()> {
+        self.check_open()?;
+        check_statement(sql, params)?;
+        let types: Vec<u32> = params.iter().map(Value::param_type).collect();
+        let key: StatementKey = (sql.to_string(), types);
+        let (name, _, fresh) = self.write_extended(&key, params);
+        self.deferred.push(Deferred { key, name, fresh });
+        Ok(())
+    }
+
+    /// True when the error of the last call came from a statement queued by
+    /// [`Client::execute_deferred`] rather than from the call's own statement.
+    pub fn queued_failed(&self) -> bool {
+        self.queued_failed
+    }
+
+    /// How many statements [`Client::execute_deferred`] queued that have not been sent yet.
+    pub fn deferred(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Sends the queued statements (if any) with a `Sync` and waits for their results: the
+    /// first queued error, if one failed (see [`Client::execute_deferred`]).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_open()?;
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        self.message(b'S', |_| {});
+        self.flush()?;
+        let error = self.read_deferred()?;
+        self.read_to_ready(error)
+    }
+
     /// Runs one statement with parameters `$1…$n` and returns its rows.
     pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
         self.extended(sql, params, true).map(|(rows, _)| rows)
@@ -488,12 +546,25 @@ impl Client {
         if sql.contains('\0') {
             return Err(Error::Config("the SQL text contains a NUL byte".into()));
         }
+        // Queued statements go first, closed by a Sync: after an error the server skips
+        // extended-protocol messages up to the next Sync, and a Query among them would be lost.
+        self.queued_failed = false;
+        let queued = !self.deferred.is_empty();
+        if queued {
+            self.message(b'S', |_| {});
+        }
         self.message(b'Q', |b| {
             b.extend_from_slice(sql.as_bytes());
             b.push(0);
         });
         self.flush()?;
         let mut error = None;
+        if queued {
+            let first = self.read_deferred()?;
+            if let Err(e) = self.read_to_ready(first) {
+                error = Some(e);
+            }
+        }
         loop {
             let msg = self.next()?;
             match msg.tag {
@@ -531,6 +602,7 @@ impl Client {
     /// goes away is an error, never a wait beyond `timeout`.
     pub fn wait_notification(&mut self, timeout: Duration) -> Result<Option<Notification>> {
         self.check_open()?;
+        self.sync()?;
         if let Some(n) = self.notifications.pop_front() {
             return Ok(Some(n));
         }
@@ -580,37 +652,20 @@ impl Client {
         want_rows: bool,
     ) -> Result<(Vec<Row>, u64)> {
         self.check_open()?;
-        if params.len() > usize::from(u16::MAX) {
-            return Err(Error::Config(format!(
-                "{} parameters: a statement takes at most 65535",
-                params.len()
-            )));
-        }
-        if sql.contains('\0') {
-            return Err(Error::Config("the SQL text contains a NUL byte".into()));
-        }
-        let size: usize = params
-            .iter()
-            .map(|p| match p {
-                Value::Text(t) => t.len(),
-                Value::Blob(b) => 2 * b.len() + 2,
-                _ => 24,
-            })
-            .sum();
-        if size + sql.len() >= MAX_MESSAGE {
-            return Err(Error::Config(
-                "the statement and its parameters exceed PostgreSQL's 1 GiB message limit".into(),
-            ));
-        }
+        check_statement(sql, params)?;
         let types: Vec<u32> = params.iter().map(Value::param_type).collect();
         let key: StatementKey = (sql.to_string(), types);
         let was_cached = self.statements.contains_key(&key);
+        let queued = !self.deferred.is_empty();
         match self.run_extended(&key, params, want_rows) {
             // A cached statement the server no longer has (DISCARD ALL) or whose result
             // changed shape (ALTER TABLE): prepare it again, once, when no transaction block
-            // was affected by the failure.
+            // was affected by the failure and no queued statement ran with it.
             Err(Error::Db(e))
-                if was_cached && stale_statement(&e) && self.status == TransactionStatus::Idle =>
+                if was_cached
+                    && !queued
+                    && stale_statement(&e)
+                    && self.status == TransactionStatus::Idle =>
             {
                 self.run_extended(&key, params, want_rows)
             }
@@ -618,12 +673,13 @@ impl Client {
         }
     }
 
-    fn run_extended(
+    /// Appends (Close…) (Parse Describe) Bind Execute of one statement to the output buffer;
+    /// returns its server name, its cached columns and whether it is prepared afresh.
+    fn write_extended(
         &mut self,
         key: &StatementKey,
         params: &[Value],
-        want_rows: bool,
-    ) -> Result<(Vec<Row>, u64)> {
+    ) -> (String, Option<Arc<[Column]>>, bool) {
         self.tick += 1;
         let tick = self.tick;
         let cached = self.statements.get_mut(key).map(|s| {
@@ -637,7 +693,7 @@ impl Client {
                 b.push(0);
             });
         }
-        let (name, mut columns, fresh) = match cached {
+        let (name, columns, fresh) = match cached {
             Some((name, columns)) => {
                 self.hits += 1;
                 (name, Some(columns), false)
@@ -697,13 +753,25 @@ impl Client {
             b.push(0);
             b.extend_from_slice(&0_i32.to_be_bytes());
         });
+        (name, columns, fresh)
+    }
+
+    fn run_extended(
+        &mut self,
+        key: &StatementKey,
+        params: &[Value],
+        want_rows: bool,
+    ) -> Result<(Vec<Row>, u64)> {
+        let tick = self.tick + 1;
+        let (name, mut columns, fresh) = self.write_extended(key, params);
         self.message(b'S', |_| {});
         self.flush()?;
 
         let mut parsed = false;
         let mut rows = Vec::new();
         let mut affected = 0;
-        let mut error: Option<Error> = None;
+        // A queued statement that failed: the server skipped this one (up to the Sync).
+        let mut error: Option<Error> = self.read_deferred()?;
         loop {
             let msg = self.next()?;
             match msg.tag {
@@ -742,19 +810,7 @@ impl Client {
             }
         }
         if fresh && parsed {
-            match columns {
-                Some(columns) => {
-                    self.statements.insert(
-                        key.clone(),
-                        Statement {
-                            name,
-                            columns,
-                            last_used: tick,
-                        },
-                    );
-                }
-                None => self.to_close.push(name),
-            }
+            self.register(key, name, columns, tick);
         }
         if let Some(Error::Db(e)) = &error {
             // The server lost or outdated the cached statement: prepare it afresh next time.
@@ -781,6 +837,98 @@ impl Client {
             && let Some(s) = self.statements.remove(&key)
         {
             self.to_close.push(s.name);
+        }
+    }
+
+    /// Caches a statement the server just prepared (closing it instead when its description is
+    /// missing, or when the same text was prepared twice by queued statements).
+    fn register(
+        &mut self,
+        key: &StatementKey,
+        name: String,
+        columns: Option<Arc<[Column]>>,
+        tick: u64,
+    ) {
+        match columns {
+            Some(columns) if !self.statements.contains_key(key) => {
+                self.statements.insert(
+                    key.clone(),
+                    Statement {
+                        name,
+                        columns,
+                        last_used: tick,
+                    },
+                );
+            }
+            _ => self.to_close.push(name),
+        }
+    }
+
+    /// Reads the answers of the queued statements (sent already), registering the statements
+    /// they prepared; returns the first error. After an error the server skips to the Sync, so
+    /// the next message is the caller's `ReadyForQuery`.
+    fn read_deferred(&mut self) -> Result<Option<Error>> {
+        self.queued_failed = false;
+        let deferred = std::mem::take(&mut self.deferred);
+        let tick = self.tick;
+        for d in deferred {
+            let mut parsed = false;
+            let mut columns: Option<Arc<[Column]>> = None;
+            loop {
+                let msg = self.next()?;
+                match msg.tag {
+                    b'1' => parsed = true,
+                    b'2' | b'3' | b't' | b'D' => {}
+                    b'T' => match parse_row_description(&msg.body) {
+                        Ok(c) => columns = Some(c.into()),
+                        Err(e) => return Err(self.fail_protocol_err(e)),
+                    },
+                    b'n' => columns = Some(Arc::from(Vec::new())),
+                    b'C' | b'I' => break,
+                    b'E' => {
+                        let e = self.db_error(&msg.body);
+                        if d.fresh && parsed {
+                            self.register(&d.key, d.name, columns, tick);
+                        } else if !d.fresh
+                            && let Error::Db(db) = &e
+                            && stale_statement(db)
+                            && let Some(s) = self.statements.remove(&d.key)
+                        {
+                            self.to_close.push(s.name);
+                        }
+                        self.queued_failed = true;
+                        return Ok(Some(e));
+                    }
+                    b'G' => return Err(self.fail_protocol("COPY in a queued statement")),
+                    other => return Err(self.unexpected(other)),
+                }
+            }
+            if d.fresh && parsed {
+                self.register(&d.key, d.name, columns, tick);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads up to `ReadyForQuery` (skipping what the server sends before it) and returns
+    /// `error` if there is one.
+    fn read_to_ready(&mut self, mut error: Option<Error>) -> Result<()> {
+        loop {
+            let msg = self.next()?;
+            match msg.tag {
+                b'E' => {
+                    let e = self.db_error(&msg.body);
+                    error.get_or_insert(e);
+                }
+                b'Z' => {
+                    self.status = transaction_status(&msg.body)?;
+                    return match error {
+                        Some(e) => Err(e),
+                        None => Ok(()),
+                    };
+                }
+                _ => {}
+            }
         }
     }
 
@@ -995,6 +1143,34 @@ impl Drop for Client {
 /// changed shape (`cached plan must not change result type`: 0A000).
 fn stale_statement(e: &DbError) -> bool {
     e.code == "26000" || (e.code == "0A000" && e.message.contains("cached plan"))
+}
+
+/// The checks made before a statement's messages are written: its parameter count, a NUL
+/// byte in its text, and the 1 GiB message limit.
+fn check_statement(sql: &str, params: &[Value]) -> Result<()> {
+    if params.len() > usize::from(u16::MAX) {
+        return Err(Error::Config(format!(
+            "{} parameters: a statement takes at most 65535",
+            params.len()
+        )));
+    }
+    if sql.contains('\0') {
+        return Err(Error::Config("the SQL text contains a NUL byte".into()));
+    }
+    let size: usize = params
+        .iter()
+        .map(|p| match p {
+            Value::Text(t) => t.len(),
+            Value::Blob(b) => 2 * b.len() + 2,
+            _ => 24,
+        })
+        .sum();
+    if size + sql.len() >= MAX_MESSAGE {
+        return Err(Error::Config(
+            "the statement and its parameters exceed PostgreSQL's 1 GiB message limit".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn need_password<'c>(config: &'c Config, method: &str) -> Result<&'c str> {

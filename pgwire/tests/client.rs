@@ -513,3 +513,122 @@ fn bad_statements_are_refused_before_anything_is_sent() {
     assert_eq!(err.code(), Some("22021"), "{err}");
     assert_eq!(c.transaction_status(), TransactionStatus::Idle);
 }
+
+#[test]
+fn queued_statements_run_in_order_with_the_next_statement_in_one_round_trip() {
+    let mut c = fresh_db("pipeline_order");
+    c.batch("CREATE TABLE log (seq bigserial PRIMARY KEY, v text NOT NULL)")
+        .unwrap();
+    c.batch("BEGIN").unwrap();
+    for v in ["a", "b", "c"] {
+        c.execute_deferred("INSERT INTO log (v) VALUES ($1)", &[Value::Text(v.into())])
+            .unwrap();
+    }
+    assert_eq!(c.deferred(), 3, "nothing is sent before a call needs an answer");
+    // The flushing statement runs after the queued ones and sees their rows, in order.
+    let rows = c.query("SELECT v FROM log ORDER BY seq", &[]).unwrap();
+    let got: Vec<_> = rows.iter().map(|r| r.get(0).cloned()).collect();
+    assert_eq!(
+        got,
+        ["a", "b", "c"].map(|v| Some(Value::Text(v.into()))).to_vec()
+    );
+    assert_eq!(c.deferred(), 0);
+    assert!(!c.queued_failed());
+    assert_eq!(c.transaction_status(), TransactionStatus::InTransaction);
+    // Queued before a simple-protocol COMMIT: they go in its round trip and are committed.
+    c.execute_deferred("INSERT INTO log (v) VALUES ($1)", &[Value::Text("d".into())])
+        .unwrap();
+    c.batch("COMMIT").unwrap();
+    assert_eq!(c.transaction_status(), TransactionStatus::Idle);
+    let n = c.query_one("SELECT count(*) FROM log", &[]).unwrap();
+    assert_eq!(n.get(0), Some(&Value::Int(4)));
+    // The prepared statement was cached once and reused by the later queued runs.
+    let before = c.cache_stats();
+    c.batch("BEGIN").unwrap();
+    c.execute_deferred("INSERT INTO log (v) VALUES ($1)", &[Value::Text("e".into())])
+        .unwrap();
+    c.sync().unwrap();
+    c.batch("COMMIT").unwrap();
+    let after = c.cache_stats();
+    assert_eq!(after.hits, before.hits + 1);
+    assert_eq!(after.misses, before.misses);
+}
+
+#[test]
+fn a_queued_failure_is_reported_by_the_flushing_call_and_fails_the_transaction() {
+    let mut c = fresh_db("pipeline_error");
+    c.batch("CREATE TABLE t (id bigint PRIMARY KEY)").unwrap();
+    c.batch("INSERT INTO t VALUES (1)").unwrap();
+
+    // Reported by the next extended-protocol statement, which the server then skipped.
+    c.batch("BEGIN").unwrap();
+    c.execute_deferred("INSERT INTO t VALUES ($1)", &[Value::Int(2)])
+        .unwrap();
+    c.execute_deferred("INSERT INTO t VALUES ($1)", &[Value::Int(1)])
+        .unwrap();
+    c.execute_deferred("INSERT INTO t VALUES ($1)", &[Value::Int(3)])
+        .unwrap();
+    let err = c.execute("INSERT INTO t VALUES ($1)", &[Value::Int(4)]).unwrap_err();
+    match &err {
+        Error::Db(db) => assert_eq!(db.code, "23505", "{err}"),
+        other => panic!("expected the unique violation, got {other:?}"),
+    }
+    assert!(c.queued_failed(), "the error is the queued statement's");
+    assert_eq!(c.transaction_status(), TransactionStatus::Failed);
+    assert_eq!(c.deferred(), 0);
+    c.batch("ROLLBACK").unwrap();
+    let n = c.query_one("SELECT count(*) FROM t", &[]).unwrap();
+    assert_eq!(n.get(0), Some(&Value::Int(1)), "nothing of the transaction kept");
+    assert!(!c.queued_failed(), "a later call's own outcome");
+
+    // Reported by a simple-protocol COMMIT: nothing is committed.
+    c.batch("BEGIN").unwrap();
+    c.execute_deferred("INSERT INTO t VALUES ($1)", &[Value::Int(5)])
+        .unwrap();
+    c.execute_deferred("INSERT INTO t VALUES ($1)", &[Value::Int(1)])
+        .unwrap();
+    let err = c.batch("COMMIT").unwrap_err();
+    assert!(matches!(&err, Error::Db(db) if db.code == "23505"), "{err}");
+    assert!(c.queued_failed());
+    // The server ended the failed transaction at COMMIT (a rollback).
+    assert_eq!(c.transaction_status(), TransactionStatus::Idle);
+    let n = c.query_one("SELECT count(*) FROM t", &[]).unwrap();
+    assert_eq!(n.get(0), Some(&Value::Int(1)));
+
+    // Reported by `sync`; the connection stays usable and the cache intact.
+    c.batch("BEGIN").unwrap();
+    c.execute_deferred("INSERT INTO t VALUES ($1)", &[Value::Int(1)])
+        .unwrap();
+    assert!(matches!(c.sync(), Err(Error::Db(_))));
+    assert_eq!(c.transaction_status(), TransactionStatus::Failed);
+    c.batch("ROLLBACK").unwrap();
+    assert!(!c.is_closed());
+    c.execute("INSERT INTO t VALUES ($1)", &[Value::Int(6)])
+        .unwrap();
+    let n = c.query_one("SELECT count(*) FROM t", &[]).unwrap();
+    assert_eq!(n.get(0), Some(&Value::Int(2)));
+
+    // A statement the server cannot parse fails the same way, and is not cached.
+    c.batch("BEGIN").unwrap();
+    c.execute_deferred("INSERT INTO nowhere VALUES ($1)", &[Value::Int(1)])
+        .unwrap();
+    let err = c.query("SELECT 1", &[]).unwrap_err();
+    assert!(matches!(&err, Error::Db(db) if db.code == "42P01"), "{err}");
+    assert_eq!(c.transaction_status(), TransactionStatus::Failed);
+    c.batch("ROLLBACK").unwrap();
+    let misses = c.cache_stats().misses;
+    c.query("SELECT 1", &[]).unwrap();
+    assert_eq!(c.cache_stats().misses, misses + 1, "the skipped SELECT is prepared afresh");
+}
+
+#[test]
+fn a_queued_statement_is_checked_before_it_is_queued() {
+    let mut c = fresh_db("pipeline_checks");
+    c.batch("BEGIN").unwrap();
+    assert!(matches!(
+        c.execute_deferred("SELECT '\0'", &[]),
+        Err(Error::Config(_))
+    ));
+    assert_eq!(c.deferred(), 0, "a refused statement queues nothing");
+    c.batch("COMMIT").unwrap();
+}

@@ -483,18 +483,20 @@ impl StoredEvent {
 /// The `SELECT` list that [`StoredEvent::from_row`] decodes.
 pub(crate) const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at";
 
-/// Appends `event` for `task_id` inside the caller's write transaction; returns the event id.
+/// Appends `event` for `task_id` inside the caller's write transaction. No transition reads
+/// the new event's id, so the insert is [`sql::Db::execute_unchecked`]: on PostgreSQL it travels
+/// with the transition's next statement or its commit, and its failure fails the transaction.
 pub(crate) fn append_event(
     tx: &Tx<'_>,
     task_id: &str,
     run_id: Option<i64>,
     event: &Event,
     now: i64,
-) -> Result<i64> {
+) -> Result<()> {
     let (kind, payload) = event.encode()?;
-    Ok(tx.insert_returning_id(
+    Ok(tx.execute_unchecked(
         "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+         VALUES (?1, ?2, ?3, ?4, ?5)",
         sql::params![task_id, run_id, kind, payload, now],
     )?)
 }

@@ -197,6 +197,11 @@ fn exec(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
+/// Runs a write whose row count nothing checks (see [`sql::Db::execute_unchecked`]).
+fn exec_unchecked(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<()> {
+    Ok(tx.execute_unchecked(sql, params)?)
+}
+
 /// The fence every dispatcher transition uses: the task is still running under the same claim
 /// and run the caller saw.
 const FENCE: &str = "status = 'running' AND claim_lock IS ?2 AND current_run_id IS ?3";
@@ -245,7 +250,7 @@ pub(crate) fn record_spawn_in(
     let current = cas(tx, &sql, params![id, claim_lock, run_id, pid, fingerprint])?;
     // A fast worker may have registered, finished and closed its run before this record: the
     // process was still started for this run, so the run row and the `spawned` event say so.
-    exec(
+    exec_unchecked(
         tx,
         "UPDATE task_runs SET worker_pid = COALESCE(worker_pid, ?2), \
          worker_started_at = COALESCE(worker_started_at, ?3) WHERE id = ?1 AND task_id = ?4",
@@ -291,7 +296,7 @@ pub(crate) fn register_worker_in(
             Some(run_id),
         )?));
     }
-    exec(
+    exec_unchecked(
         tx,
         "UPDATE task_runs SET worker_pid = ?2, worker_started_at = ?3 WHERE id = ?1 AND ended_at IS NULL",
         params![run_id, pid, fingerprint],
@@ -310,7 +315,7 @@ pub(crate) fn register_worker_in(
 /// Copies a task's new claim expiry onto its open run, so the run row tells the same lease.
 fn mirror_run_expiry(tx: &Tx<'_>, run_id: Option<i64>, new_expires: i64) -> Result<()> {
     if let Some(run_id) = run_id {
-        exec(
+        exec_unchecked(
             tx,
             "UPDATE task_runs SET claim_expires = ?2 WHERE id = ?1 AND ended_at IS NULL",
             params![run_id, new_expires],
@@ -925,6 +930,9 @@ impl Board {
                 } else {
                     claim_in(tx, id, spec, now)
                 };
+                // A queued write of this claim (its event) that failed must fail this claim
+                // alone, as it would have at once: it is sent and answered here.
+                let outcome = outcome.and_then(|o| Ok(tx.sync().map(|()| o)?));
                 if outcome.is_err() {
                     exec(tx, "ROLLBACK TO claim_batch_item", [])?;
                 }
@@ -1013,7 +1021,7 @@ impl Board {
             exit_code: result.exit_code,
             last_output: result.last_output.map(|o| cap(o, 2000)),
         };
-        self.write(|tx| append_event(tx, result.task_id, result.run_id, &event, now).map(|_| ()))
+        self.write(|tx| append_event(tx, result.task_id, result.run_id, &event, now))
     }
 }
 
@@ -1193,6 +1201,6 @@ impl Board {
         event: &Event,
         now: i64,
     ) -> Result<()> {
-        self.write(|tx| append_event(tx, task_id, Some(run_id), event, now).map(|_| ()))
+        self.write(|tx| append_event(tx, task_id, Some(run_id), event, now))
     }
 }

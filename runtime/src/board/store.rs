@@ -600,6 +600,9 @@ impl Board {
         let outcome = loop {
             match step(&self.conn) {
                 Ok(()) => break Ok(()),
+                // A statement of the body the commit sent (see `Db::execute_unchecked`): its
+                // failure is the body's, never retried.
+                Err(e) if e.is_queued_statement() => break Err(BoardError::Sql(e)),
                 Err(e) if e.kind() == ErrorKind::Busy => {
                     match next_busy_try(started.elapsed(), self.busy_timeout, tries, jitter()) {
                         Some((pause, left)) => {

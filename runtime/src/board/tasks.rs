@@ -237,6 +237,11 @@ fn exec(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
+/// Runs a write whose row count nothing checks (see [`sql::Db::execute_unchecked`]).
+fn exec_unchecked(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<()> {
+    Ok(tx.execute_unchecked(sql, params)?)
+}
+
 /// Runs an `INSERT … RETURNING id` (see [`sql::Db::insert_returning_id`]); returns the new id.
 pub(crate) fn insert_returning_id(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<i64> {
     Ok(tx.insert_returning_id(sql, params)?)
@@ -284,8 +289,8 @@ fn instant_run_in(
 }
 
 /// Closes every open run of `task_id` as reclaimed (invariant recovery); returns how many.
-fn close_leaked_runs(tx: &Tx<'_>, task_id: &str, note: &str, now: i64) -> Result<usize> {
-    exec(
+fn close_leaked_runs(tx: &Tx<'_>, task_id: &str, note: &str, now: i64) -> Result<()> {
+    exec_unchecked(
         tx,
         "UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', error = ?2, ended_at = ?3 \
          WHERE task_id = ?1 AND ended_at IS NULL",
@@ -426,7 +431,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             message: "could not draw an unused task id".to_owned(),
         });
     }
-    exec(
+    exec_unchecked(
         tx,
         "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
          tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
@@ -451,7 +456,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         ],
     )?;
     for p in &parents {
-        exec(
+        exec_unchecked(
             tx,
             "INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![p, id],
@@ -713,7 +718,7 @@ pub(crate) fn heartbeat_in(
         }));
     }
     if let Some(run_id) = task.current_run_id {
-        exec(
+        exec_unchecked(
             tx,
             "UPDATE task_runs SET claim_expires = ?2, last_heartbeat_at = ?3 \
              WHERE id = ?1 AND ended_at IS NULL",

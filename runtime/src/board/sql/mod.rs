@@ -125,6 +125,13 @@ pub enum Error {
     /// `LISTEN/NOTIFY` instead).
     #[error("not available on this database engine: {0}")]
     Unsupported(&'static str),
+    /// A statement run by [`Db::execute_unchecked`] failed; the call that sent it (the next
+    /// statement, or the commit) reports it. The transaction is aborted.
+    #[error(transparent)]
+    Queued(kanban_pgwire::Error),
+    /// `COMMIT` of a transaction an earlier failed statement aborted: nothing was committed.
+    #[error("the transaction was aborted by an earlier failed statement; nothing was committed")]
+    Aborted,
 }
 
 impl Error {
@@ -132,9 +139,15 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Sqlite(e) => sqlite::kind(e),
-            Error::Postgres(e) => postgres::kind(e),
-            Error::Unsupported(_) => ErrorKind::Other,
+            Error::Postgres(e) | Error::Queued(e) => postgres::kind(e),
+            Error::Unsupported(_) | Error::Aborted => ErrorKind::Other,
         }
+    }
+
+    /// True for the error of a statement run by [`Db::execute_unchecked`] that a later call
+    /// (the commit included) reported: a failed statement of the transaction's body.
+    pub(crate) fn is_queued_statement(&self) -> bool {
+        matches!(self, Error::Queued(_))
     }
 
     /// The error a row decoder returns for a column whose stored value it cannot accept
@@ -350,6 +363,37 @@ impl Db {
     /// Runs one statement; returns the rows changed.
     pub(crate) fn execute(&self, sql: &str, params: impl Params) -> Result<usize> {
         self.prepare(sql)?.execute(params)
+    }
+
+    /// Runs one statement through the statement cache whose result the caller does not need
+    /// (no row count, no rows). SQLite runs it at once. PostgreSQL, inside a transaction,
+    /// queues it and sends it with the next statement that needs an answer (or with `COMMIT`),
+    /// in the same round trip; a failure is then reported by that call, as an error for which
+    /// [`Error::is_queued_statement`] holds, and aborts the transaction. Outside a transaction
+    /// it runs at once on both engines. For writes whose effect no later step of the transition
+    /// checks (an event insert, a run row mirroring the task): the transaction still fails
+    /// whole if one of them does.
+    pub(crate) fn execute_unchecked(&self, sql: &str, params: impl Params) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(&Dialect::Sqlite.translate(sql))?;
+                params.with_values(|values| stmt.execute(values))?;
+                Ok(())
+            }
+            Backend::Postgres(pg) => {
+                let sql = pg.translated(sql);
+                params.with_values(|values| pg.execute_deferred(&sql, values))
+            }
+        }
+    }
+
+    /// Sends what [`Db::execute_unchecked`] queued and waits for it (nothing to do on SQLite,
+    /// or when nothing is queued): a failure of a queued statement is reported here.
+    pub(crate) fn sync(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Postgres(pg) => pg.sync(),
+        }
     }
 
     /// Runs one or more statements without parameters (schema DDL, set-up).

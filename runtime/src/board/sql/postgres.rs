@@ -133,6 +133,16 @@ impl Pg {
             .any(|n| n.channel == CHANGE_CHANNEL && n.process_id != own))
     }
 
+    /// The layer's error for a failure of the client: [`Error::Queued`] when a statement
+    /// queued by [`Pg::execute_deferred`] failed rather than the call's own.
+    fn wire_error(client: &Client, e: kanban_pgwire::Error) -> Error {
+        if client.queued_failed() {
+            Error::Queued(e)
+        } else {
+            Error::Postgres(e)
+        }
+    }
+
     /// Notes a change when `sql` writes and changed `n` rows.
     fn note(&self, sql: &str, n: usize) {
         if n > 0 && writes(sql) {
@@ -166,21 +176,30 @@ impl Pg {
             .batch("BEGIN ISOLATION LEVEL READ COMMITTED")?)
     }
 
-    /// `COMMIT`; a transaction that changed a row first bumps the change counter and notifies
-    /// the board's watchers, in the same round trip.
+    /// `COMMIT`; a transaction that changed a row also notifies the board's watchers and bumps
+    /// the change counter, in the same round trip.
+    /// Statements queued by [`Pg::execute_deferred`] go in that round trip too; if one failed,
+    /// its error is returned ([`Error::Queued`]) and nothing is committed. A transaction that an
+    /// earlier failure aborted (or none at all) is never committed: [`Error::Aborted`] (a
+    /// server would answer `COMMIT` of a failed transaction with a quiet rollback).
     pub(super) fn commit(&self) -> Result<()> {
         let mut client = self.client.borrow_mut();
-        if self.dirty.replace(false) {
+        if client.transaction_status() != TransactionStatus::InTransaction {
+            self.dirty.set(false);
+            return Err(Error::Aborted);
+        }
+        let r = if self.dirty.replace(false) {
             // The counter moves after the commit (a watcher that sees it move then reads the
             // change); `nextval` never waits for another transaction.
-            client.batch(&format!(
-                "NOTIFY {CHANGE_CHANNEL}; COMMIT; SELECT nextval('{CHANGES_SEQUENCE}')"
-            ))?;
-            self.own_bumps.set(self.own_bumps.get() + 1);
+            client
+                .batch(&format!(
+                    "NOTIFY {CHANGE_CHANNEL}; COMMIT; SELECT nextval('{CHANGES_SEQUENCE}')"
+                ))
+                .map(|()| self.own_bumps.set(self.own_bumps.get() + 1))
         } else {
-            client.batch("COMMIT")?;
-        }
-        Ok(())
+            client.batch("COMMIT")
+        };
+        r.map_err(|e| Self::wire_error(&client, e))
     }
 
     /// The change counter minus this connection's own bumps (see the module docs).
@@ -211,10 +230,36 @@ impl Pg {
 
     pub(super) fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
         let values = values(params)?;
-        let n = self.client.borrow_mut().execute(sql, &values)?;
+        let mut client = self.client.borrow_mut();
+        let n = client
+            .execute(sql, &values)
+            .map_err(|e| Self::wire_error(&client, e))?;
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         self.note(sql, n);
         Ok(n)
+    }
+
+    /// Queues `sql` in the wire client's pipeline inside a transaction (see
+    /// [`super::Db::execute_unchecked`]); outside one, runs it at once. A queued write counts
+    /// as a change of the transaction (its row count is not known before the commit).
+    pub(super) fn execute_deferred(&self, sql: &str, params: &[&dyn ToSql]) -> Result<()> {
+        let values = values(params)?;
+        let mut client = self.client.borrow_mut();
+        if client.transaction_status() != TransactionStatus::InTransaction {
+            drop(client);
+            return self.execute(sql, params).map(drop);
+        }
+        client.execute_deferred(sql, &values)?;
+        if writes(sql) {
+            self.dirty.set(true);
+        }
+        Ok(())
+    }
+
+    /// Sends the queued statements and waits for them.
+    pub(super) fn sync(&self) -> Result<()> {
+        let mut client = self.client.borrow_mut();
+        client.sync().map_err(|e| Self::wire_error(&client, e))
     }
 
     pub(super) fn query(
@@ -223,13 +268,19 @@ impl Pg {
         params: &[&dyn ToSql],
     ) -> Result<Vec<kanban_pgwire::Row>> {
         let values = values(params)?;
-        let rows = self.client.borrow_mut().query(sql, &values)?;
+        let mut client = self.client.borrow_mut();
+        let rows = client
+            .query(sql, &values)
+            .map_err(|e| Self::wire_error(&client, e))?;
         self.note(sql, rows.len());
         Ok(rows)
     }
 
     pub(super) fn batch(&self, sql: &str) -> Result<()> {
-        Ok(self.client.borrow_mut().batch(&translate(sql))?)
+        let mut client = self.client.borrow_mut();
+        client
+            .batch(&translate(sql))
+            .map_err(|e| Self::wire_error(&client, e))
     }
 
     pub(super) fn is_autocommit(&self) -> bool {
@@ -759,6 +810,66 @@ mod tests {
         other.batch("COMMIT").unwrap();
         db.begin_immediate().unwrap();
         db.commit().unwrap();
+    }
+
+    #[test]
+    fn unchecked_writes_travel_with_the_next_statement_and_fail_the_transaction() {
+        let (db, _other) = db("sql_layer_unchecked");
+        db.execute_batch(
+            "CREATE TABLE t (id bigint PRIMARY KEY); \
+             CREATE SEQUENCE kanban_change_seq",
+        )
+        .unwrap();
+        // Outside a transaction: run at once.
+        db.execute_unchecked("INSERT INTO t VALUES (?1)", [1_i64])
+            .unwrap();
+        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
+        // Inside: queued, sent with the next query (which sees it) and committed.
+        db.begin_immediate().unwrap();
+        db.execute_unchecked("INSERT INTO t VALUES (?1)", [2_i64])
+            .unwrap();
+        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 2);
+        db.execute_unchecked("INSERT INTO t VALUES (?1)", [3_i64])
+            .unwrap();
+        db.commit().unwrap();
+        assert!(db.is_autocommit());
+        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 3);
+        // A queued write that fails is reported by the commit as the statement's error, and
+        // nothing of the transaction is kept.
+        db.begin_immediate().unwrap();
+        db.execute("INSERT INTO t VALUES (4)", []).unwrap();
+        db.execute_unchecked("INSERT INTO t VALUES (?1)", [1_i64])
+            .unwrap();
+        let err = db.commit().unwrap_err();
+        assert!(err.is_queued_statement(), "{err}");
+        assert_eq!(err.kind(), ErrorKind::UniqueViolation, "{err}");
+        db.rollback();
+        assert!(db.is_autocommit());
+        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 3);
+        // Reported by the next statement instead; a commit after it commits nothing.
+        db.begin_immediate().unwrap();
+        db.execute("INSERT INTO t VALUES (5)", []).unwrap();
+        db.execute_unchecked("INSERT INTO t VALUES (?1)", [1_i64])
+            .unwrap();
+        let err = db.execute("INSERT INTO t VALUES (6)", []).unwrap_err();
+        assert!(err.is_queued_statement(), "{err}");
+        let err = db.commit().unwrap_err();
+        assert!(matches!(err, Error::Aborted), "{err}");
+        db.rollback();
+        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 3);
+        // `sync` reports it too; its own statement's failure is not a queued one.
+        db.begin_immediate().unwrap();
+        db.execute_unchecked("INSERT INTO t VALUES (?1)", [1_i64])
+            .unwrap();
+        assert!(db.sync().unwrap_err().is_queued_statement());
+        db.rollback();
+        let err = db.execute("INSERT INTO t VALUES (1)", []).unwrap_err();
+        assert!(!err.is_queued_statement(), "{err}");
     }
 
     #[test]
