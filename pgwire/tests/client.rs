@@ -524,20 +524,29 @@ fn queued_statements_run_in_order_with_the_next_statement_in_one_round_trip() {
         c.execute_deferred("INSERT INTO log (v) VALUES ($1)", &[Value::Text(v.into())])
             .unwrap();
     }
-    assert_eq!(c.deferred(), 3, "nothing is sent before a call needs an answer");
+    assert_eq!(
+        c.deferred(),
+        3,
+        "nothing is sent before a call needs an answer"
+    );
     // The flushing statement runs after the queued ones and sees their rows, in order.
     let rows = c.query("SELECT v FROM log ORDER BY seq", &[]).unwrap();
     let got: Vec<_> = rows.iter().map(|r| r.get(0).cloned()).collect();
     assert_eq!(
         got,
-        ["a", "b", "c"].map(|v| Some(Value::Text(v.into()))).to_vec()
+        ["a", "b", "c"]
+            .map(|v| Some(Value::Text(v.into())))
+            .to_vec()
     );
     assert_eq!(c.deferred(), 0);
     assert!(!c.queued_failed());
     assert_eq!(c.transaction_status(), TransactionStatus::InTransaction);
     // Queued before a simple-protocol COMMIT: they go in its round trip and are committed.
-    c.execute_deferred("INSERT INTO log (v) VALUES ($1)", &[Value::Text("d".into())])
-        .unwrap();
+    c.execute_deferred(
+        "INSERT INTO log (v) VALUES ($1)",
+        &[Value::Text("d".into())],
+    )
+    .unwrap();
     c.batch("COMMIT").unwrap();
     assert_eq!(c.transaction_status(), TransactionStatus::Idle);
     let n = c.query_one("SELECT count(*) FROM log", &[]).unwrap();
@@ -545,8 +554,11 @@ fn queued_statements_run_in_order_with_the_next_statement_in_one_round_trip() {
     // The prepared statement was cached once and reused by the later queued runs.
     let before = c.cache_stats();
     c.batch("BEGIN").unwrap();
-    c.execute_deferred("INSERT INTO log (v) VALUES ($1)", &[Value::Text("e".into())])
-        .unwrap();
+    c.execute_deferred(
+        "INSERT INTO log (v) VALUES ($1)",
+        &[Value::Text("e".into())],
+    )
+    .unwrap();
     c.sync().unwrap();
     c.batch("COMMIT").unwrap();
     let after = c.cache_stats();
@@ -568,7 +580,9 @@ fn a_queued_failure_is_reported_by_the_flushing_call_and_fails_the_transaction()
         .unwrap();
     c.execute_deferred("INSERT INTO t VALUES ($1)", &[Value::Int(3)])
         .unwrap();
-    let err = c.execute("INSERT INTO t VALUES ($1)", &[Value::Int(4)]).unwrap_err();
+    let err = c
+        .execute("INSERT INTO t VALUES ($1)", &[Value::Int(4)])
+        .unwrap_err();
     match &err {
         Error::Db(db) => assert_eq!(db.code, "23505", "{err}"),
         other => panic!("expected the unique violation, got {other:?}"),
@@ -578,7 +592,11 @@ fn a_queued_failure_is_reported_by_the_flushing_call_and_fails_the_transaction()
     assert_eq!(c.deferred(), 0);
     c.batch("ROLLBACK").unwrap();
     let n = c.query_one("SELECT count(*) FROM t", &[]).unwrap();
-    assert_eq!(n.get(0), Some(&Value::Int(1)), "nothing of the transaction kept");
+    assert_eq!(
+        n.get(0),
+        Some(&Value::Int(1)),
+        "nothing of the transaction kept"
+    );
     assert!(!c.queued_failed(), "a later call's own outcome");
 
     // Reported by a simple-protocol COMMIT: nothing is committed.
@@ -618,7 +636,11 @@ fn a_queued_failure_is_reported_by_the_flushing_call_and_fails_the_transaction()
     c.batch("ROLLBACK").unwrap();
     let misses = c.cache_stats().misses;
     c.query("SELECT 1", &[]).unwrap();
-    assert_eq!(c.cache_stats().misses, misses + 1, "the skipped SELECT is prepared afresh");
+    assert_eq!(
+        c.cache_stats().misses,
+        misses + 1,
+        "the skipped SELECT is prepared afresh"
+    );
 }
 
 #[test]

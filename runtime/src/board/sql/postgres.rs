@@ -823,19 +823,25 @@ mod tests {
         // Outside a transaction: run at once.
         db.execute_unchecked("INSERT INTO t VALUES (?1)", [1_i64])
             .unwrap();
-        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let n: i64 = db
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 1);
         // Inside: queued, sent with the next query (which sees it) and committed.
         db.begin_immediate().unwrap();
         db.execute_unchecked("INSERT INTO t VALUES (?1)", [2_i64])
             .unwrap();
-        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let n: i64 = db
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 2);
         db.execute_unchecked("INSERT INTO t VALUES (?1)", [3_i64])
             .unwrap();
         db.commit().unwrap();
         assert!(db.is_autocommit());
-        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let n: i64 = db
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 3);
         // A queued write that fails is reported by the commit as the statement's error, and
         // nothing of the transaction is kept.
@@ -848,7 +854,9 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::UniqueViolation, "{err}");
         db.rollback();
         assert!(db.is_autocommit());
-        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let n: i64 = db
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 3);
         // Reported by the next statement instead; a commit after it commits nothing.
         db.begin_immediate().unwrap();
@@ -860,7 +868,9 @@ mod tests {
         let err = db.commit().unwrap_err();
         assert!(matches!(err, Error::Aborted), "{err}");
         db.rollback();
-        let n: i64 = db.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let n: i64 = db
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 3);
         // `sync` reports it too; its own statement's failure is not a queued one.
         db.begin_immediate().unwrap();
