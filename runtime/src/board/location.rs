@@ -31,6 +31,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kanban_pgwire::Config as PgConfig;
 
@@ -39,6 +40,13 @@ use crate::identity::settings;
 /// File name, in a board's folder `<root>/kanban/boards/<slug>/`, of the PostgreSQL URL that
 /// `kanban boards create --url` and `kanban boards migrate` record.
 pub const URL_FILE: &str = "postgres.url";
+
+/// How long a connection to a PostgreSQL board may take (the TCP connect, then each read of the
+/// start-up and authentication exchange) when its URL sets no `connect_timeout`: a server that
+/// does not answer fails the command (or the dispatcher's tick, which opens the home's other
+/// PostgreSQL boards for the host-wide cap) after this long instead of stalling it. A URL's own
+/// `connect_timeout=SECONDS` wins (`0` waits as long as the operating system lets it).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// True when `location` names a PostgreSQL database (`postgres://` or `postgresql://`).
 pub fn is_postgres_url(location: &str) -> bool {
@@ -76,6 +84,8 @@ impl fmt::Display for UrlSource {
 pub struct PgTarget {
     config: PgConfig,
     source: UrlSource,
+    /// The URL sets `connect_timeout` itself (else [`DEFAULT_CONNECT_TIMEOUT`] applies).
+    timeout_given: bool,
 }
 
 impl fmt::Debug for PgTarget {
@@ -107,7 +117,14 @@ impl PgTarget {
             source_: source.clone(),
             source: e,
         })?;
-        Ok(PgTarget { config, source })
+        let timeout_given = url
+            .split_once('?')
+            .is_some_and(|(_, query)| query.split('&').any(|p| p.starts_with("connect_timeout=")));
+        Ok(PgTarget {
+            config,
+            source,
+            timeout_given,
+        })
     }
 
     /// The URL without its password: what logs, events, `--json` output and a worker's
@@ -132,10 +149,14 @@ impl PgTarget {
     }
 
     /// The settings to connect with: the password filled in from libpq's sources (the URL,
-    /// `PGPASSWORD`, `PGPASSFILE` or `~/.pgpass`), read through [`settings`]. The store opens its
+    /// `PGPASSWORD`, `PGPASSFILE` or `~/.pgpass`), read through [`settings`], and
+    /// [`DEFAULT_CONNECT_TIMEOUT`] unless the URL sets `connect_timeout`. The store opens its
     /// connections with this.
     pub fn connect_config(&self) -> Result<PgConfig, kanban_pgwire::Error> {
         let mut config = self.config.clone();
+        if !self.timeout_given {
+            config.set_connect_timeout(Some(DEFAULT_CONNECT_TIMEOUT));
+        }
         let home = settings::user_home();
         config.resolve_password(
             settings::pg_password().as_deref(),
@@ -397,6 +418,23 @@ mod tests {
             let chain = crate::error_chain(&err);
             assert!(!chain.contains("Tr0ub4dor"), "{chain}");
         }
+    }
+
+    #[test]
+    fn a_connection_waits_ten_seconds_unless_the_url_says_otherwise() {
+        let timeout = |url: &str| {
+            PgTarget::parse(url, UrlSource::Pinned)
+                .unwrap()
+                .connect_config()
+                .unwrap()
+                .connect_timeout()
+        };
+        assert_eq!(timeout("postgres://u@h/db"), Some(DEFAULT_CONNECT_TIMEOUT));
+        assert_eq!(
+            timeout("postgres://u@h/db?sslmode=disable&connect_timeout=3"),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(timeout("postgres://u@h/db?connect_timeout=0"), None);
     }
 
     #[test]
