@@ -116,11 +116,51 @@ pub enum BoardError {
     },
 
     #[error(
-        "the PostgreSQL database {url} holds no kanban board and nothing was created there; create it with `kanban boards create SLUG --url URL`, `kanban boards migrate SLUG --to URL`, or a command that creates its board (`kanban init`, `kanban create`)"
+        "the PostgreSQL database {url} holds no kanban board and nothing was created there; {advice}"
     )]
     PgNoBoard {
         /// The board's URL without its password.
         url: String,
+        /// What to do, from where the URL was found ([`BoardError::no_board_advice`]).
+        advice: String,
+    },
+
+    #[error(
+        "cannot write the PostgreSQL board {url}: {}",
+        if *by_server {
+            "the server refuses writes in this session (a hot standby, or `default_transaction_read_only` set for this role or database); nothing was changed. Point the board at the primary server, or use a role that may write"
+        } else {
+            "this command opened it for reading only; nothing was changed"
+        }
+    )]
+    PgReadOnly {
+        /// The board's URL without its password.
+        url: String,
+        /// The server refused the write (else kanban opened the board read-only).
+        by_server: bool,
+        #[source]
+        source: Option<super::sql::Error>,
+    },
+
+    #[error(
+        "cannot connect to the PostgreSQL board {url}: the server is down, unreachable, or did not answer within the connect timeout (the URL's `connect_timeout`, else {} s); nothing was changed. Check the server (`pg_isready`) and run the command again",
+        super::location::DEFAULT_CONNECT_TIMEOUT.as_secs()
+    )]
+    PgUnreachable {
+        /// The board's URL without its password.
+        url: String,
+        #[source]
+        source: super::sql::Error,
+    },
+
+    #[error(
+        "lost the connection to the PostgreSQL board {url}: the server closed it or is unreachable (stopped, restarting, or the network is down), and it rolls back whatever this command had not committed. A dispatcher reconnects by itself on a later tick; run the command again once the server answers (`pg_isready` tells)"
+    )]
+    PgConnectionLost {
+        /// The board's URL without its password.
+        url: String,
+        #[source]
+        source: super::sql::Error,
     },
 
     #[error("cannot bring the PostgreSQL board {url} to the board schema")]
@@ -240,6 +280,73 @@ pub enum BoardError {
 pub type Result<T, E = BoardError> = std::result::Result<T, E>;
 
 impl BoardError {
+    /// What to do about a PostgreSQL database that holds no board, by where its URL was found
+    /// (`slug`: the board's, when known).
+    pub(crate) fn no_board_advice(
+        source: &super::location::UrlSource,
+        slug: Option<&str>,
+    ) -> String {
+        use super::location::UrlSource;
+        let slug = slug.unwrap_or("SLUG");
+        match source {
+            UrlSource::Config(path) => format!(
+                "board `{slug}` is configured in {} and is created there by the first kanban command that may write it (e.g. `kanban --board {slug} init`); this one only reads",
+                path.display()
+            ),
+            UrlSource::File(path) => format!(
+                "{} records it as board `{slug}`'s database, so the board was dropped or the database replaced since. Restore it, or remove {} and run `kanban boards create {slug} --url URL` to start an empty board there",
+                path.display(),
+                path.display()
+            ),
+            UrlSource::Pinned => "HERMES_KANBAN_DB names it, and a board named that way is never created; create it with `kanban boards create SLUG --url URL` (or `[boards.SLUG] url` in kanban.toml and `kanban --board SLUG init`)".to_owned(),
+            UrlSource::Argument(option) => format!(
+                "create the board with `kanban boards create {slug} --url URL` or `kanban boards migrate {slug} --to URL` ({option} named it)"
+            ),
+        }
+    }
+
+    /// `self`, a failure on the PostgreSQL board `url`, in PostgreSQL's words: a write the
+    /// server refused as read-only becomes [`BoardError::PgReadOnly`], any failure once the
+    /// connection is gone (`lost`) [`BoardError::PgConnectionLost`], so no SQLite advice (files,
+    /// folders, disks) is given about a server. Anything else is returned unchanged.
+    pub(crate) fn on_postgres(self, url: &str, lost: bool) -> BoardError {
+        use super::sql::ErrorKind;
+        if matches!(self, BoardError::ReadOnly { .. }) {
+            return BoardError::PgReadOnly {
+                url: url.to_owned(),
+                by_server: true,
+                source: None,
+            };
+        }
+        let kind = match &self {
+            BoardError::Sql(source)
+            | BoardError::Sqlite { source, .. }
+            | BoardError::Postgres { source, .. } => source.kind(),
+            _ => return self,
+        };
+        if !lost && kind != ErrorKind::ReadOnly {
+            return self;
+        }
+        let (BoardError::Sql(source)
+        | BoardError::Sqlite { source, .. }
+        | BoardError::Postgres { source, .. }) = self
+        else {
+            return self;
+        };
+        if lost {
+            BoardError::PgConnectionLost {
+                url: url.to_owned(),
+                source,
+            }
+        } else {
+            BoardError::PgReadOnly {
+                url: url.to_owned(),
+                by_server: true,
+                source: Some(source),
+            }
+        }
+    }
+
     /// True when SQLite reported the database file itself as damaged (`SQLITE_CORRUPT`,
     /// `SQLITE_NOTADB`): the caller should stop and say so rather than retry.
     pub fn is_corrupt(&self) -> bool {

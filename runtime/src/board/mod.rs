@@ -25,7 +25,7 @@ pub mod model;
 pub mod outcome;
 pub mod paths;
 pub mod pg_schema;
-mod pg_store;
+pub(crate) mod pg_store;
 pub mod query;
 mod schema;
 pub mod sql;

@@ -30,7 +30,13 @@ use super::store::{Board, Durability, OpenOptions};
 impl Board {
     /// Opens the PostgreSQL board at `target` (see the module docs). The database must exist;
     /// without `options.create` it must hold a board already.
-    pub(crate) fn open_postgres(target: &PgTarget, options: &OpenOptions) -> Result<Board> {
+    ///
+    /// `slug` (when known) names the board in the advice of a database without one.
+    pub(crate) fn open_postgres(
+        target: &PgTarget,
+        slug: Option<&str>,
+        options: &OpenOptions,
+    ) -> Result<Board> {
         let busy_ms = match options.busy_timeout_ms {
             Some(ms) => ms,
             None => super::store::busy_timeout_from_env()?,
@@ -41,7 +47,13 @@ impl Board {
             source: source.into(),
         };
         let config = target.connect_config().map_err(failed)?;
-        let mut client = kanban_pgwire::Client::connect(&config).map_err(failed)?;
+        let mut client = kanban_pgwire::Client::connect(&config).map_err(|e| match e {
+            kanban_pgwire::Error::Io { .. } => BoardError::PgUnreachable {
+                url: url.clone(),
+                source: e.into(),
+            },
+            other => failed(other),
+        })?;
         let sync = match options.durability {
             Durability::Full => "on",
             Durability::Normal => "off",
@@ -57,7 +69,13 @@ impl Board {
                 .batch("SET default_transaction_read_only = on")
                 .map_err(failed)?;
         }
-        bring_up(&mut client, &url, options)?;
+        bring_up(&mut client, &url, options).map_err(|e| match e {
+            BoardError::PgNoBoard { url, .. } => BoardError::PgNoBoard {
+                url,
+                advice: BoardError::no_board_advice(target.source(), slug),
+            },
+            other => other,
+        })?;
         Ok(Board::from_db(
             Db::postgres(client),
             PathBuf::from(&url),
@@ -99,6 +117,7 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
     if found == 0 && (!options.create || options.read_only) {
         return Err(BoardError::PgNoBoard {
             url: url.to_owned(),
+            advice: String::new(),
         });
     }
     if options.read_only {
@@ -108,25 +127,37 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
             supported: pg_schema::LATEST,
         });
     }
-    // The schema's advisory lock is taken for the session first and the transaction begun after
-    // it is granted: a transaction's start is where the server applies other sessions' catalog
-    // changes to this one's caches, so a process that waited here while another created the
-    // tables sees them (inside a transaction begun before the wait, its cached "no such table"
-    // from the check above would stand, and it would create them again). `migrate` takes the
-    // same key for the transaction, which this session already holds.
+    migrate_once(client).map(drop).map_err(|e| match e {
+        pg_schema::PgSchemaError::TooNew { found } => too_new(found),
+        other => schema(other),
+    })
+}
+
+/// Brings the connected database to the board schema in one transaction ([`pg_schema::migrate`];
+/// an up-to-date database gets no DDL) and returns the version it found; what `Board::open`
+/// with `create`, `kanban boards create --url` and a configured board's first use run, so
+/// processes racing on a fresh database create the schema exactly once.
+///
+/// The schema's advisory lock is taken for the session first and the transaction begun after
+/// it is granted: a transaction's start is where the server applies other sessions' catalog
+/// changes to this one's caches, so a process that waited here while another created the tables
+/// sees them (inside a transaction begun before the wait, a cached "no such table" would stand,
+/// and it would create them again). `migrate` takes the same key for the transaction, which this
+/// session already holds. On failure the transaction is rolled back and the lock released.
+pub(crate) fn migrate_once(
+    client: &mut kanban_pgwire::Client,
+) -> std::result::Result<i64, pg_schema::PgSchemaError> {
+    let step = |source| pg_schema::PgSchemaError::Statement { version: 0, source };
     client
         .execute(
             "SELECT pg_advisory_lock($1)",
             &[kanban_pgwire::Value::Int(pg_schema::ADVISORY_LOCK)],
         )
-        .map_err(failed)?;
-    let outcome = client.batch("BEGIN").map_err(failed).and_then(|()| {
-        pg_schema::migrate(client)
-            .map_err(|e| match e {
-                pg_schema::PgSchemaError::TooNew { found } => too_new(found),
-                other => schema(other),
-            })
-            .and_then(|_| client.batch("COMMIT").map_err(failed))
+        .map_err(step)?;
+    let outcome = client.batch("BEGIN").map_err(step).and_then(|()| {
+        let found = pg_schema::migrate(client)?;
+        client.batch("COMMIT").map_err(step)?;
+        Ok(found)
     });
     if outcome.is_err() && client.transaction_status() != kanban_pgwire::TransactionStatus::Idle {
         let _ = client.batch("ROLLBACK");
@@ -136,8 +167,10 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
             "SELECT pg_advisory_unlock($1)",
             &[kanban_pgwire::Value::Int(pg_schema::ADVISORY_LOCK)],
         )
-        .map_err(failed);
-    outcome.and(unlocked.map(drop))
+        .map_err(step);
+    let found = outcome?;
+    unlocked?;
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -156,13 +189,13 @@ mod tests {
     fn a_database_without_a_board_is_made_one_only_by_an_open_that_creates() {
         let target = PostgresStore::fresh_target();
         for options in [OpenOptions::default(), OpenOptions::read_only()] {
-            let err = Board::open_postgres(&target, &options).unwrap_err();
+            let err = Board::open_postgres(&target, None, &options).unwrap_err();
             assert!(matches!(err, BoardError::PgNoBoard { .. }), "{err}");
             assert!(err.to_string().contains(&target.redacted()), "{err}");
         }
         let mut client = kanban_pgwire::Client::connect(target.config()).unwrap();
         assert_eq!(pg_schema::schema_version(&mut client).unwrap(), 0);
-        let board = Board::open_postgres(&target, &OpenOptions::create()).unwrap();
+        let board = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
         assert!(board.is_postgres());
         assert_eq!(board.path(), std::path::Path::new(&target.redacted()));
         assert_eq!(
@@ -170,7 +203,7 @@ mod tests {
             pg_schema::LATEST
         );
         // Open again without create: the board is there; nothing is migrated twice.
-        drop(Board::open_postgres(&target, &OpenOptions::default()).unwrap());
+        drop(Board::open_postgres(&target, None, &OpenOptions::default()).unwrap());
     }
 
     #[test]
@@ -178,6 +211,7 @@ mod tests {
         let target = PostgresStore::fresh_target();
         let full = Board::open_postgres(
             &target,
+            None,
             &OpenOptions {
                 create: true,
                 busy_timeout_ms: Some(1500),
@@ -190,6 +224,7 @@ mod tests {
         assert_eq!(show(&full, "default_transaction_read_only"), "off");
         let normal = Board::open_postgres(
             &target,
+            None,
             &OpenOptions {
                 durability: Durability::Normal,
                 ..OpenOptions::default()
@@ -197,7 +232,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(show(&normal, "synchronous_commit"), "off");
-        let reader = Board::open_postgres(&target, &OpenOptions::read_only()).unwrap();
+        let reader = Board::open_postgres(&target, None, &OpenOptions::read_only()).unwrap();
         assert_eq!(show(&reader, "default_transaction_read_only"), "on");
         // A write through the read-only board is refused before it reaches the server, and
         // one that reaches it anyway is refused by the server as read-only.
@@ -205,10 +240,19 @@ mod tests {
             title: "t".to_owned(),
             ..Default::default()
         };
-        assert!(matches!(
-            reader.create_task(&new, 1).unwrap_err(),
-            BoardError::ReadOnly { .. }
-        ));
+        let err = reader.create_task(&new, 1).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BoardError::PgReadOnly {
+                    by_server: false,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&target.redacted()), "{err}");
+        assert!(!err.to_string().contains("file"), "{err}");
         reader.conn().begin_immediate().unwrap();
         let err = reader
             .conn()
@@ -234,7 +278,7 @@ mod tests {
             busy_timeout_ms: Some(60_000),
             ..OpenOptions::default()
         };
-        let board = Board::open_postgres(&target, &options).unwrap();
+        let board = Board::open_postgres(&target, None, &options).unwrap();
         let ids: Vec<String> = (0..4)
             .map(|i| {
                 let new = crate::board::NewTask {
@@ -244,7 +288,7 @@ mod tests {
                 board.create_task(&new, 1).unwrap().id
             })
             .collect();
-        let watcher = Board::open_postgres(&target, &OpenOptions::default()).unwrap();
+        let watcher = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
         let seen = watcher.data_version().unwrap();
         let mut other = kanban_pgwire::Client::connect(target.config()).unwrap();
         other.batch("BEGIN").unwrap();
@@ -303,6 +347,7 @@ mod tests {
         // the row, it waits (here until its short lock wait runs out) and changes nothing.
         let impatient = Board::open_postgres(
             &target,
+            None,
             &OpenOptions {
                 busy_timeout_ms: Some(100),
                 ..OpenOptions::default()
@@ -329,16 +374,75 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_connection_is_said_in_postgres_words_and_changes_nothing() {
+        let target = PostgresStore::fresh_target();
+        let board = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
+        let pid = board
+            .conn()
+            .query_row("SELECT pg_backend_pid()", [], |r| r.get::<_, i64>(0))
+            .unwrap();
+        let mut admin = kanban_pgwire::Client::connect(target.config()).unwrap();
+        admin
+            .execute(
+                "SELECT pg_terminate_backend($1::int)",
+                &[kanban_pgwire::Value::Int(pid)],
+            )
+            .unwrap();
+        let new = crate::board::NewTask {
+            title: "t".to_owned(),
+            ..Default::default()
+        };
+        let err = board.create_task(&new, 1).unwrap_err();
+        assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
+        let shown = err.to_string();
+        for says in [
+            target.redacted().as_str(),
+            "closed it or is unreachable",
+            "reconnects",
+        ] {
+            assert!(shown.contains(says), "{shown}");
+        }
+        for sqlite in ["file", "folder", "SQLite", "disk"] {
+            assert!(!shown.contains(sqlite), "{shown}");
+        }
+        assert!(board.connection_lost());
+        let again = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
+        assert!(again.list_tasks(&Default::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_server_that_never_answers_fails_within_the_connect_timeout() {
+        // Listening, never accepting: the connect succeeds, no greeting ever comes.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let target = PgTarget::parse(
+            &format!("postgres://kb:Sekr1t-xyz@127.0.0.1:{port}/board?connect_timeout=1"),
+            crate::board::location::UrlSource::Argument("--url"),
+        )
+        .unwrap();
+        let err = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap_err();
+        assert!(matches!(err, BoardError::PgUnreachable { .. }), "{err}");
+        let chain = crate::error_chain(&err);
+        assert!(
+            chain.contains(&format!("kb@127.0.0.1:{port}/board")),
+            "{chain}"
+        );
+        assert!(chain.contains("connect timeout"), "{chain}");
+        assert!(!chain.contains("Sekr1t-xyz"), "{chain}");
+        drop(silent);
+    }
+
+    #[test]
     fn an_unreachable_server_is_an_error_naming_the_board_without_its_password() {
         let target = PgTarget::parse(
             "postgres://kanban:Sekr1t-xyz@%2Fnonexistent%2Fkanban-socket/board",
             crate::board::location::UrlSource::Argument("--url"),
         )
         .unwrap();
-        let err = Board::open_postgres(&target, &OpenOptions::create()).unwrap_err();
+        let err = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap_err();
         let chain = crate::error_chain(&err);
         assert!(chain.contains("kanban@"), "{chain}");
         assert!(!chain.contains("Sekr1t-xyz"), "{chain}");
-        assert!(matches!(err, BoardError::Postgres { .. }), "{chain}");
+        assert!(matches!(err, BoardError::PgUnreachable { .. }), "{chain}");
     }
 }

@@ -186,7 +186,7 @@ impl Board {
     /// Opens the board at `location`; see [`Board::open_path`].
     pub fn open(location: &BoardLocation, options: &OpenOptions) -> Result<Board> {
         if let Some(target) = location.postgres() {
-            return Self::open_postgres(target, options);
+            return Self::open_postgres(target, Some(&location.slug), options);
         }
         let creates = options.create && !options.read_only;
         if !creates && !location.pinned && !location.db_path.exists() {
@@ -211,7 +211,7 @@ impl Board {
             .filter(|p| super::location::is_postgres_url(p))
         {
             let target = super::location::PgTarget::parse(url, super::location::UrlSource::Pinned)?;
-            return Self::open_postgres(&target, options);
+            return Self::open_postgres(&target, None, options);
         }
         refuse_vulnerable_sqlite(path)?;
         let busy_ms = match options.busy_timeout_ms {
@@ -333,6 +333,9 @@ impl Board {
     /// Turns a SQLite "read-only" or "cannot open" failure on this board into the error that
     /// names the file and says what to do.
     fn classify(&self, err: BoardError) -> BoardError {
+        if self.is_postgres() {
+            return err.on_postgres(&self.path.to_string_lossy(), self.connection_lost());
+        }
         let kind = match &err {
             BoardError::Sql(source) | BoardError::Sqlite { source, .. } => Some(source.kind()),
             _ => None,
@@ -545,7 +548,7 @@ impl Board {
     /// Only `BEGIN` and `COMMIT` are retried on busy; nesting is refused.
     pub(crate) fn write<T, E>(&self, body: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
     where
-        E: From<BoardError>,
+        E: From<BoardError> + WriteError,
     {
         self.write_with(Db::begin_immediate, body)
     }
@@ -562,9 +565,17 @@ impl Board {
         body: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E>
     where
-        E: From<BoardError>,
+        E: From<BoardError> + WriteError,
     {
         if self.read_only {
+            if self.is_postgres() {
+                return Err(BoardError::PgReadOnly {
+                    url: self.path.to_string_lossy().into_owned(),
+                    by_server: false,
+                    source: None,
+                }
+                .into());
+            }
             return Err(BoardError::ReadOnly {
                 path: self.path.clone(),
             }
@@ -585,6 +596,11 @@ impl Board {
             }
             Err(err) => {
                 self.conn.rollback();
+                if self.is_postgres() {
+                    return Err(
+                        err.on_postgres(&self.path.to_string_lossy(), self.connection_lost())
+                    );
+                }
                 Err(err)
             }
         }
@@ -641,6 +657,23 @@ impl Board {
             let _ = self.conn.set_lock_wait(self.busy_timeout);
         }
         outcome
+    }
+}
+
+/// An error a [`Board::write`] body may fail with. On a PostgreSQL board a body's failure is
+/// reworded in PostgreSQL's terms ([`BoardError::on_postgres`]: a read-only session, a lost
+/// connection) when it is a [`BoardError`]; another error type keeps its own words.
+pub(crate) trait WriteError: Sized {
+    /// `self` as the failure of a write on the PostgreSQL board `url`.
+    fn on_postgres(self, url: &str, lost: bool) -> Self {
+        let _ = (url, lost);
+        self
+    }
+}
+
+impl WriteError for BoardError {
+    fn on_postgres(self, url: &str, lost: bool) -> Self {
+        BoardError::on_postgres(self, url, lost)
     }
 }
 

@@ -348,8 +348,8 @@ mod tests {
     /// Two connections to one fresh PostgreSQL board.
     fn two_postgres_connections() -> (Board, Board) {
         let target = crate::board::conformance::PostgresStore::fresh_target();
-        let watcher = Board::open_postgres(&target, &OpenOptions::create()).unwrap();
-        let writer = Board::open_postgres(&target, &OpenOptions::default()).unwrap();
+        let watcher = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
+        let writer = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
         (watcher, writer)
     }
 

@@ -254,12 +254,18 @@ pub(super) fn root(globals: &Globals) -> anyhow::Result<PathBuf> {
     Ok(paths::root_dir(globals.home.as_deref())?)
 }
 
-/// Opens the resolved board; the default board is created on first use, any other must exist.
+/// Opens the resolved board; the default board and a PostgreSQL board configured in kanban.toml
+/// are created on first use, any other must exist.
 pub(super) fn open(globals: &Globals) -> anyhow::Result<Opened> {
     let root = root(globals)?;
     let loc = paths::resolve(&root, globals.board.as_deref())?;
-    // A fenced process only reads: it never creates a board as a side effect.
-    let create = loc.slug == board::DEFAULT_BOARD
+    // A fenced process only reads: it never creates a board as a side effect. Created on first
+    // use: the default board, and a board whose PostgreSQL URL is configured in kanban.toml
+    // (configuring it is how it was declared; see the README's "A board on PostgreSQL").
+    let configured_postgres = loc
+        .postgres()
+        .is_some_and(|t| matches!(t.source(), board::location::UrlSource::Config(_)));
+    let create = (loc.slug == board::DEFAULT_BOARD || configured_postgres)
         && !loc.pinned
         && identity::fence::check_board_mutation().is_ok();
     let options = OpenOptions {
@@ -962,6 +968,19 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
         BoardsCommand::Create { slug, url: None } => {
             fence()?;
             paths::validate_new_slug(&slug)?;
+            // A board kanban.toml puts in PostgreSQL is created there, never as a SQLite file
+            // the configuration would hide.
+            let located = paths::locate(&root, &slug)?;
+            if let Some(target) = located.postgres() {
+                if matches!(target.source(), board::location::UrlSource::Config(_)) {
+                    return super::pgboards::create_configured(&slug, target, globals);
+                }
+                return Err(BoardError::BoardExists {
+                    slug,
+                    path: board::location::url_file(&root, located.slug.as_str()),
+                }
+                .into());
+            }
             let path = paths::db_path(&root, &slug);
             match Board::create_new(&path, &OpenOptions::create()) {
                 Ok(()) => {}

@@ -14,7 +14,7 @@ use super::board::{fence, now, print_out};
 use super::{CmdResult, Globals, Refused};
 use crate::board::location::{self, LocationError, PgTarget, UrlSource};
 use crate::board::migrate::{self, MigrateError};
-use crate::board::{BoardError, paths, pg_schema};
+use crate::board::{BoardError, paths, pg_store};
 use crate::dispatch::lock::{TickLock, lock_path};
 
 /// The URL of `option`, parsed; refused when it carries a password (see `board::location`).
@@ -42,42 +42,56 @@ pub(super) fn create(
     if existing.exists() {
         return Err(BoardError::BoardExists {
             slug: slug.to_owned(),
-            path: match existing.postgres() {
+            path: match existing.postgres().map(PgTarget::source) {
+                Some(UrlSource::Config(path) | UrlSource::File(path)) => path.clone(),
                 Some(_) => location::url_file(root, slug),
                 None => existing.db_path,
             },
         }
         .into());
     }
+    bring_up(slug, &target, globals, Some(root))
+}
+
+/// `kanban boards create SLUG` of a board whose URL `[boards.SLUG] url` in kanban.toml names:
+/// the same as `--url` with that URL (its password, if it has one, included), but nothing is
+/// recorded (the configuration is the record).
+pub(super) fn create_configured(slug: &str, target: &PgTarget, globals: &Globals) -> CmdResult {
+    fence()?;
+    paths::validate_new_slug(slug)?;
+    bring_up(slug, target, globals, None)
+}
+
+/// Creates the board schema in `target`'s database or joins the board it holds, then (with
+/// `record_in`, a root) records the URL in the board folder; prints the outcome.
+fn bring_up(
+    slug: &str,
+    target: &PgTarget,
+    globals: &Globals,
+    record_in: Option<&Path>,
+) -> CmdResult {
     let redacted = target.redacted();
     let config = target
         .connect_config()
         .map_err(|e| anyhow::Error::new(e).context(format!("cannot connect to {redacted}")))?;
     let mut client = kanban_pgwire::Client::connect(&config)
         .map_err(|e| anyhow::Error::new(e).context(format!("cannot connect to {redacted}")))?;
-    let cannot = |e| {
+    let found = pg_store::migrate_once(&mut client).map_err(|e| {
         anyhow::Error::new(e).context(format!(
             "cannot create the board schema in {redacted}; nothing was recorded"
         ))
+    })?;
+    let file = match record_in {
+        Some(root) => Some(location::write_url_file(root, slug, target)?),
+        None => None,
     };
-    client.batch("BEGIN").map_err(cannot)?;
-    let found = match pg_schema::migrate(&mut client) {
-        Ok(found) => found,
-        Err(e) => {
-            let _ = client.batch("ROLLBACK");
-            return Err(anyhow::Error::new(e).context(format!(
-                "cannot create the board schema in {redacted}; nothing was recorded"
-            )));
-        }
-    };
-    client.batch("COMMIT").map_err(cannot)?;
-    let file = location::write_url_file(root, slug, &target)?;
     #[derive(Serialize)]
     struct Made<'a> {
         slug: &'a str,
         store: &'static str,
         url: &'a str,
-        url_file: &'a Path,
+        /// The file the URL was recorded in (null for a board configured in kanban.toml).
+        url_file: Option<&'a Path>,
         /// The schema version the database had (0: it was empty).
         joined_version: i64,
     }
@@ -87,7 +101,7 @@ pub(super) fn create(
             slug,
             store: "postgres",
             url: &redacted,
-            url_file: &file,
+            url_file: file.as_deref(),
             joined_version: found,
         },
         || {
