@@ -618,7 +618,8 @@ impl Board {
                 Ok(()) => break Ok(()),
                 // A statement of the body the commit sent (see `Db::execute_unchecked`): its
                 // failure is the body's, never retried.
-                Err(e) if e.is_queued_statement() => break Err(BoardError::Sql(e)),
+                // On PostgreSQL a read-only session or a lost connection is still said so.
+                Err(e) if e.is_queued_statement() => break Err(self.classify(BoardError::Sql(e))),
                 Err(e) if e.kind() == ErrorKind::Busy => {
                     match next_busy_try(started.elapsed(), self.busy_timeout, tries, jitter()) {
                         Some((pause, left)) => {
