@@ -289,3 +289,51 @@ fn eight_concurrent_boards_create_of_one_empty_database_make_one_schema() {
         }
     }
 }
+
+#[test]
+fn concurrent_boards_migrate_into_one_empty_database_copy_exactly_one_board() {
+    // Four hosts each migrate their own SQLite board into the same empty database at once:
+    // one copy wins; the others find it not empty (exit 3) and keep their SQLite board.
+    const N: usize = 4;
+    let db = fresh_db("migrate_race");
+    let url = cluster().url(&db);
+    let homes: Vec<Kanban> = (0..N).map(|_| kanban()).collect();
+    for (n, k) in homes.iter().enumerate() {
+        k.create(&format!("from host {n}"), &[]);
+    }
+    let children: Vec<_> = homes
+        .iter()
+        .map(|k| {
+            let mut cmd = k.cmd();
+            cmd.args(["boards", "migrate", "default", "--to", &url]);
+            cmd.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let mut winner = None;
+    for (n, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => {
+                assert!(winner.is_none(), "two migrations copied: {stderr}");
+                winner = Some(n);
+            }
+            Some(3) => {
+                assert!(stderr.contains("is not empty"), "{stderr}");
+                assert!(stderr.contains("nothing was changed"), "{stderr}");
+                let k = &homes[n];
+                assert!(k.default_db().is_file());
+                assert!(!k.home().join("kanban/boards/default/postgres.url").exists());
+                let list = k.json(&["list"]);
+                assert_eq!(list[0]["title"], format!("from host {n}"), "{list}");
+            }
+            other => panic!("host {n} exited {other:?}: {stderr}"),
+        }
+    }
+    let winner = winner.expect("one migration copied the board");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM tasks"), 1);
+    let list = homes[winner].json(&["list"]);
+    assert_eq!(list[0]["title"], format!("from host {winner}"), "{list}");
+}

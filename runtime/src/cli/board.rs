@@ -970,14 +970,23 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             paths::validate_new_slug(&slug)?;
             // A board kanban.toml puts in PostgreSQL is created there, never as a SQLite file
             // the configuration would hide.
-            let located = paths::locate(&root, &slug)?;
-            if let Some(target) = located.postgres() {
+            // (A board folder that cannot be read holds no recorded URL; creating the SQLite
+            // file there fails below with its own message.)
+            let located = match paths::locate(&root, &slug) {
+                Err(BoardError::Location(e))
+                    if matches!(*e, board::location::LocationError::ReadUrlFile { .. }) =>
+                {
+                    None
+                }
+                other => Some(other?),
+            };
+            if let Some(target) = located.as_ref().and_then(BoardLocation::postgres) {
                 if matches!(target.source(), board::location::UrlSource::Config(_)) {
                     return super::pgboards::create_configured(&slug, target, globals);
                 }
                 return Err(BoardError::BoardExists {
+                    path: board::location::url_file(&root, &slug),
                     slug,
-                    path: board::location::url_file(&root, located.slug.as_str()),
                 }
                 .into());
             }
