@@ -337,3 +337,37 @@ fn concurrent_boards_migrate_into_one_empty_database_copy_exactly_one_board() {
     let list = homes[winner].json(&["list"]);
     assert_eq!(list[0]["title"], format!("from host {winner}"), "{list}");
 }
+
+#[test]
+fn a_full_or_damaged_server_is_advised_about_as_a_server_not_a_file() {
+    let k = kanban();
+    let db = fresh_db("server_faults");
+    configure(&k, "team", &cluster().url(&db));
+    k.create("kept", &["--board", "team"]);
+    let mut admin = cluster().connect(&db).unwrap();
+    for (code, says) in [
+        ("53100", "the PostgreSQL server's disk is full"),
+        ("XX001", "the PostgreSQL server reports damaged data"),
+        (
+            "58030",
+            "the PostgreSQL server could not read or write its files",
+        ),
+    ] {
+        // The server refuses the insert with the SQLSTATE a full disk, a damaged page or a
+        // failed file access gives.
+        admin
+            .batch(&format!(
+                "CREATE OR REPLACE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \
+                 $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '{code}'; END $$; \
+                 DROP TRIGGER IF EXISTS refuse ON tasks; \
+                 CREATE TRIGGER refuse BEFORE INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION refuse()"
+            ))
+            .unwrap();
+        let run = k.run(&["--board", "team", "create", "refused"]);
+        refused(&run, 1, &[says, "nothing was changed"]);
+        for sqlite in ["SQLite", "sqlite3", "`df`"] {
+            assert!(!run.stderr.contains(sqlite), "{code}: {}", run.stderr);
+        }
+        assert_eq!(count(&db, "SELECT COUNT(*) FROM tasks"), 1);
+    }
+}
