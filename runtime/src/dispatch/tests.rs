@@ -543,6 +543,34 @@ fn max_in_progress_caps_spawns_across_the_boards_of_this_host() {
     );
 }
 
+#[test]
+fn a_postgres_neighbour_that_never_answers_cannot_stall_the_tick() {
+    // The host-wide cap opens the home's other boards each tick. A PostgreSQL neighbour on a
+    // server that accepts the connection and never answers fails within the connect timeout
+    // (here the URL's 1 s; without one, 10 s) and is skipped: the tick goes on.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let mut e = env();
+    e.settings.max_spawn = 8;
+    let url = format!("postgres://kb@127.0.0.1:{port}/board?connect_timeout=1");
+    let target =
+        board::PgTarget::parse(&url, board::location::UrlSource::Argument("--url")).unwrap();
+    e.settings.other_boards = vec![board::BoardLocation {
+        slug: "remote".into(),
+        db_path: e.settings.root.join("kanban/boards/remote/kanban.db"),
+        pinned: false,
+        store: board::Store::Postgres(target),
+    }];
+    e.settings.max_in_progress = Some(3);
+    for i in 0..5 {
+        e.create(&format!("t{i}"), 0, vec![]);
+    }
+    let r = e.tick();
+    assert_eq!(r.budget, 3);
+    assert_eq!(r.spawned.len(), 3);
+    drop(silent);
+}
+
 /// A claim made on this host by a dispatcher that died before it spawned anything.
 fn claim_by_dead_dispatcher(e: &Env, id: &str, pid: i64) -> String {
     let lock = format!("{}{pid}", e.settings.host_prefix);
