@@ -490,16 +490,11 @@ impl Board {
         if application_id != schema::APPLICATION_ID {
             return Ok(());
         }
-        let mode: String = self
-            .sqlite()
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(err())?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            self.sqlite()
-                .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))
-                .map_err(err())?;
-        }
-        Ok(())
+        // The switch reads the header and then takes the write lock without waiting when
+        // another connection holds it (SQLite never waits for a lock while it holds a read lock),
+        // so processes opening a fresh board at once meet busy here; retried like `BEGIN`. Once
+        // one of them has switched, the others find WAL and change nothing.
+        self.retry_busy("switch the board to WAL", switch_to_wal)
     }
 
     fn user_version(&self) -> Result<i64> {
@@ -678,6 +673,19 @@ impl WriteError for BoardError {
     }
 }
 
+/// `PRAGMA journal_mode=WAL`, or `DELETE` where SQLite cannot use WAL (see
+/// `Board::set_journal_mode`).
+fn switch_to_wal(db: &Db) -> sql::Result<()> {
+    let Some(conn) = db.as_sqlite() else {
+        return Ok(());
+    };
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        conn.query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))?;
+    }
+    Ok(())
+}
+
 /// The pause before the next busy retry and the busy-handler wait to give that retry, or `None`
 /// when the retries or the budget are spent. The pauses and waits of all tries never add up to
 /// more than `budget`.
@@ -793,18 +801,28 @@ pub(super) fn busy_timeout_from_env() -> Result<u64> {
 /// is not a regular file (following symlinks) and a non-empty file that does not start with the
 /// SQLite header.
 fn check_file(path: &Path) -> Result<bool> {
+    check_file_with(path, || {})
+}
+
+/// [`check_file`] with a step run between finding nothing at `path` and looking at the name
+/// itself (tests create the file there, as a concurrent first open does).
+fn check_file_with(path: &Path, after_missing: impl FnOnce()) -> Result<bool> {
     use std::io::Read;
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::fs::symlink_metadata(path).is_ok() {
+            after_missing();
+            return match std::fs::symlink_metadata(path) {
                 // A dangling symlink: SQLite would create a file wherever it points.
-                return Err(BoardError::NotRegularFile {
+                Ok(name) if name.file_type().is_symlink() => Err(BoardError::NotRegularFile {
                     path: path.to_path_buf(),
                     kind: "symlink to nothing",
-                });
-            }
-            return Ok(false);
+                }),
+                // Something appeared meanwhile (another process creating the board on its first
+                // use): judge it like any file found there.
+                Ok(_) => check_file(path),
+                Err(_) => Ok(false),
+            };
         }
         Err(source) => {
             return Err(BoardError::Io {
@@ -1171,6 +1189,67 @@ mod tests {
         assert!(text.contains(&path.display().to_string()), "{text}");
         holder.execute_batch("ROLLBACK").unwrap();
         board.write(|_tx| Ok::<_, BoardError>(())).unwrap();
+    }
+
+    #[test]
+    fn a_board_file_created_while_the_path_is_inspected_is_not_a_dangling_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kanban.db");
+        // Another process's first open creates the file between the two looks at the path.
+        let exists = check_file_with(&path, || std::fs::write(&path, b"").unwrap()).unwrap();
+        assert!(exists, "the file made meanwhile is found");
+        // A symlink to nothing is still refused.
+        let dangling = dir.path().join("dangling.db");
+        std::os::unix::fs::symlink(dir.path().join("nowhere.db"), &dangling).unwrap();
+        let err = check_file_with(&dangling, || {}).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BoardError::NotRegularFile {
+                    kind: "symlink to nothing",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn switching_a_board_to_wal_retries_a_held_write_lock_instead_of_failing_at_once() {
+        let (dir, board) = open_temp();
+        drop(board);
+        let path = dir.path().join("kanban.db");
+        // A board of kanban's still on its rollback journal, as a fresh board is between its
+        // schema and the switch, while another connection holds the write lock.
+        let holder = Connection::open(&path).unwrap();
+        let mode: String = holder
+            .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let options = OpenOptions {
+            busy_timeout_ms: Some(60_000),
+            ..OpenOptions::default()
+        };
+        let err = Board::open_path(&path, &options).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BoardError::Busy {
+                    what: "switch the board to WAL",
+                    tries,
+                    ..
+                } if tries == BUSY_RETRIES + 1
+            ),
+            "{err}"
+        );
+        holder.execute_batch("ROLLBACK").unwrap();
+        let board = Board::open_path(&path, &options).unwrap();
+        let mode: String = board
+            .sqlite()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
     }
 
     #[test]
