@@ -17,7 +17,9 @@
 //! locked board gives up after the busy timeout in total, never several times it. The body is
 //! never replayed. A body error rolls back. Nesting is refused, never silently turned into a
 //! savepoint: a transition that needs another one calls its `*_in(tx, …)` form inside the same
-//! transaction.
+//! transaction. Opening a board retries its switch to WAL the same way (SQLite makes that switch
+//! without waiting for a write lock another connection holds: processes opening a fresh board at
+//! once meet it).
 //!
 //! [`OpenOptions::read_only`] opens a board for reading only (read commands fall back to it when
 //! the file or its folder is not writable): no pragma that writes, no migration, and writes fail
