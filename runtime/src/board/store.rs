@@ -317,10 +317,16 @@ impl Board {
         store
             .configure(&OpenOptions::create())
             .map_err(|e| store.classify(e))?;
+        // Retried on busy as a board's switch is (processes opening a fresh store at once).
         store
-            .sqlite()
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
-            .map_err(sqlite_err(path))?;
+            .retry_busy("switch the store to WAL", |db| match db.as_sqlite() {
+                Some(conn) => conn
+                    .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+                    .map(drop)
+                    .map_err(sql::Error::from),
+                None => Ok(()),
+            })
+            .map_err(|e| store.classify(e))?;
         store
             .write(|tx| tx.execute_batch(schema).map_err(BoardError::from))
             .map_err(|e| store.classify(e))?;
@@ -1248,6 +1254,41 @@ mod tests {
         holder.execute_batch("ROLLBACK").unwrap();
         let board = Board::open_path(&path, &options).unwrap();
         let mode: String = board
+            .sqlite()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn opening_a_store_retries_its_switch_to_wal_instead_of_failing_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let schema = "CREATE TABLE IF NOT EXISTS t (x INTEGER);";
+        drop(Board::open_store(&path, schema).unwrap());
+        // A store on its rollback journal, as a fresh one is before its switch, while another
+        // connection holds the write lock.
+        let holder = Connection::open(&path).unwrap();
+        let mode: String = holder
+            .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let err = Board::open_store(&path, schema).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BoardError::Busy {
+                    what: "switch the store to WAL",
+                    tries,
+                    ..
+                } if tries == BUSY_RETRIES + 1
+            ),
+            "{err}"
+        );
+        holder.execute_batch("ROLLBACK").unwrap();
+        let store = Board::open_store(&path, schema).unwrap();
+        let mode: String = store
             .sqlite()
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .unwrap();
