@@ -340,6 +340,16 @@ impl TestCluster {
         )
     }
 
+    /// Creates a fresh empty database named `<prefix>_<pid>_<n>` (unique within this process,
+    /// and across the processes sharing the server) and returns its name.
+    pub fn fresh_database(&self, prefix: &str) -> Result<String> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{prefix}_{}_{n}", std::process::id());
+        self.create_database(&name)?;
+        Ok(name)
+    }
+
     /// Creates a login role with `password` that must authenticate with SCRAM-SHA-256.
     pub fn create_role_with_password(&self, name: &str, password: &str) -> Result<()> {
         self.create_role(name, password, PasswordMethod::Scram)

@@ -9,24 +9,11 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
 use kanban_runtime::board::{Board, NewTask, OpenOptions};
-use kanban_tests::Kanban;
+use kanban_tests::{Kanban, shuffled};
 
 const CLAIMERS: usize = 8;
 const TASKS: usize = 200;
 const ROUNDS: usize = 3;
-
-/// A deterministic per-claimer shuffle (xorshift), so each claimer walks its own order.
-fn shuffled(ids: &[String], seed: u64) -> Vec<String> {
-    let mut out = ids.to_vec();
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for i in (1..out.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    out
-}
 
 /// Creates `TASKS` ready tasks in one transaction through the library (setup only).
 fn seed_board(k: &Kanban) -> Vec<String> {

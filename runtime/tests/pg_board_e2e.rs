@@ -11,23 +11,17 @@ mod dispatch_support;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use dispatch_support::{Home, config};
 use kanban_pgwire::cluster::TestCluster;
 use kanban_runtime::board::{NewTask, Status, TaskFilter};
+use kanban_tests::shuffled;
 
 /// A fresh database on the test binary's throwaway cluster; its URL.
 fn fresh_url(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
     let cluster = TestCluster::shared().expect("a PostgreSQL test server");
-    let name = format!(
-        "{what}_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
-    cluster.create_database(&name).expect("create a database");
+    let name = cluster.fresh_database(what).expect("create a database");
     cluster.url(&name)
 }
 
@@ -171,19 +165,6 @@ fn two_dispatchers_on_a_postgres_board_never_run_two_workers_for_one_task() {
 
 const CLAIMERS: usize = 8;
 const TASKS: usize = 200;
-
-/// A deterministic per-claimer shuffle (xorshift), so each claimer walks its own order.
-fn shuffled(ids: &[String], seed: u64) -> Vec<String> {
-    let mut out = ids.to_vec();
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for i in (1..out.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    out
-}
 
 /// One claimer: a shell loop running `kanban claim ID --claimer wN` per id, printing
 /// "<id> <exit code>" per line.

@@ -8,8 +8,6 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use kanban_pgwire::Value;
 use kanban_pgwire::cluster::TestCluster;
 use kanban_runtime::board::pg_schema;
@@ -27,14 +25,7 @@ fn cluster() -> &'static TestCluster {
 
 /// A fresh empty database (unique per call in this process).
 fn fresh_db(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let name = format!(
-        "{what}_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
-    cluster().create_database(&name).expect("create a database");
-    name
+    cluster().fresh_database(what).expect("create a database")
 }
 
 /// `url` with `SECRET` as its password (the test server trusts its socket, so it is never

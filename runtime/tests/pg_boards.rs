@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use kanban_pgwire::cluster::TestCluster;
 use kanban_pgwire::{Client, Value};
@@ -23,14 +22,7 @@ fn cluster() -> &'static TestCluster {
 
 /// A fresh empty database (unique per call in this process).
 fn fresh_db(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let name = format!(
-        "{what}_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
-    cluster().create_database(&name).expect("create a database");
-    name
+    cluster().fresh_database(what).expect("create a database")
 }
 
 /// `kanban <args>` with extra environment variables.

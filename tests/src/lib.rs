@@ -137,3 +137,17 @@ impl Kanban {
         self.home.path().join("kanban.db")
     }
 }
+
+/// A deterministic shuffle of `ids` (xorshift seeded by `seed`), so each claimer of a race test
+/// walks its own order and a failing run can be replayed.
+pub fn shuffled(ids: &[String], seed: u64) -> Vec<String> {
+    let mut out = ids.to_vec();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..out.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    out
+}

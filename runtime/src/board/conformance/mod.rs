@@ -285,16 +285,9 @@ pub(crate) struct PostgresStore;
 impl PostgresStore {
     /// The location of a fresh, empty database (`Board::open` makes it a board).
     pub(crate) fn fresh_target() -> PgTarget {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
         let cluster = kanban_pgwire::cluster::TestCluster::shared()
             .expect("a PostgreSQL test server (see the README's test command)");
-        let name = format!(
-            "conformance_{}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        cluster.create_database(&name).unwrap();
+        let name = cluster.fresh_database("conformance").unwrap();
         PgTarget::parse(
             &cluster.url(&name),
             crate::board::location::UrlSource::Argument("--url"),
