@@ -5,11 +5,10 @@
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary and real processes
 
-use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use kanban_runtime::board::{Board, NewTask, OpenOptions};
-use kanban_tests::{Kanban, shuffled};
+use kanban_tests::{Kanban, shuffled, start_claimer};
 
 const CLAIMERS: usize = 8;
 const TASKS: usize = 200;
@@ -30,33 +29,6 @@ fn seed_board(k: &Kanban) -> Vec<String> {
         .expect("seed the board")
 }
 
-/// One claimer: a shell loop that runs `kanban claim ID --claimer wN` per id and prints
-/// "<id> <exit code>" per line.
-fn start_claimer(k: &Kanban, n: usize, order: &[String]) -> Child {
-    let script = format!(
-        "while read id; do \"$KANBAN\" --home \"$KHOME\" claim \"$id\" --claimer w{n} --ttl 900 \
-         >/dev/null 2>\"$KHOME/err-w{n}-$id\"; echo \"$id $?\"; done"
-    );
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("KANBAN", k.bin())
-        .env("KHOME", k.home())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start sh");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all(order.join("\n").as_bytes())
-        .expect("feed ids");
-    stdin.write_all(b"\n").expect("feed ids");
-    drop(stdin);
-    child
-}
-
 #[test]
 fn eight_processes_claim_each_of_200_tasks_exactly_once() {
     for round in 0..ROUNDS {
@@ -65,7 +37,7 @@ fn eight_processes_claim_each_of_200_tasks_exactly_once() {
         let children: Vec<Child> = (0..CLAIMERS)
             .map(|n| {
                 let order = shuffled(&ids, (round * CLAIMERS + n + 1) as u64);
-                start_claimer(&k, n, &order)
+                start_claimer(k.bin(), k.home(), n, &order)
             })
             .collect();
         let mut winners: std::collections::BTreeMap<String, Vec<usize>> = Default::default();

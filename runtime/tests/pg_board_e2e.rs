@@ -9,14 +9,14 @@
 mod dispatch_support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dispatch_support::{Home, config};
 use kanban_pgwire::cluster::TestCluster;
 use kanban_runtime::board::{NewTask, Status, TaskFilter};
-use kanban_tests::shuffled;
+use kanban_tests::{shuffled, start_claimer};
 
 /// A fresh database on the test binary's throwaway cluster; its URL.
 fn fresh_url(what: &str) -> String {
@@ -166,33 +166,6 @@ fn two_dispatchers_on_a_postgres_board_never_run_two_workers_for_one_task() {
 const CLAIMERS: usize = 8;
 const TASKS: usize = 200;
 
-/// One claimer: a shell loop running `kanban claim ID --claimer wN` per id, printing
-/// "<id> <exit code>" per line.
-fn start_claimer(home: &Home, n: usize, order: &[String]) -> Child {
-    let script = format!(
-        "while read id; do \"$KANBAN\" --home \"$KHOME\" claim \"$id\" --claimer w{n} --ttl 900 \
-         >/dev/null 2>\"$KHOME/err-w{n}-$id\"; echo \"$id $?\"; done"
-    );
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("KANBAN", env!("CARGO_BIN_EXE_kanban"))
-        .env("KHOME", &home.root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start sh");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all(order.join("\n").as_bytes())
-        .expect("feed ids");
-    stdin.write_all(b"\n").expect("feed ids");
-    drop(stdin);
-    child
-}
-
 #[test]
 fn eight_processes_claim_each_of_200_tasks_on_a_postgres_board_exactly_once() {
     let home = pg_home("race", "");
@@ -210,7 +183,14 @@ fn eight_processes_claim_each_of_200_tasks_on_a_postgres_board_exactly_once() {
         .map(|c| c.id)
         .collect();
     let children: Vec<Child> = (0..CLAIMERS)
-        .map(|n| start_claimer(&home, n, &shuffled(&ids, n as u64 + 1)))
+        .map(|n| {
+            start_claimer(
+                Path::new(env!("CARGO_BIN_EXE_kanban")),
+                &home.root,
+                n,
+                &shuffled(&ids, n as u64 + 1),
+            )
+        })
         .collect();
     let mut winners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (n, child) in children.into_iter().enumerate() {

@@ -13,8 +13,9 @@
 
 pub mod web_bench;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// A temporary kanban home and the binary to run against it.
 pub struct Kanban {
@@ -150,4 +151,32 @@ pub fn shuffled(ids: &[String], seed: u64) -> Vec<String> {
         out.swap(i, (x % (i as u64 + 1)) as usize);
     }
     out
+}
+
+/// One claimer: a shell loop that runs `kanban claim ID --claimer wN` per id and prints
+/// "<id> <exit code>" per line (a race test reads them back). `bin` is `kanban`, `home` the
+/// home whose board the claims race on.
+pub fn start_claimer(bin: &Path, home: &Path, n: usize, order: &[String]) -> Child {
+    let script = format!(
+        "while read id; do \"$KANBAN\" --home \"$KHOME\" claim \"$id\" --claimer w{n} --ttl 900 \
+         >/dev/null 2>\"$KHOME/err-w{n}-$id\"; echo \"$id $?\"; done"
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KANBAN", bin)
+        .env("KHOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start sh");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(order.join("\n").as_bytes())
+        .expect("feed ids");
+    stdin.write_all(b"\n").expect("feed ids");
+    drop(stdin);
+    child
 }
