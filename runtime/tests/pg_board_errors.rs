@@ -1,10 +1,10 @@
 //! A PostgreSQL board's first use and its failures, against a real server
 //! (`kanban_pgwire::cluster::TestCluster`): a board configured in `kanban.toml` is created on
 //! first use, a database without a board is never made one by a command that may not, a
-//! read-only session and an unreachable server are said in PostgreSQL's words (the URL named,
-//! never its password), a server that never answers fails within the connect timeout, and 8
-//! concurrent `boards create --url` of one empty database create one schema. Every refusal:
-//! its exit code, its message, and nothing changed.
+//! read-only session, an unreachable server and a connection lost mid-read are said in
+//! PostgreSQL's words (the URL named, never its password), a server that never answers fails
+//! within the connect timeout, and 8 concurrent `boards create --url` of one empty database
+//! create one schema. Every refusal: its exit code, its message, and nothing changed.
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
 
@@ -197,6 +197,54 @@ fn a_write_on_a_read_only_session_is_refused_in_postgres_words() {
         count(&db, "SELECT COUNT(*) FROM tasks WHERE status = 'archived'"),
         0
     );
+}
+
+#[test]
+fn a_read_whose_session_the_server_ends_says_the_connection_was_lost() {
+    let k = kanban();
+    let db = fresh_db("read_lost");
+    let url = with_password(&cluster().url(&db));
+    configure(&k, "team", &url);
+    let id = k.create("kept", &["--board", "team"]);
+    // The server ends the session of whoever reads `tasks`, mid-statement, as
+    // `pg_terminate_backend` from an operator (or a fast shutdown) does: SQLSTATE 57P01, the
+    // socket closed. Opening the board reads no task, so the command's first read meets it.
+    let mut admin = cluster().connect(&db).unwrap();
+    admin
+        .batch(
+            "CREATE FUNCTION end_my_session() RETURNS boolean LANGUAGE sql VOLATILE \
+             AS 'SELECT pg_terminate_backend(pg_backend_pid())'; \
+             ALTER TABLE tasks RENAME TO tasks_kept; \
+             CREATE VIEW tasks AS SELECT * FROM tasks_kept WHERE end_my_session()",
+        )
+        .unwrap();
+    for args in [
+        &["--board", "team", "list"][..],
+        &["--board", "team", "--json", "list"][..],
+        &["--board", "team", "show", &id][..],
+    ] {
+        let run = k.run(args);
+        refused(
+            &run,
+            1,
+            &[
+                "lost the connection to the PostgreSQL board",
+                &cluster().url(&db),
+                "run the command again",
+            ],
+        );
+        for wrong in ["a board query failed", "SQLite", "file", "disk"] {
+            assert!(!run.stderr.contains(wrong), "{args:?}: {}", run.stderr);
+        }
+        assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
+    }
+    // The session, not the board, was lost: with the table back, the same reads work.
+    admin
+        .batch("DROP VIEW tasks; ALTER TABLE tasks_kept RENAME TO tasks")
+        .unwrap();
+    let list = k.json(&["--board", "team", "list"]);
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["id"], id.as_str(), "{list}");
 }
 
 #[test]

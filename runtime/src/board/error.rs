@@ -104,8 +104,10 @@ pub enum BoardError {
         source: super::sql::Error,
     },
 
+    /// A statement failed (a lost PostgreSQL connection is [`BoardError::PgConnectionLost`]
+    /// instead: see the `From` conversion).
     #[error("a board query failed")]
-    Sql(#[from] super::sql::Error),
+    Sql(#[source] super::sql::Error),
 
     #[error("the PostgreSQL board {url} failed")]
     Postgres {
@@ -279,6 +281,22 @@ pub enum BoardError {
 /// Result alias of the board.
 pub type Result<T, E = BoardError> = std::result::Result<T, E>;
 
+/// Every statement's failure becomes a board error here (the `?` of every read and write of
+/// `board/`): a lost PostgreSQL connection, which names its board, is
+/// [`BoardError::PgConnectionLost`] whatever the statement was (a read of `kanban list` as much as
+/// a transition's write); anything else is [`BoardError::Sql`].
+impl From<super::sql::Error> for BoardError {
+    fn from(source: super::sql::Error) -> BoardError {
+        match source.lost_database() {
+            Some(url) => BoardError::PgConnectionLost {
+                url: url.to_owned(),
+                source,
+            },
+            None => BoardError::Sql(source),
+        }
+    }
+}
+
 impl BoardError {
     /// What to do about a PostgreSQL database that holds no board, by where its URL was found
     /// (`slug`: the board's, when known).
@@ -307,8 +325,9 @@ impl BoardError {
 
     /// `self`, a failure on the PostgreSQL board `url`, in PostgreSQL's words: a write the
     /// server refused as read-only becomes [`BoardError::PgReadOnly`], any failure once the
-    /// connection is gone (`lost`) [`BoardError::PgConnectionLost`], so no SQLite advice (files,
-    /// folders, disks) is given about a server. Anything else is returned unchanged.
+    /// connection is gone (`lost`, or an error of kind [`super::sql::ErrorKind::ConnectionLost`])
+    /// [`BoardError::PgConnectionLost`], so no SQLite advice (files, folders, disks) is given
+    /// about a server. Anything else is returned unchanged.
     pub(crate) fn on_postgres(self, url: &str, lost: bool) -> BoardError {
         use super::sql::ErrorKind;
         if matches!(self, BoardError::ReadOnly { .. }) {
@@ -324,6 +343,7 @@ impl BoardError {
             | BoardError::Postgres { source, .. } => source.kind(),
             _ => return self,
         };
+        let lost = lost || kind == ErrorKind::ConnectionLost;
         if !lost && kind != ErrorKind::ReadOnly {
             return self;
         }

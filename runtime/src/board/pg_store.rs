@@ -77,7 +77,7 @@ impl Board {
             other => other,
         })?;
         Ok(Board::from_db(
-            Db::postgres(client),
+            Db::postgres_named(client, &url),
             PathBuf::from(&url),
             Duration::from_millis(busy_ms),
             options.read_only,
@@ -408,6 +408,89 @@ mod tests {
         assert!(board.connection_lost());
         let again = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
         assert!(again.list_tasks(&Default::default()).unwrap().is_empty());
+    }
+
+    /// Reads say a lost connection as writes do: every read of the board API after the server
+    /// ended the board's session (`pg_terminate_backend` from another connection, as a fast
+    /// shutdown or an operator does) fails with the error naming the board's URL, never its
+    /// password, and never as "a board query failed".
+    #[test]
+    fn a_read_after_the_server_ended_the_session_says_the_connection_was_lost() {
+        let cluster = kanban_pgwire::cluster::TestCluster::shared()
+            .expect("a PostgreSQL test server (see the README's test command)");
+        let db = cluster.fresh_database("read_lost").unwrap();
+        // A password in the URL (the test server trusts its socket and never asks for it): it
+        // must appear in no message.
+        let url = cluster.url(&db);
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let (user, host) = rest.split_once('@').unwrap();
+        let target = PgTarget::parse(
+            &format!("{scheme}://{user}:Sekr1t-read@{host}"),
+            crate::board::location::UrlSource::Argument("--url"),
+        )
+        .unwrap();
+        let board = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
+        let id = board
+            .create_task(
+                &crate::board::NewTask {
+                    title: "kept".to_owned(),
+                    ..Default::default()
+                },
+                1,
+            )
+            .unwrap()
+            .id;
+        assert_eq!(board.list_tasks(&Default::default()).unwrap().len(), 1);
+        let mut admin = kanban_pgwire::Client::connect(target.config()).unwrap();
+        // Every other session of the board's database is the board's; wait until it is gone.
+        let ended = admin
+            .query(
+                "SELECT pg_terminate_backend(pid, 60000) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[kanban_pgwire::Value::Text(db.clone())],
+            )
+            .unwrap();
+        assert_eq!(ended.len(), 1, "the board's one session");
+        let check = |what: &str, err: BoardError| {
+            assert!(
+                matches!(err, BoardError::PgConnectionLost { .. }),
+                "{what}: {}",
+                crate::error_chain(&err)
+            );
+            let chain = crate::error_chain(&err);
+            assert!(chain.contains(&target.redacted()), "{what}: {chain}");
+            assert!(chain.contains("lost the connection"), "{what}: {chain}");
+            assert!(!chain.contains("Sekr1t-read"), "{what}: {chain}");
+            assert!(!chain.contains("a board query failed"), "{what}: {chain}");
+            for sqlite in ["file", "folder", "SQLite", "disk"] {
+                assert!(!err.to_string().contains(sqlite), "{what}: {chain}");
+            }
+        };
+        // The first read meets the ended session; those after it a closed connection.
+        check("list", board.list_tasks(&Default::default()).unwrap_err());
+        assert!(board.connection_lost());
+        check("show", board.get_task(&id).unwrap_err());
+        check("runs", board.runs(&id).unwrap_err());
+        check("events", board.events(&id, None).unwrap_err());
+        check("comments", board.comments(&id).unwrap_err());
+        check("counts", board.status_counts().unwrap_err());
+        check("fsck", board.fsck().unwrap_err());
+        check("data_version", board.data_version().unwrap_err());
+        check(
+            "create",
+            board
+                .create_task(
+                    &crate::board::NewTask {
+                        title: "t".to_owned(),
+                        ..Default::default()
+                    },
+                    2,
+                )
+                .unwrap_err(),
+        );
+        // Nothing was lost on the server: a new connection reads the board.
+        let again = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
+        assert_eq!(again.get_task(&id).unwrap().title, "kept");
     }
 
     #[test]

@@ -142,7 +142,9 @@ pub fn main() -> ExitCode {
                 e.downcast_ref::<crate::board::SqlError>().is_some_and(|s| {
                     matches!(
                         s,
-                        crate::board::SqlError::Postgres(_) | crate::board::SqlError::Queued(_)
+                        crate::board::SqlError::Postgres(_)
+                            | crate::board::SqlError::Queued(_)
+                            | crate::board::SqlError::ConnectionLost(_)
                     )
                 })
             });

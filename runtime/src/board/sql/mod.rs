@@ -40,9 +40,21 @@
 //!
 //! **Errors** are [`Error`]: its message and source chain are the driver's, unchanged (the CLI
 //! prints the chain), and [`Error::kind`] classifies it — busy or locked, a unique violation, no
-//! row, read-only, cannot open, a damaged file, a full disk, an I/O failure, anything else — so
-//! `BoardError` and the busy retry of `Board::write` decide on the kind, never on a driver's
-//! error code.
+//! row, read-only, cannot open, a damaged file, a full disk, an I/O failure, a lost connection,
+//! anything else — so `BoardError` and the busy retry of `Board::write` decide on the kind, never
+//! on a driver's error code.
+//!
+//! **A lost connection is a kind of its own** ([`ErrorKind::ConnectionLost`]), not an I/O failure
+//! (which is the engine failing on its own files: advice about the server's disk would mislead)
+//! nor "cannot open" (which is about reaching the database in the first place: a failed connect is
+//! `board::pg_store`'s `PgUnreachable`, decided before any statement runs). PostgreSQL only: the
+//! socket failed or was closed once connected, the server ended the session (SQLSTATE `57P01`
+//! `admin_shutdown` — `pg_terminate_backend`, a fast shutdown —, `57P02` `crash_shutdown`, `57P03`
+//! `cannot_connect_now`) or reported a connection exception (class `08`). Every statement the
+//! backend runs on a connected client reports such a failure as [`Error::ConnectionLost`], which
+//! names the database (a board's URL without its password), so the board turns it into its "lost
+//! the connection to the PostgreSQL board URL" error wherever it surfaces — a read as well as a
+//! write — in one place (`From<Error> for BoardError`), never per query.
 //!
 //! Cost on the SQLite path: none measurable (`cargo xtask bench`, create / claim / heartbeat /
 //! complete against the bare loop of the same run, before and after the layer). [`Db::prepare_cached`]
@@ -106,6 +118,10 @@ pub enum ErrorKind {
     DiskFull,
     /// The engine could not read or write its file.
     IoFailure,
+    /// The connection to the database server ended after it was opened (PostgreSQL only; see
+    /// the module docs): this statement failed, every later one on the connection fails too,
+    /// and the server rolled back what the open transaction had not committed.
+    ConnectionLost,
     /// Anything else (a constraint other than uniqueness, a type mismatch, bad SQL, …).
     Other,
 }
@@ -132,6 +148,44 @@ pub enum Error {
     /// `COMMIT` of a transaction an earlier failed statement aborted: nothing was committed.
     #[error("the transaction was aborted by an earlier failed statement; nothing was committed")]
     Aborted,
+    /// The PostgreSQL connection ended after it was opened ([`ErrorKind::ConnectionLost`]): the
+    /// wire client's error, with the name of the database it was connected to.
+    #[error(transparent)]
+    ConnectionLost(Box<LostConnection>),
+}
+
+/// A failure that ended a PostgreSQL connection ([`Error::ConnectionLost`]): the wire client's
+/// error (message and source chain unchanged) and the database the connection was to.
+#[derive(Debug)]
+pub struct LostConnection {
+    /// What messages name the database by: a board's URL without its password.
+    database: std::sync::Arc<str>,
+    error: kanban_pgwire::Error,
+}
+
+impl LostConnection {
+    /// The database the connection was to (a board's URL without its password).
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
+    /// The wire client's error.
+    pub fn error(&self) -> &kanban_pgwire::Error {
+        &self.error
+    }
+}
+
+impl std::fmt::Display for LostConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for LostConnection {
+    // Transparent: the wire error's own cause comes next in the chain.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.error)
+    }
 }
 
 impl Error {
@@ -140,7 +194,17 @@ impl Error {
         match self {
             Error::Sqlite(e) => sqlite::kind(e),
             Error::Postgres(e) | Error::Queued(e) => postgres::kind(e),
+            Error::ConnectionLost(_) => ErrorKind::ConnectionLost,
             Error::Unsupported(_) | Error::Aborted => ErrorKind::Other,
+        }
+    }
+
+    /// For a lost PostgreSQL connection ([`Error::ConnectionLost`]): the database it was to
+    /// (a board's URL without its password).
+    pub(crate) fn lost_database(&self) -> Option<&str> {
+        match self {
+            Error::ConnectionLost(lost) => Some(lost.database()),
+            _ => None,
         }
     }
 
@@ -302,11 +366,20 @@ impl Db {
         )?))
     }
 
-    /// A PostgreSQL connection (opened, configured and brought to the board schema by
-    /// `board::pg_store`).
+    /// A PostgreSQL connection, named in messages by what it is connected to (the socket or
+    /// `host:port`); a board's is [`Db::postgres_named`].
+    #[cfg(test)]
     pub(crate) fn postgres(client: kanban_pgwire::Client) -> Db {
+        let name = format!("PostgreSQL at {}", client.target());
+        Db::postgres_named(client, &name)
+    }
+
+    /// A PostgreSQL connection (opened, configured and brought to the board schema by
+    /// `board::pg_store`), named `name` (the board's URL without its password) by the error of
+    /// a lost connection ([`Error::ConnectionLost`]).
+    pub(crate) fn postgres_named(client: kanban_pgwire::Client, name: &str) -> Db {
         Db {
-            backend: Backend::Postgres(Box::new(postgres::Pg::new(client))),
+            backend: Backend::Postgres(Box::new(postgres::Pg::new(client, name))),
         }
     }
 
@@ -536,7 +609,7 @@ impl Db {
             // PostgreSQL has no check of its files a client can run (the server checksums its
             // own pages): the check is that the server answers.
             Backend::Postgres(pg) => {
-                pg.client().execute("SELECT 1", &[])?;
+                pg.query("SELECT 1", &[])?;
                 Ok(Vec::new())
             }
         }

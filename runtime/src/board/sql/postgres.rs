@@ -84,6 +84,8 @@ pub(super) struct Pg {
     dirty: Cell<bool>,
     /// How many times this connection's own commits bumped the change counter.
     own_bumps: Cell<i64>,
+    /// What the error of a lost connection names the database by (a board's redacted URL).
+    name: Arc<str>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -95,18 +97,14 @@ impl std::fmt::Debug for Pg {
 }
 
 impl Pg {
-    pub(super) fn new(client: Client) -> Pg {
+    pub(super) fn new(client: Client, name: &str) -> Pg {
         Pg {
             client: RefCell::new(client),
             translated: RefCell::new(HashMap::new()),
             dirty: Cell::new(false),
             own_bumps: Cell::new(0),
+            name: Arc::from(name),
         }
-    }
-
-    /// The client, for the backend's own steps.
-    pub(super) fn client(&self) -> std::cell::RefMut<'_, Client> {
-        self.client.borrow_mut()
     }
 
     /// True once the connection ended (an I/O or protocol error, the server closing it).
@@ -116,7 +114,10 @@ impl Pg {
 
     /// `LISTEN` on [`CHANGE_CHANNEL`].
     pub(super) fn listen_changes(&self) -> Result<()> {
-        Ok(self.client.borrow_mut().listen(CHANGE_CHANNEL)?)
+        let mut client = self.client.borrow_mut();
+        client
+            .listen(CHANGE_CHANNEL)
+            .map_err(|e| self.wire_error(&client, e))
     }
 
     /// Waits up to `timeout` for a notification on [`CHANGE_CHANNEL`] from another connection;
@@ -124,7 +125,10 @@ impl Pg {
     pub(super) fn wait_change(&self, timeout: std::time::Duration) -> Result<bool> {
         let mut client = self.client.borrow_mut();
         let own = client.backend_pid();
-        let Some(first) = client.wait_notification(timeout)? else {
+        let first = client
+            .wait_notification(timeout)
+            .map_err(|e| self.wire_error(&client, e))?;
+        let Some(first) = first else {
             return Ok(false);
         };
         let rest = client.take_notifications();
@@ -133,10 +137,16 @@ impl Pg {
             .any(|n| n.channel == CHANGE_CHANNEL && n.process_id != own))
     }
 
-    /// The layer's error for a failure of the client: [`Error::Queued`] when a statement
-    /// queued by [`Pg::execute_deferred`] failed rather than the call's own.
-    fn wire_error(client: &Client, e: kanban_pgwire::Error) -> Error {
-        if client.queued_failed() {
+    /// The layer's error for a failure of the client: [`Error::ConnectionLost`] when the
+    /// connection is gone (the failure ended it, or an earlier one did), else [`Error::Queued`]
+    /// when a statement queued by [`Pg::execute_deferred`] failed rather than the call's own.
+    fn wire_error(&self, client: &Client, e: kanban_pgwire::Error) -> Error {
+        if client.is_closed() || kind(&e) == ErrorKind::ConnectionLost {
+            Error::ConnectionLost(Box::new(super::LostConnection {
+                database: Arc::clone(&self.name),
+                error: e,
+            }))
+        } else if client.queued_failed() {
             Error::Queued(e)
         } else {
             Error::Postgres(e)
@@ -199,17 +209,20 @@ impl Pg {
         } else {
             client.batch("COMMIT")
         };
-        r.map_err(|e| Self::wire_error(&client, e))
+        r.map_err(|e| self.wire_error(&client, e))
     }
 
     /// The change counter minus this connection's own bumps (see the module docs).
     pub(super) fn data_version(&self) -> Result<i64> {
-        let row = self.client.borrow_mut().query_opt(
-            &format!(
-                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {CHANGES_SEQUENCE}"
-            ),
-            &[],
-        )?;
+        let mut client = self.client.borrow_mut();
+        let row = client
+            .query_opt(
+                &format!(
+                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {CHANGES_SEQUENCE}"
+                ),
+                &[],
+            )
+            .map_err(|e| self.wire_error(&client, e))?;
         let total = row
             .and_then(|r| r.get(0).and_then(Value::as_i64))
             .unwrap_or(0);
@@ -233,7 +246,7 @@ impl Pg {
         let mut client = self.client.borrow_mut();
         let n = client
             .execute(sql, &values)
-            .map_err(|e| Self::wire_error(&client, e))?;
+            .map_err(|e| self.wire_error(&client, e))?;
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         self.note(sql, n);
         Ok(n)
@@ -259,7 +272,7 @@ impl Pg {
     /// Sends the queued statements and waits for them.
     pub(super) fn sync(&self) -> Result<()> {
         let mut client = self.client.borrow_mut();
-        client.sync().map_err(|e| Self::wire_error(&client, e))
+        client.sync().map_err(|e| self.wire_error(&client, e))
     }
 
     pub(super) fn query(
@@ -271,7 +284,7 @@ impl Pg {
         let mut client = self.client.borrow_mut();
         let rows = client
             .query(sql, &values)
-            .map_err(|e| Self::wire_error(&client, e))?;
+            .map_err(|e| self.wire_error(&client, e))?;
         self.note(sql, rows.len());
         Ok(rows)
     }
@@ -280,7 +293,7 @@ impl Pg {
         let mut client = self.client.borrow_mut();
         client
             .batch(&translate(sql))
-            .map_err(|e| Self::wire_error(&client, e))
+            .map_err(|e| self.wire_error(&client, e))
     }
 
     pub(super) fn is_autocommit(&self) -> bool {
@@ -330,6 +343,14 @@ impl Pg {
 }
 
 /// The kind of a wire-client error, from its SQLSTATE.
+///
+/// A lost connection ([`ErrorKind::ConnectionLost`], see the layer's module docs): the server
+/// ended the session (`57P01` admin_shutdown: `pg_terminate_backend` or a fast shutdown; `57P02`
+/// crash_shutdown; `57P03` cannot_connect_now), a connection exception (class `08`), the socket
+/// failing (`Io`) or already closed (`Closed`). A failed connect is also an `Io` error, but it
+/// never reaches this function: `board::pg_store` says the server is unreachable before any
+/// statement runs. Refused credentials (class `28`) and a missing database (`3D000`) are "cannot
+/// open".
 pub(super) fn kind(err: &kanban_pgwire::Error) -> ErrorKind {
     use kanban_pgwire::Error as E;
     match err {
@@ -341,12 +362,13 @@ pub(super) fn kind(err: &kanban_pgwire::Error) -> ErrorKind {
             "53100" => ErrorKind::DiskFull,
             "58030" => ErrorKind::IoFailure,
             "XX001" | "XX002" => ErrorKind::Corrupt,
-            code if code.starts_with("08") || code.starts_with("28") || code == "3D000" => {
-                ErrorKind::CannotOpen
-            }
+            "57P01" | "57P02" | "57P03" => ErrorKind::ConnectionLost,
+            code if code.starts_with("08") => ErrorKind::ConnectionLost,
+            code if code.starts_with("28") || code == "3D000" => ErrorKind::CannotOpen,
             _ => ErrorKind::Other,
         },
-        E::Io { .. } | E::Config(_) | E::Auth(_) | E::Closed => ErrorKind::CannotOpen,
+        E::Io { .. } | E::Closed => ErrorKind::ConnectionLost,
+        E::Config(_) | E::Auth(_) => ErrorKind::CannotOpen,
         E::RowCount { got: 0, .. } => ErrorKind::NoRows,
         _ => ErrorKind::Other,
     }
@@ -880,6 +902,79 @@ mod tests {
         db.rollback();
         let err = db.execute("INSERT INTO t VALUES (1)", []).unwrap_err();
         assert!(!err.is_queued_statement(), "{err}");
+    }
+
+    #[test]
+    fn wire_errors_are_classified_by_sqlstate_and_a_lost_connection_is_its_own_kind() {
+        use kanban_pgwire::{DbError, Error as E};
+        let server = |code: &str| {
+            E::Db(Box::new(DbError {
+                severity: "FATAL".to_owned(),
+                code: code.to_owned(),
+                message: "m".to_owned(),
+                ..DbError::default()
+            }))
+        };
+        for (code, expected) in [
+            // The server ended the session: pg_terminate_backend / fast shutdown, a crash of
+            // another backend, a server starting up or shutting down.
+            ("57P01", ErrorKind::ConnectionLost),
+            ("57P02", ErrorKind::ConnectionLost),
+            ("57P03", ErrorKind::ConnectionLost),
+            // Connection exceptions (class 08).
+            ("08000", ErrorKind::ConnectionLost),
+            ("08003", ErrorKind::ConnectionLost),
+            ("08006", ErrorKind::ConnectionLost),
+            ("08001", ErrorKind::ConnectionLost),
+            ("08004", ErrorKind::ConnectionLost),
+            ("08P01", ErrorKind::ConnectionLost),
+            // Not a lost connection: a cancelled statement, an idle session ended by a timeout
+            // the board never sets, others of class 57.
+            ("57014", ErrorKind::Other),
+            ("57000", ErrorKind::Other),
+            ("57P04", ErrorKind::Other),
+            // The kinds that were there before.
+            ("55P03", ErrorKind::Busy),
+            ("40001", ErrorKind::Busy),
+            ("40P01", ErrorKind::Busy),
+            ("23505", ErrorKind::UniqueViolation),
+            ("25006", ErrorKind::ReadOnly),
+            ("53100", ErrorKind::DiskFull),
+            ("58030", ErrorKind::IoFailure),
+            ("XX001", ErrorKind::Corrupt),
+            ("XX002", ErrorKind::Corrupt),
+            ("28P01", ErrorKind::CannotOpen),
+            ("28000", ErrorKind::CannotOpen),
+            ("3D000", ErrorKind::CannotOpen),
+            ("23503", ErrorKind::Other),
+            ("42601", ErrorKind::Other),
+        ] {
+            assert_eq!(kind(&server(code)), expected, "{code}");
+        }
+        let io = E::Io {
+            context: "lost the connection to PostgreSQL at /tmp/s".to_owned(),
+            source: std::io::Error::from(std::io::ErrorKind::BrokenPipe),
+        };
+        assert_eq!(kind(&io), ErrorKind::ConnectionLost);
+        assert_eq!(kind(&E::Closed), ErrorKind::ConnectionLost);
+        assert_eq!(kind(&E::Config("x".to_owned())), ErrorKind::CannotOpen);
+        assert_eq!(kind(&E::Auth("x".to_owned())), ErrorKind::CannotOpen);
+        assert_eq!(kind(&E::Protocol("x".to_owned())), ErrorKind::Other);
+        let none = E::RowCount {
+            expected: "exactly one row",
+            got: 0,
+        };
+        assert_eq!(kind(&none), ErrorKind::NoRows);
+        // The layer's errors: the wrapped lost connection keeps its kind and names its database;
+        // the same wire error unwrapped (a failed connect) names none.
+        let lost = Error::ConnectionLost(Box::new(super::super::LostConnection {
+            database: Arc::from("postgres://kb@%2Ftmp/board"),
+            error: E::Closed,
+        }));
+        assert_eq!(lost.kind(), ErrorKind::ConnectionLost);
+        assert_eq!(lost.lost_database(), Some("postgres://kb@%2Ftmp/board"));
+        assert_eq!(lost.to_string(), E::Closed.to_string());
+        assert_eq!(Error::Postgres(E::Closed).lost_database(), None);
     }
 
     #[test]
