@@ -380,3 +380,60 @@ impl BoardError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::sql;
+    use kanban_pgwire::Error as Wire;
+
+    const URL: &str = "postgres://kb@%2Ftmp/board";
+
+    #[test]
+    fn every_statement_failure_on_a_lost_connection_is_the_lost_connection_error() {
+        // The `?` of any read or write: a lost connection names its board.
+        let err = BoardError::from(sql::Error::lost(URL, Wire::Closed));
+        assert!(
+            matches!(err, BoardError::PgConnectionLost { ref url, .. } if url == URL),
+            "{err}"
+        );
+        assert!(err.to_string().contains(URL), "{err}");
+        // Any other failure stays a failed query, on either engine.
+        for other in [
+            sql::Error::Postgres(Wire::Closed),
+            sql::Error::no_rows(),
+            sql::Error::Aborted,
+        ] {
+            let err = BoardError::from(other);
+            assert!(matches!(err, BoardError::Sql(_)), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_failure_of_the_lost_connection_kind_is_said_as_lost_even_before_the_board_notices() {
+        let lost = |source: sql::Error, lost: bool| BoardError::Sql(source).on_postgres(URL, lost);
+        // Closed, or a server error that ends the session, is a lost connection whether or
+        // not the connection already reads as closed.
+        for source in [
+            sql::Error::Postgres(Wire::Closed),
+            sql::Error::Postgres(Wire::Db(Box::new(kanban_pgwire::DbError {
+                code: "57P01".to_owned(),
+                ..Default::default()
+            }))),
+        ] {
+            let err = lost(source, false);
+            assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
+        }
+        // Another failure is left as it was unless the connection is gone.
+        let err = lost(sql::Error::no_rows(), false);
+        assert!(matches!(err, BoardError::Sql(_)), "{err}");
+        let err = lost(sql::Error::no_rows(), true);
+        assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
+        // Already said: unchanged.
+        let said = BoardError::from(sql::Error::lost(URL, Wire::Closed)).on_postgres(URL, true);
+        assert!(
+            matches!(said, BoardError::PgConnectionLost { .. }),
+            "{said}"
+        );
+    }
+}

@@ -199,6 +199,16 @@ impl Error {
         }
     }
 
+    /// A lost connection to `database` (as the PostgreSQL backend reports it), for tests of
+    /// what the board makes of one.
+    #[cfg(test)]
+    pub(crate) fn lost(database: &str, error: kanban_pgwire::Error) -> Error {
+        Error::ConnectionLost(Box::new(LostConnection {
+            database: std::sync::Arc::from(database),
+            error,
+        }))
+    }
+
     /// For a lost PostgreSQL connection ([`Error::ConnectionLost`]): the database it was to
     /// (a board's URL without its password).
     pub(crate) fn lost_database(&self) -> Option<&str> {
