@@ -29,6 +29,7 @@ mod block;
 mod claim;
 mod complete;
 mod create;
+mod differential;
 mod dispatcher;
 mod fsck;
 mod links;
