@@ -565,6 +565,44 @@ impl Client {
                 error = Some(e);
             }
         }
+        self.read_simple(error)
+    }
+
+    /// Runs one statement with parameters `$1…$n` and, in the same round trip, the
+    /// simple-query text `then` (e.g. `COMMIT`): the statement's rows, or the first error.
+    /// Statements queued by [`Client::execute_deferred`] go first, as for [`Client::query`].
+    ///
+    /// `then` runs even when the statement failed; inside a transaction block that failure
+    /// left the transaction failed, so a `COMMIT` in `then` only ends it (the server answers
+    /// a rollback) and the statement's error is what is returned. A failure of `then` itself
+    /// is returned when the statement succeeded.
+    pub fn query_then(&mut self, sql: &str, params: &[Value], then: &str) -> Result<Vec<Row>> {
+        self.check_open()?;
+        check_statement(sql, params)?;
+        if then.contains('\0') {
+            return Err(Error::Config("the SQL text contains a NUL byte".into()));
+        }
+        let types: Vec<u32> = params.iter().map(Value::param_type).collect();
+        let key: StatementKey = (sql.to_string(), types);
+        let tick = self.tick + 1;
+        let written = self.write_extended(&key, params);
+        self.message(b'S', |_| {});
+        self.message(b'Q', |b| {
+            b.extend_from_slice(then.as_bytes());
+            b.push(0);
+        });
+        self.flush()?;
+        let first = self.read_extended(&key, written, tick, true);
+        let queued_failed = self.queued_failed;
+        let second = self.read_simple(None);
+        self.queued_failed = queued_failed;
+        let (rows, _) = first?;
+        second.map(|()| rows)
+    }
+
+    /// Reads the answers of one simple query up to its `ReadyForQuery`; returns `error`, else
+    /// the first error the server sent.
+    fn read_simple(&mut self, mut error: Option<Error>) -> Result<()> {
         loop {
             let msg = self.next()?;
             match msg.tag {
@@ -763,10 +801,22 @@ impl Client {
         want_rows: bool,
     ) -> Result<(Vec<Row>, u64)> {
         let tick = self.tick + 1;
-        let (name, mut columns, fresh) = self.write_extended(key, params);
+        let (name, columns, fresh) = self.write_extended(key, params);
         self.message(b'S', |_| {});
         self.flush()?;
+        self.read_extended(key, (name, columns, fresh), tick, want_rows)
+    }
 
+    /// Reads the answers of the queued statements and then of one statement written by
+    /// [`Client::write_extended`] (`written`) and its `Sync`, up to `ReadyForQuery`.
+    fn read_extended(
+        &mut self,
+        key: &StatementKey,
+        written: (String, Option<Arc<[Column]>>, bool),
+        tick: u64,
+        want_rows: bool,
+    ) -> Result<(Vec<Row>, u64)> {
+        let (name, mut columns, fresh) = written;
         let mut parsed = false;
         let mut rows = Vec::new();
         let mut affected = 0;

@@ -328,7 +328,11 @@ impl BoardError {
     /// connection is gone (`lost`, or an error of kind [`super::sql::ErrorKind::ConnectionLost`])
     /// [`BoardError::PgConnectionLost`], so no SQLite advice (files, folders, disks) is given
     /// about a server. Anything else is returned unchanged.
-    pub(crate) fn on_postgres(self, url: &str, lost: bool) -> BoardError {
+    ///
+    /// A lock not granted within the busy timeout (`busy_timeout_ms`, the session's
+    /// `lock_timeout`: the board's write lock, taken with a transaction's first statement, or a
+    /// task's row) is [`BoardError::Busy`], as SQLite's busy is.
+    pub(crate) fn on_postgres(self, url: &str, lost: bool, busy_timeout_ms: u64) -> BoardError {
         use super::sql::ErrorKind;
         if matches!(self, BoardError::ReadOnly { .. }) {
             return BoardError::PgReadOnly {
@@ -344,6 +348,14 @@ impl BoardError {
             _ => return self,
         };
         let lost = lost || kind == ErrorKind::ConnectionLost;
+        if !lost && kind == ErrorKind::Busy {
+            return BoardError::Busy {
+                path: PathBuf::from(url),
+                what: "lock the board or a task for a write",
+                timeout_ms: busy_timeout_ms,
+                tries: 1,
+            };
+        }
         if !lost && kind != ErrorKind::ReadOnly {
             return self;
         }

@@ -333,6 +333,11 @@ impl Board {
         Ok(store)
     }
 
+    /// The busy timeout in milliseconds (for [`BoardError::Busy`]).
+    fn busy_timeout_ms(&self) -> u64 {
+        u64::try_from(self.busy_timeout.as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// True when this board was opened with [`OpenOptions::read_only`].
     pub fn is_read_only(&self) -> bool {
         self.read_only
@@ -342,7 +347,11 @@ impl Board {
     /// names the file and says what to do.
     fn classify(&self, err: BoardError) -> BoardError {
         if self.is_postgres() {
-            return err.on_postgres(&self.path.to_string_lossy(), self.connection_lost());
+            return err.on_postgres(
+                &self.path.to_string_lossy(),
+                self.connection_lost(),
+                self.busy_timeout_ms(),
+            );
         }
         let kind = match &err {
             BoardError::Sql(source) | BoardError::Sqlite { source, .. } => Some(source.kind()),
@@ -600,9 +609,11 @@ impl Board {
             Err(err) => {
                 self.conn.rollback();
                 if self.is_postgres() {
-                    return Err(
-                        err.on_postgres(&self.path.to_string_lossy(), self.connection_lost())
-                    );
+                    return Err(err.on_postgres(
+                        &self.path.to_string_lossy(),
+                        self.connection_lost(),
+                        self.busy_timeout_ms(),
+                    ));
                 }
                 Err(err)
             }
@@ -669,15 +680,15 @@ impl Board {
 /// connection) when it is a [`BoardError`]; another error type keeps its own words.
 pub(crate) trait WriteError: Sized {
     /// `self` as the failure of a write on the PostgreSQL board `url`.
-    fn on_postgres(self, url: &str, lost: bool) -> Self {
-        let _ = (url, lost);
+    fn on_postgres(self, url: &str, lost: bool, busy_timeout_ms: u64) -> Self {
+        let _ = (url, lost, busy_timeout_ms);
         self
     }
 }
 
 impl WriteError for BoardError {
-    fn on_postgres(self, url: &str, lost: bool) -> Self {
-        BoardError::on_postgres(self, url, lost)
+    fn on_postgres(self, url: &str, lost: bool, busy_timeout_ms: u64) -> Self {
+        BoardError::on_postgres(self, url, lost, busy_timeout_ms)
     }
 }
 

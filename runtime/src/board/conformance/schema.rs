@@ -151,8 +151,13 @@ pub(crate) fn a_write_while_another_connection_writes_gives_up_after_the_busy_ti
     let id = create(&holder, "t");
     // The contender tries to archive while the holder's write transaction is open (not to
     // claim: a PostgreSQL claim takes no board write lock, see `pg_store`'s tests).
+    // The holder's transaction reads first: a PostgreSQL transaction takes the board's write
+    // lock with its first statement.
     let inner = holder
-        .write(|_tx| Ok::<_, BoardError>(contender.archive(&id, T0)))
+        .write(|tx| {
+            crate::board::tasks::load_task(tx, &id)?;
+            Ok::<_, BoardError>(contender.archive(&id, T0))
+        })
         .unwrap();
     let err = inner.unwrap_err();
     assert!(

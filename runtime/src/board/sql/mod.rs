@@ -596,8 +596,13 @@ impl Db {
     /// Rolls back the open transaction, if any. A failed rollback leaves nothing more to undo;
     /// the connection stays usable.
     pub(crate) fn rollback(&self) {
-        if !self.is_autocommit() {
-            let _ = self.execute_batch("ROLLBACK");
+        match &self.backend {
+            Backend::Sqlite(_) => {
+                if !self.is_autocommit() {
+                    let _ = self.execute_batch("ROLLBACK");
+                }
+            }
+            Backend::Postgres(pg) => pg.rollback(),
         }
     }
 

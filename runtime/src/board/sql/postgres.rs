@@ -86,6 +86,9 @@ pub(super) struct Pg {
     own_bumps: Cell<i64>,
     /// What the error of a lost connection names the database by (a board's redacted URL).
     name: Arc<str>,
+    /// A transaction begun but not sent yet ([`Pg::begin`]): `Some(true)` with the board's
+    /// write lock, `Some(false)` without (a claim's).
+    pending_begin: Cell<Option<bool>>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -104,6 +107,7 @@ impl Pg {
             dirty: Cell::new(false),
             own_bumps: Cell::new(0),
             name: Arc::from(name),
+            pending_begin: Cell::new(None),
         }
     }
 
@@ -160,30 +164,57 @@ impl Pg {
         }
     }
 
-    /// `BEGIN` and the board's write lock ([`WRITE_LOCK`]). A lock not granted within
-    /// `lock_timeout` fails with [`ErrorKind::Busy`] and leaves no transaction open.
+    /// `BEGIN` and the board's write lock ([`WRITE_LOCK`]), sent with the transaction's first
+    /// statement (the same round trip; see [`Pg::send_begin`]). A lock not granted within
+    /// `lock_timeout` fails that statement with [`ErrorKind::Busy`](super::ErrorKind::Busy)
+    /// and the transaction with it.
     pub(super) fn begin(&self) -> Result<()> {
-        let mut client = self.client.borrow_mut();
         self.dirty.set(false);
-        // One round trip for both.
-        if let Err(e) = client.batch(&format!(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
-        )) {
-            if client.transaction_status() != TransactionStatus::Idle {
-                let _ = client.batch("ROLLBACK");
-            }
-            return Err(e.into());
+        self.pending_begin.set(Some(true));
+        Ok(())
+    }
+
+    /// `BEGIN` without the board's write lock: a claim's transaction (see the module docs);
+    /// sent with its first statement too.
+    pub(super) fn begin_unlocked(&self) -> Result<()> {
+        self.dirty.set(false);
+        self.pending_begin.set(Some(false));
+        Ok(())
+    }
+
+    /// Queues the `BEGIN` (and lock) of a transaction begun by [`Pg::begin`] or
+    /// [`Pg::begin_unlocked`] in front of the statement about to be sent: a write transaction
+    /// costs no round trip of its own. Its failure is the failure of that statement.
+    fn send_begin(&self, client: &mut Client) -> Result<()> {
+        let Some(locked) = self.pending_begin.take() else {
+            return Ok(());
+        };
+        client.execute_deferred("BEGIN ISOLATION LEVEL READ COMMITTED", &[])?;
+        if locked {
+            client.execute_deferred(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[Value::Int(WRITE_LOCK)],
+            )?;
         }
         Ok(())
     }
 
-    /// `BEGIN` without the board's write lock: a claim's transaction (see the module docs).
-    pub(super) fn begin_unlocked(&self) -> Result<()> {
+    /// True inside a transaction, begun on the server or still to be sent.
+    fn in_transaction(&self, client: &Client) -> bool {
+        self.pending_begin.get().is_some() || client.transaction_status() != TransactionStatus::Idle
+    }
+
+    /// Ends the open transaction without committing; one begun but never sent is just
+    /// forgotten.
+    pub(super) fn rollback(&self) {
         self.dirty.set(false);
-        Ok(self
-            .client
-            .borrow_mut()
-            .batch("BEGIN ISOLATION LEVEL READ COMMITTED")?)
+        if self.pending_begin.take().is_some() {
+            return;
+        }
+        let mut client = self.client.borrow_mut();
+        if client.transaction_status() != TransactionStatus::Idle {
+            let _ = client.batch("ROLLBACK");
+        }
     }
 
     /// `COMMIT`; a transaction that changed a row also notifies the board's watchers and bumps
@@ -193,8 +224,19 @@ impl Pg {
     /// earlier failure aborted (or none at all) is never committed: [`Error::Aborted`] (a
     /// server would answer `COMMIT` of a failed transaction with a quiet rollback).
     pub(super) fn commit(&self) -> Result<()> {
+        if self.pending_begin.take().is_some() {
+            // Nothing was sent: there is nothing to commit.
+            self.dirty.set(false);
+            return Ok(());
+        }
         let mut client = self.client.borrow_mut();
-        if client.transaction_status() != TransactionStatus::InTransaction {
+        // Idle with statements still queued: the `BEGIN` is among them (sent with this commit).
+        let begun = match client.transaction_status() {
+            TransactionStatus::InTransaction => true,
+            TransactionStatus::Idle => client.deferred() > 0,
+            TransactionStatus::Failed => false,
+        };
+        if !begun {
             self.dirty.set(false);
             return Err(Error::Aborted);
         }
@@ -244,6 +286,7 @@ impl Pg {
     pub(super) fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
         let values = values(params)?;
         let mut client = self.client.borrow_mut();
+        self.send_begin(&mut client)?;
         let n = client
             .execute(sql, &values)
             .map_err(|e| self.wire_error(&client, e))?;
@@ -258,10 +301,11 @@ impl Pg {
     pub(super) fn execute_deferred(&self, sql: &str, params: &[&dyn ToSql]) -> Result<()> {
         let values = values(params)?;
         let mut client = self.client.borrow_mut();
-        if client.transaction_status() != TransactionStatus::InTransaction {
+        if !self.in_transaction(&client) {
             drop(client);
             return self.execute(sql, params).map(drop);
         }
+        self.send_begin(&mut client)?;
         client.execute_deferred(sql, &values)?;
         if writes(sql) {
             self.dirty.set(true);
@@ -282,6 +326,7 @@ impl Pg {
     ) -> Result<Vec<kanban_pgwire::Row>> {
         let values = values(params)?;
         let mut client = self.client.borrow_mut();
+        self.send_begin(&mut client)?;
         let rows = client
             .query(sql, &values)
             .map_err(|e| self.wire_error(&client, e))?;
@@ -291,13 +336,14 @@ impl Pg {
 
     pub(super) fn batch(&self, sql: &str) -> Result<()> {
         let mut client = self.client.borrow_mut();
+        self.send_begin(&mut client)?;
         client
             .batch(&translate(sql))
             .map_err(|e| self.wire_error(&client, e))
     }
 
     pub(super) fn is_autocommit(&self) -> bool {
-        self.client.borrow().transaction_status() == TransactionStatus::Idle
+        !self.in_transaction(&self.client.borrow())
     }
 
     /// `lock_timeout` for this session: a statement waiting longer for a row or table lock fails
@@ -817,8 +863,9 @@ mod tests {
             db.execute("UPDATE t SET n = 6 WHERE id = 1", []).unwrap(),
             1
         );
-        // Writers run one at a time: while another holds the board's write lock, `BEGIN` waits
-        // and gives up busy after the lock wait, leaving no transaction open.
+        // Writers run one at a time: while another holds the board's write lock, a write
+        // transaction's first statement (which carries its `BEGIN` and the lock) waits and
+        // gives up busy after the lock wait; the rollback leaves no transaction open.
         other.batch("BEGIN").unwrap();
         other
             .execute(
@@ -826,12 +873,29 @@ mod tests {
                 &[Value::Int(WRITE_LOCK)],
             )
             .unwrap();
-        let err = db.begin_immediate().unwrap_err();
+        db.begin_immediate().unwrap();
+        assert!(!db.is_autocommit(), "begun, though nothing was sent yet");
+        let err = db
+            .execute("UPDATE t SET n = 7 WHERE id = 1", [])
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+        db.rollback();
         assert!(db.is_autocommit());
+        let n: i64 = db
+            .query_row("SELECT n FROM t WHERE id = 1", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 6, "the waiting write changed nothing");
         other.batch("COMMIT").unwrap();
         db.begin_immediate().unwrap();
+        assert_eq!(
+            db.execute("UPDATE t SET n = 7 WHERE id = 1", []).unwrap(),
+            1
+        );
         db.commit().unwrap();
+        // A transaction that sent nothing commits (and rolls back) without a round trip.
+        db.begin_immediate().unwrap();
+        db.commit().unwrap();
+        assert!(db.is_autocommit());
     }
 
     #[test]
