@@ -27,7 +27,7 @@ use super::model::Status;
 use super::outcome::{ClaimOutcome, Outcome, Refusal};
 use super::store::{Board, Tx};
 use super::tasks::{
-    ClaimSpec, check_seconds, claim_in, claim_review_in, close_run_in, load_task,
+    ClaimSpec, check_seconds, claim_from_in, close_run_in, load_task,
     retry_status_for_run,
 };
 
@@ -924,11 +924,18 @@ impl Board {
         self.write_claim(|tx| {
             let mut outcomes = Vec::with_capacity(picks.len());
             for (id, lane) in picks {
-                exec(tx, "SAVEPOINT claim_batch_item", [])?;
-                let outcome = if *lane == Status::Review {
-                    claim_review_in(tx, id, spec, now)
+                // Sent with the claim's first statement (PostgreSQL), as its `RELEASE` is with
+                // the next one's.
+                exec_unchecked(tx, "SAVEPOINT claim_batch_item", [])?;
+                let lane = if *lane == Status::Review {
+                    Status::Review
                 } else {
-                    claim_in(tx, id, spec, now)
+                    Status::Ready
+                };
+                let outcome = match super::pg_fast::claim(tx, id, lane, spec, now, false) {
+                    Ok(Some(claimed)) => Ok(ClaimOutcome::Claimed(claimed)),
+                    Ok(None) => claim_from_in(tx, id, lane, spec, now),
+                    Err(e) => Err(e),
                 };
                 // A queued write of this claim (its event) that failed must fail this claim
                 // alone, as it would have at once: it is sent and answered here.
@@ -936,7 +943,7 @@ impl Board {
                 if outcome.is_err() {
                     exec(tx, "ROLLBACK TO claim_batch_item", [])?;
                 }
-                exec(tx, "RELEASE claim_batch_item", [])?;
+                exec_unchecked(tx, "RELEASE claim_batch_item", [])?;
                 outcomes.push(outcome);
             }
             Ok(outcomes)

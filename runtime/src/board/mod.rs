@@ -24,6 +24,7 @@ pub mod migrate;
 pub mod model;
 pub mod outcome;
 pub mod paths;
+mod pg_fast;
 pub mod pg_schema;
 pub(crate) mod pg_store;
 pub mod query;

@@ -512,25 +512,14 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
     })
 }
 
-/// Claims a ready task (see [`Board::claim`]).
-pub(crate) fn claim_in(tx: &Tx<'_>, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
-    claim_from_in(tx, id, Status::Ready, spec, now)
-}
-
-/// Claims a `review` task for its reviewer (see [`Board::claim_review`]).
-pub(crate) fn claim_review_in(
-    tx: &Tx<'_>,
-    id: &str,
-    spec: &ClaimSpec,
-    now: i64,
-) -> Result<ClaimOutcome> {
-    claim_from_in(tx, id, Status::Review, spec, now)
-}
+/// The error a claim writes on a run of its task it finds still open (which only a damaged
+/// board has: every transition that ends an attempt closes its run).
+pub(crate) const RECLAIM_ON_CLAIM_NOTE: &str = "invariant recovery on re-claim";
 
 /// The claim of either dispatchable lane: `source` is `ready` (implementer) or `review`
 /// (reviewer; the `claimed` event then carries `source_status: review`, which every reclaim path
 /// reads to send the task back to `review`).
-fn claim_from_in(
+pub(crate) fn claim_from_in(
     tx: &Tx<'_>,
     id: &str,
     source: Status,
@@ -607,7 +596,7 @@ fn claim_from_in(
             parents: open,
         }));
     }
-    close_leaked_runs(tx, id, "invariant recovery on re-claim", now)?;
+    close_leaked_runs(tx, id, RECLAIM_ON_CLAIM_NOTE, now)?;
     let expires = now + spec.ttl_seconds;
     // The run row first, so one UPDATE of the task row both claims it and points it at the run
     // (each statement on `tasks` rewrites its page and the `idx_tasks_status` entry).
@@ -1929,7 +1918,26 @@ impl Board {
     /// Claims a ready task: parent gate (demotes to `todo` when a parent reopened), CAS
     /// `ready → running`, a new run, `current_run_id`, a fresh heartbeat, event `claimed`.
     pub fn claim(&self, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
-        self.write_claim(|tx| claim_in(tx, id, spec, now))
+        self.claim_from(id, Status::Ready, spec, now)
+    }
+
+    /// [`Board::claim`] or [`Board::claim_review`]: on PostgreSQL first in one round trip
+    /// (`pg_fast`), then, when that claimed nothing, the generic claim, which says why.
+    fn claim_from(
+        &self,
+        id: &str,
+        source: Status,
+        spec: &ClaimSpec,
+        now: i64,
+    ) -> Result<ClaimOutcome> {
+        check_seconds("the claim TTL", spec.ttl_seconds)?;
+        if self.is_postgres()
+            && let Some(claimed) = self
+                .write_claim(|tx| super::pg_fast::claim(tx, id, source, spec, now, true))?
+        {
+            return Ok(ClaimOutcome::Claimed(claimed));
+        }
+        self.write_claim(|tx| claim_from_in(tx, id, source, spec, now))
     }
 
     /// Extends the claim to `now + ttl_seconds` and stamps `last_heartbeat_at` on the task and its
@@ -1992,7 +2000,7 @@ impl Board {
     /// Claims a `review` task for its reviewer (the review lane): like [`Board::claim`], from
     /// `review`; the `claimed` event says `source_status: review`.
     pub fn claim_review(&self, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
-        self.write_claim(|tx| claim_review_in(tx, id, spec, now))
+        self.claim_from(id, Status::Review, spec, now)
     }
 
     /// See [`request_review_in`].

@@ -64,6 +64,7 @@
 mod postgres;
 #[cfg(test)]
 pub(crate) use postgres::WRITE_LOCK as POSTGRES_WRITE_LOCK;
+pub(crate) use postgres::CHANGED_MARK as POSTGRES_CHANGED_MARK;
 mod sqlite;
 
 use std::borrow::Cow;
@@ -519,6 +520,36 @@ impl Db {
         f: impl FnOnce(&Row<'_>) -> Result<T>,
     ) -> Result<T> {
         self.prepare(sql)?.query_row(params, f)
+    }
+
+    /// PostgreSQL only (`None` on SQLite, which runs no such statement): runs `sql`, a
+    /// statement in PostgreSQL's own dialect (not translated) that returns rows exactly when it
+    /// changed the board, each evaluating [`POSTGRES_CHANGED_MARK`], in the open transaction,
+    /// and decodes each row with `f`. With `commit` the transaction is committed in the same
+    /// round trip (watchers are notified and the change counter moves only when the statement
+    /// changed something) and the [`Db::commit`] that follows has nothing left to do.
+    pub(crate) fn pg_query_changing<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        commit: bool,
+        mut f: impl FnMut(&Row<'_>) -> Result<T>,
+    ) -> Result<Option<Vec<T>>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(pg) => {
+                let rows = params.with_values(|values| pg.query_changing(sql, values, commit))?;
+                rows.iter()
+                    .map(|r| f(&Row::postgres(r)))
+                    .collect::<Result<Vec<T>>>()
+                    .map(Some)
+            }
+        }
+    }
+
+    /// True for a SQLite connection.
+    pub(crate) fn is_sqlite(&self) -> bool {
+        matches!(self.backend, Backend::Sqlite(_))
     }
 
     /// True outside a transaction.

@@ -71,6 +71,14 @@ pub(crate) const CHANGES_SEQUENCE: &str = "kanban_change_seq";
 /// board has its database to itself, so one name serves every board).
 pub(crate) const CHANGE_CHANNEL: &str = "kanban_board_changed";
 
+/// The session setting a [`Pg::query_changing`] statement sets (with [`CHANGED_MARK`]) when
+/// it changed the board; the commit that notifies clears it.
+const CHANGED_SETTING: &str = "kanban.changed";
+
+/// The expression a statement run by [`Pg::query_changing`] evaluates in each row it returns
+/// (each row says it changed the board).
+pub(crate) const CHANGED_MARK: &str = "set_config('kanban.changed', 'on', false)";
+
 /// The key of the transaction-scoped advisory lock every write transaction of a board takes
 /// first (`"KBW1"` as an integer; see the module docs).
 pub(crate) const WRITE_LOCK: i64 = 0x4B42_5731;
@@ -89,6 +97,9 @@ pub(super) struct Pg {
     /// A transaction begun but not sent yet ([`Pg::begin`]): `Some(true)` with the board's
     /// write lock, `Some(false)` without (a claim's).
     pending_begin: Cell<Option<bool>>,
+    /// The open transaction was committed by [`Pg::query_changing`]: the next
+    /// [`Pg::commit`] has nothing left to do.
+    committed: Cell<bool>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -108,6 +119,7 @@ impl Pg {
             own_bumps: Cell::new(0),
             name: Arc::from(name),
             pending_begin: Cell::new(None),
+            committed: Cell::new(false),
         }
     }
 
@@ -208,6 +220,7 @@ impl Pg {
     /// forgotten.
     pub(super) fn rollback(&self) {
         self.dirty.set(false);
+        self.committed.set(false);
         if self.pending_begin.take().is_some() {
             return;
         }
@@ -224,6 +237,9 @@ impl Pg {
     /// earlier failure aborted (or none at all) is never committed: [`Error::Aborted`] (a
     /// server would answer `COMMIT` of a failed transaction with a quiet rollback).
     pub(super) fn commit(&self) -> Result<()> {
+        if self.committed.take() {
+            return Ok(());
+        }
         if self.pending_begin.take().is_some() {
             // Nothing was sent: there is nothing to commit.
             self.dirty.set(false);
@@ -245,7 +261,8 @@ impl Pg {
             // change); `nextval` never waits for another transaction.
             client
                 .batch(&format!(
-                    "NOTIFY {CHANGE_CHANNEL}; COMMIT; SELECT nextval('{CHANGES_SEQUENCE}')"
+                    "NOTIFY {CHANGE_CHANNEL}; COMMIT; \
+                     SELECT nextval('{CHANGES_SEQUENCE}'), set_config('{CHANGED_SETTING}', '', false)"
                 ))
                 .map(|()| self.own_bumps.set(self.own_bumps.get() + 1))
         } else {
@@ -311,6 +328,50 @@ impl Pg {
             self.dirty.set(true);
         }
         Ok(())
+    }
+
+    /// Runs `sql` (PostgreSQL's dialect, not translated), a statement whose result has rows
+    /// exactly when it changed the board and which then also sets the session's changed mark
+    /// ([`CHANGED_MARK`]), in the open transaction; with `commit`, the transaction is committed
+    /// in the same round trip, with the `NOTIFY` and the change counter's bump of
+    /// [`Pg::commit`] only when something changed (the mark, or statements queued before).
+    /// A failed statement fails the transaction and nothing is committed.
+    pub(super) fn query_changing(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        commit: bool,
+    ) -> Result<Vec<kanban_pgwire::Row>> {
+        let values = values(params)?;
+        let mut client = self.client.borrow_mut();
+        self.send_begin(&mut client)?;
+        if !commit {
+            let rows = client
+                .query(sql, &values)
+                .map_err(|e| Self::wire_error(&client, e))?;
+            if !rows.is_empty() {
+                self.dirty.set(true);
+            }
+            return Ok(rows);
+        }
+        let changed = if self.dirty.get() {
+            "true"
+        } else {
+            "current_setting('kanban.changed', true) = 'on'"
+        };
+        let then = format!(
+            "SELECT pg_notify('{CHANGE_CHANNEL}', '') WHERE {changed}; COMMIT; \
+             SELECT nextval('{CHANGES_SEQUENCE}'), set_config('{CHANGED_SETTING}', '', false) \
+             WHERE {changed}"
+        );
+        let rows = client
+            .query_then(sql, &values, &then)
+            .map_err(|e| Self::wire_error(&client, e))?;
+        if self.dirty.replace(false) || !rows.is_empty() {
+            self.own_bumps.set(self.own_bumps.get() + 1);
+        }
+        self.committed.set(true);
+        Ok(rows)
     }
 
     /// Sends the queued statements and waits for them.
