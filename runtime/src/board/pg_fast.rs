@@ -25,28 +25,35 @@ use std::sync::OnceLock;
 use super::error::{BoardError, Result};
 use super::events::Event;
 use super::model::Status;
-use super::outcome::Claimed;
+use super::outcome::{Claimed, Completed, Heartbeated};
 use super::sql::{self, POSTGRES_CHANGED_MARK as CHANGED};
 use super::store::Tx;
-use super::tasks::ClaimSpec;
+use super::tasks::{
+    COMPLETE_LEAKED_NOTE, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
+    completion_summary, summary_line,
+};
 
 /// A placeholder run id, encoded into an event's payload and then cut out (see
 /// [`split_payload`]); no real run has it.
 const RUN_ID_SLOT: i64 = i64::MIN;
 
-/// The text of `event`, encoded with [`RUN_ID_SLOT`] as its run id, split around that id: the
-/// server joins the two halves with the new run's id, giving the bytes [`Event::encode`] gives
-/// once that id is known.
-fn split_payload(event: &Event) -> Result<(String, String)> {
+/// A placeholder length, as [`RUN_ID_SLOT`]; no text is that long.
+const LEN_SLOT: usize = usize::MAX;
+
+/// The text of `event`, encoded with a placeholder (`slot`, as JSON) as the value of its field
+/// `field`, split around that value: the server joins the two halves with the real value,
+/// giving the bytes [`Event::encode`] gives once that value is known.
+fn split_payload(event: &Event, field: &str, slot: &str) -> Result<(String, String)> {
     let (_, payload) = event.encode()?;
     let payload = payload.unwrap_or_default();
-    let slot = format!("\"run_id\":{RUN_ID_SLOT}");
-    let mut halves = payload.split(&slot);
+    let key = format!("\"{field}\":");
+    let marked = format!("{key}{slot}");
+    let mut halves = payload.split(&marked);
     match (halves.next(), halves.next(), halves.next()) {
-        (Some(head), Some(tail), None) => Ok((format!("{head}\"run_id\":"), tail.to_owned())),
+        (Some(head), Some(tail), None) => Ok((format!("{head}{key}"), tail.to_owned())),
         _ => Err(BoardError::CorruptRow {
             table: "task_events",
-            message: format!("the {} payload has no single run id to fill in", event.kind()),
+            message: format!("the {} payload has no single {field} to fill in", event.kind()),
         }),
     }
 }
@@ -101,12 +108,16 @@ pub(crate) fn claim(
         return Ok(None);
     }
     let expires = now + spec.ttl_seconds;
-    let (head, tail) = split_payload(&Event::Claimed {
-        lock: spec.lock.clone(),
-        expires,
-        run_id: RUN_ID_SLOT,
-        source_status: (source == Status::Review).then_some(Status::Review),
-    })?;
+    let (head, tail) = split_payload(
+        &Event::Claimed {
+            lock: spec.lock.clone(),
+            expires,
+            run_id: RUN_ID_SLOT,
+            source_status: (source == Status::Review).then_some(Status::Review),
+        },
+        "run_id",
+        &RUN_ID_SLOT.to_string(),
+    )?;
     let rows = tx.pg_query_changing(
         claim_sql(),
         sql::params![
@@ -115,7 +126,7 @@ pub(crate) fn claim(
             spec.lock,
             expires,
             now,
-            super::tasks::RECLAIM_ON_CLAIM_NOTE,
+            RECLAIM_ON_CLAIM_NOTE,
             head,
             tail
         ],
@@ -128,6 +139,162 @@ pub(crate) fn claim(
         claim_lock: spec.lock.clone(),
         claim_expires: expires,
     }))
+}
+
+/// The heartbeat of the generic `heartbeat_in` in one statement (see the module docs).
+fn heartbeat_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "WITH beat AS ( \
+               UPDATE tasks SET claim_expires = $2, last_heartbeat_at = $3 \
+               WHERE id = $1 AND status = 'running' \
+                 AND ($4::bigint IS NULL OR current_run_id = $4::bigint) \
+                 AND ($5::text IS NULL OR claim_lock = $5::text) \
+               RETURNING current_run_id), \
+             run AS ( \
+               UPDATE task_runs SET claim_expires = $2, last_heartbeat_at = $3 \
+               WHERE id IN (SELECT current_run_id FROM beat) AND ended_at IS NULL), \
+             event AS ( \
+               INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
+               SELECT $1, current_run_id, 'heartbeat', $6::text, $3 FROM beat) \
+             SELECT current_run_id, {CHANGED} FROM beat"
+        )
+    })
+}
+
+/// The heartbeat of `id` under `fence` in one statement, committed in the same round trip
+/// with `commit`; `None` when it did nothing (a refusal: the caller runs the generic
+/// heartbeat, which says which) and always on SQLite.
+pub(crate) fn heartbeat(
+    tx: &Tx<'_>,
+    id: &str,
+    fence: &Fence,
+    note: Option<&str>,
+    ttl_seconds: i64,
+    now: i64,
+    commit: bool,
+) -> Result<Option<Heartbeated>> {
+    if tx.is_sqlite() {
+        return Ok(None);
+    }
+    let expires = now + ttl_seconds;
+    let (_, payload) = Event::Heartbeat {
+        note: note.map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned),
+    }
+    .encode()?;
+    let rows = tx.pg_query_changing(
+        heartbeat_sql(),
+        sql::params![id, expires, now, fence.run_id, fence.claim_lock, payload],
+        commit,
+        |r| r.get::<_, Option<i64>>(0),
+    )?;
+    Ok(rows
+        .and_then(|runs| runs.first().copied())
+        .map(|run_id| Heartbeated {
+            task_id: id.to_owned(),
+            run_id,
+            claim_expires: expires,
+        }))
+}
+
+/// The completion of the generic `complete_in` in one statement, for a running task whose
+/// run is open, with no parent unfinished and no child waiting in `todo` (see the module
+/// docs).
+fn complete_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "WITH task AS ( \
+               SELECT id, current_run_id FROM tasks \
+               WHERE id = $1 AND status = 'running' AND current_run_id IS NOT NULL \
+                 AND ($4::bigint IS NULL OR current_run_id = $4::bigint) \
+                 AND ($4::bigint IS NOT NULL OR $5::bigint = 1 OR claim_lock IS NULL \
+                      OR claim_expires IS NULL OR claim_expires <= $3) \
+                 AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+                                 WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')) \
+                 AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id \
+                                 WHERE l.parent_id = $1 AND c.status = 'todo') \
+                 AND EXISTS (SELECT 1 FROM task_runs r \
+                             WHERE r.id = tasks.current_run_id AND r.ended_at IS NULL) \
+               FOR UPDATE), \
+             done AS ( \
+               UPDATE tasks SET status = 'done', result = COALESCE($2, tasks.result), \
+                 completed_at = $3, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
+                 worker_started_at = NULL, current_run_id = NULL, block_kind = NULL, \
+                 block_recurrences = 0, consecutive_failures = 0, last_failure_error = NULL \
+               FROM task WHERE tasks.id = task.id \
+               RETURNING task.current_run_id AS run_id, \
+                 COALESCE($6::bigint, octet_length(tasks.result), 0) AS result_len), \
+             closed AS ( \
+               UPDATE task_runs SET status = 'done', outcome = 'completed', \
+                 summary = COALESCE($7, summary), ended_at = $3 \
+               WHERE id IN (SELECT run_id FROM done) AND ended_at IS NULL), \
+             leaked AS ( \
+               UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', error = $8, \
+                 ended_at = $3 \
+               WHERE task_id IN (SELECT id FROM task) AND ended_at IS NULL \
+                 AND id NOT IN (SELECT run_id FROM done)), \
+             event AS ( \
+               INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
+               SELECT $1, run_id, 'completed', $9::text || result_len || $10::text, $3 \
+               FROM done) \
+             SELECT run_id, {CHANGED} FROM done"
+        )
+    })
+}
+
+/// The completion of `id` in one statement, committed in the same round trip with `commit`;
+/// `None` when it did nothing (the caller runs the generic completion, which refuses, promotes
+/// children or records an attempt as the case needs) and always on SQLite.
+pub(crate) fn complete(
+    tx: &Tx<'_>,
+    id: &str,
+    completion: &Completion,
+    now: i64,
+    commit: bool,
+) -> Result<Option<Completed>> {
+    if tx.is_sqlite() {
+        return Ok(None);
+    }
+    let run_summary = completion_summary(completion);
+    let (head, tail) = split_payload(
+        &Event::Completed {
+            result_len: LEN_SLOT,
+            summary: run_summary.map(summary_line),
+            forced: completion.force.then_some(true),
+        },
+        "result_len",
+        &LEN_SLOT.to_string(),
+    )?;
+    let result_len = completion
+        .result
+        .as_deref()
+        .map(|r| i64::try_from(r.len()).unwrap_or(i64::MAX));
+    let rows = tx.pg_query_changing(
+        complete_sql(),
+        sql::params![
+            id,
+            completion.result,
+            now,
+            completion.expected_run_id,
+            i64::from(completion.force),
+            result_len,
+            run_summary,
+            COMPLETE_LEAKED_NOTE,
+            head,
+            tail
+        ],
+        commit,
+        |r| r.get::<_, i64>(0),
+    )?;
+    Ok(rows
+        .and_then(|runs| runs.first().copied())
+        .map(|run_id| Completed {
+            task_id: id.to_owned(),
+            run_id: Some(run_id),
+            promoted: Vec::new(),
+        }))
 }
 
 #[cfg(test)]
@@ -146,7 +313,8 @@ mod tests {
                 run_id,
                 source_status,
             };
-            let (head, tail) = split_payload(&event(RUN_ID_SLOT)).unwrap();
+            let (head, tail) =
+                split_payload(&event(RUN_ID_SLOT), "run_id", &RUN_ID_SLOT.to_string()).unwrap();
             let joined = format!("{head}{}{tail}", 42);
             assert_eq!(Some(joined), event(42).encode().unwrap().1);
         }
@@ -154,10 +322,14 @@ mod tests {
 
     #[test]
     fn an_event_without_a_run_id_cannot_be_split() {
-        let err = split_payload(&Event::Heartbeat {
-            note: Some("n".into()),
-        })
+        let err = split_payload(
+            &Event::Heartbeat {
+                note: Some("n".into()),
+            },
+            "run_id",
+            &RUN_ID_SLOT.to_string(),
+        )
         .unwrap_err();
-        assert!(err.to_string().contains("no single run id"), "{err}");
+        assert!(err.to_string().contains("no single run_id"), "{err}");
     }
 }

@@ -130,7 +130,7 @@ fn normalize_assignee(assignee: Option<&str>) -> Option<String> {
 }
 
 /// The first line of `text`, at most 400 characters.
-fn summary_line(text: &str) -> String {
+pub(crate) fn summary_line(text: &str) -> String {
     text.lines()
         .next()
         .unwrap_or("")
@@ -742,6 +742,20 @@ pub struct Completion {
     pub force: bool,
 }
 
+/// The error a completion writes on a run of its task still open besides its current one.
+pub(crate) const COMPLETE_LEAKED_NOTE: &str = "invariant recovery on completion";
+
+/// What a completion records as its run's summary: the summary given (trimmed, when not
+/// empty), else the result.
+pub(crate) fn completion_summary(completion: &Completion) -> Option<&str> {
+    completion
+        .summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .or(completion.result.as_deref())
+}
+
 /// Marks a task done (see [`Board::complete`]).
 pub(crate) fn complete_in(
     tx: &Tx<'_>,
@@ -788,11 +802,6 @@ pub(crate) fn complete_in(
             parents: open,
         }));
     }
-    let summary = completion
-        .summary
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
     let result = completion.result.as_deref();
     let applied = cas(
         tx,
@@ -815,14 +824,14 @@ pub(crate) fn complete_in(
             task_id: id.to_owned(),
         }));
     }
-    let run_summary = summary.or(result);
+    let run_summary = completion_summary(completion);
     let mut closed = None;
     if let Some(run_id) = task.current_run_id
         && close_run_in(tx, run_id, "done", "completed", run_summary, None, now)?
     {
         closed = Some(run_id);
     }
-    close_leaked_runs(tx, id, "invariant recovery on completion", now)?;
+    close_leaked_runs(tx, id, COMPLETE_LEAKED_NOTE, now)?;
     if closed.is_none() && (run_summary.is_some() || task.status == Status::Review) {
         // Never claimed (or handed over from review): the hand-off still gets its attempt row.
         closed = Some(instant_run_in(
@@ -1950,6 +1959,14 @@ impl Board {
         ttl_seconds: i64,
         now: i64,
     ) -> Result<Outcome<Heartbeated>> {
+        check_seconds("the claim TTL", ttl_seconds)?;
+        if self.is_postgres()
+            && let Some(done) = self.write(|tx| {
+                super::pg_fast::heartbeat(tx, id, fence, note, ttl_seconds, now, true)
+            })?
+        {
+            return Ok(Outcome::Done(done));
+        }
         self.write(|tx| heartbeat_in(tx, id, fence, note, ttl_seconds, now))
     }
 
@@ -1960,6 +1977,12 @@ impl Board {
         completion: &Completion,
         now: i64,
     ) -> Result<Outcome<Completed>> {
+        if self.is_postgres()
+            && let Some(done) =
+                self.write(|tx| super::pg_fast::complete(tx, id, completion, now, true))?
+        {
+            return Ok(Outcome::Done(done));
+        }
         self.write(|tx| complete_in(tx, id, completion, now))
     }
 
