@@ -568,36 +568,48 @@ impl Client {
         self.read_simple(error)
     }
 
-    /// Runs one statement with parameters `$1…$n` and, in the same round trip, the
-    /// simple-query text `then` (e.g. `COMMIT`): the statement's rows, or the first error.
-    /// Statements queued by [`Client::execute_deferred`] go first, as for [`Client::query`].
+    /// Runs one statement with parameters `$1…$n` and returns its rows; the statements of
+    /// `then` (each with its parameters, e.g. `COMMIT`) follow it in the same round trip, as
+    /// [`Client::execute_deferred`] statements would, their results unread but their first
+    /// error returned. Statements queued before go first, as for [`Client::query`].
     ///
-    /// `then` runs even when the statement failed; inside a transaction block that failure
-    /// left the transaction failed, so a `COMMIT` in `then` only ends it (the server answers
-    /// a rollback) and the statement's error is what is returned. A failure of `then` itself
-    /// is returned when the statement succeeded.
-    pub fn query_then(&mut self, sql: &str, params: &[Value], then: &str) -> Result<Vec<Row>> {
+    /// A failure stops the rest: after a failed statement the server skips what follows up to
+    /// the round trip's end, so inside a transaction block nothing of `then` runs (a `COMMIT`
+    /// there does not) and the transaction is failed ([`TransactionStatus::Failed`]).
+    pub fn query_then(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        then: &[(&str, &[Value])],
+    ) -> Result<Vec<Row>> {
         self.check_open()?;
         check_statement(sql, params)?;
-        if then.contains('\0') {
-            return Err(Error::Config("the SQL text contains a NUL byte".into()));
+        for (sql, params) in then {
+            check_statement(sql, params)?;
         }
         let types: Vec<u32> = params.iter().map(Value::param_type).collect();
         let key: StatementKey = (sql.to_string(), types);
         let tick = self.tick + 1;
         let written = self.write_extended(&key, params);
+        let before = std::mem::take(&mut self.deferred);
+        for (sql, params) in then {
+            self.execute_deferred(sql, params)?;
+        }
+        let after = std::mem::replace(&mut self.deferred, before);
         self.message(b'S', |_| {});
-        self.message(b'Q', |b| {
-            b.extend_from_slice(then.as_bytes());
-            b.push(0);
-        });
         self.flush()?;
-        let first = self.read_extended(&key, written, tick, true);
-        let queued_failed = self.queued_failed;
-        let second = self.read_simple(None);
-        self.queued_failed = queued_failed;
-        let (rows, _) = first?;
-        second.map(|()| rows)
+        let main_ran = self.read_extended(&key, written, tick, true, !after.is_empty());
+        let rows = match main_ran {
+            Ok((rows, _)) if !after.is_empty() => {
+                // The statement succeeded: the server runs `then` (else it skipped to the Sync).
+                self.deferred = after;
+                let error = self.read_deferred()?;
+                self.read_to_ready(error)?;
+                rows
+            }
+            other => other?.0,
+        };
+        Ok(rows)
     }
 
     /// Reads the answers of one simple query up to its `ReadyForQuery`; returns `error`, else
@@ -804,7 +816,7 @@ impl Client {
         let (name, columns, fresh) = self.write_extended(key, params);
         self.message(b'S', |_| {});
         self.flush()?;
-        self.read_extended(key, (name, columns, fresh), tick, want_rows)
+        self.read_extended(key, (name, columns, fresh), tick, want_rows, false)
     }
 
     /// Reads the answers of the queued statements and then of one statement written by
@@ -815,6 +827,7 @@ impl Client {
         written: (String, Option<Arc<[Column]>>, bool),
         tick: u64,
         want_rows: bool,
+        more: bool,
     ) -> Result<(Vec<Row>, u64)> {
         let (name, mut columns, fresh) = written;
         let mut parsed = false;
@@ -846,7 +859,13 @@ impl Client {
                         }
                     }
                 }
-                b'C' => affected = rows_affected(&msg.body),
+                b'C' => {
+                    affected = rows_affected(&msg.body);
+                    if more && error.is_none() {
+                        // Statements follow before the Sync (`more`): the caller reads them.
+                        break;
+                    }
+                }
                 b'G' => self.copy_fail(true)?,
                 b'E' => {
                     let e = self.db_error(&msg.body);

@@ -71,13 +71,22 @@ pub(crate) const CHANGES_SEQUENCE: &str = "kanban_change_seq";
 /// board has its database to itself, so one name serves every board).
 pub(crate) const CHANGE_CHANNEL: &str = "kanban_board_changed";
 
-/// The session setting a [`Pg::query_changing`] statement sets (with [`CHANGED_MARK`]) when
-/// it changed the board; the commit that notifies clears it.
-const CHANGED_SETTING: &str = "kanban.changed";
+/// The expressions a statement run by [`Pg::query_changing`] evaluates in each row it returns
+/// (each row says it changed the board): the `NOTIFY` of [`Pg::commit`] and the session mark
+/// that has the bump of the change counter after the commit made.
+pub(crate) const CHANGED_MARK: &str =
+    "pg_notify('kanban_board_changed', ''), set_config('kanban.changed', 'on', false)";
 
-/// The expression a statement run by [`Pg::query_changing`] evaluates in each row it returns
-/// (each row says it changed the board).
-pub(crate) const CHANGED_MARK: &str = "set_config('kanban.changed', 'on', false)";
+/// The `NOTIFY` a transaction that changed a row sends before it commits.
+const NOTIFY: &str = "NOTIFY kanban_board_changed";
+
+/// The change counter's bump after a commit that changed a row (clearing the mark).
+const BUMP: &str =
+    "SELECT nextval('kanban_change_seq'), set_config('kanban.changed', '', false)";
+
+/// [`BUMP`] when the transaction's statement set the mark ([`CHANGED_MARK`]).
+const BUMP_IF_MARKED: &str = "SELECT nextval('kanban_change_seq'), \
+     set_config('kanban.changed', '', false) WHERE current_setting('kanban.changed', true) = 'on'";
 
 /// The key of the transaction-scoped advisory lock every write transaction of a board takes
 /// first (`"KBW1"` as an integer; see the module docs).
@@ -256,17 +265,17 @@ impl Pg {
             self.dirty.set(false);
             return Err(Error::Aborted);
         }
+        // Prepared statements, sent together: the body's queued writes, `NOTIFY`, `COMMIT`,
+        // and the counter's bump after it (a watcher that sees it move then reads the change;
+        // `nextval` never waits for another transaction).
         let r = if self.dirty.replace(false) {
-            // The counter moves after the commit (a watcher that sees it move then reads the
-            // change); `nextval` never waits for another transaction.
             client
-                .batch(&format!(
-                    "NOTIFY {CHANGE_CHANNEL}; COMMIT; \
-                     SELECT nextval('{CHANGES_SEQUENCE}'), set_config('{CHANGED_SETTING}', '', false)"
-                ))
-                .map(|()| self.own_bumps.set(self.own_bumps.get() + 1))
+                .execute_deferred(NOTIFY, &[])
+                .and_then(|()| client.execute_deferred("COMMIT", &[]))
+                .and_then(|()| client.execute(BUMP, &[]))
+                .map(|_| self.own_bumps.set(self.own_bumps.get() + 1))
         } else {
-            client.batch("COMMIT")
+            client.execute("COMMIT", &[]).map(drop)
         };
         r.map_err(|e| self.wire_error(&client, e))
     }
@@ -354,16 +363,15 @@ impl Pg {
             }
             return Ok(rows);
         }
-        let changed = if self.dirty.get() {
-            "true"
-        } else {
-            "current_setting('kanban.changed', true) = 'on'"
-        };
-        let then = format!(
-            "SELECT pg_notify('{CHANGE_CHANNEL}', '') WHERE {changed}; COMMIT; \
-             SELECT nextval('{CHANGES_SEQUENCE}'), set_config('{CHANGED_SETTING}', '', false) \
-             WHERE {changed}"
-        );
+        // The statement notified already when it changed something (its mark); writes
+        // queued before it notify here.
+        let queued_changes = self.dirty.get();
+        let mut then: Vec<(&str, &[Value])> = Vec::with_capacity(3);
+        if queued_changes {
+            then.push((NOTIFY, &[]));
+        }
+        then.push(("COMMIT", &[]));
+        then.push((if queued_changes { BUMP } else { BUMP_IF_MARKED }, &[]));
         let rows = client
             .query_then(sql, &values, &then)
             .map_err(|e| Self::wire_error(&client, e))?;
