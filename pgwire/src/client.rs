@@ -138,6 +138,12 @@ pub struct Client {
     hits: u64,
     misses: u64,
     query_timeout: Option<Duration>,
+    /// How many times the output buffer was sent ([`Client::round_trips`]).
+    flushes: u64,
+    /// Where the messages of the queued statements start in `out`.
+    deferred_from: Option<usize>,
+    /// Prepared statements whose `Close` is in `out`, not sent yet.
+    closing: Vec<String>,
     /// Statements queued by [`Client::execute_deferred`] whose messages are in `out`, not yet
     /// sent or not yet answered, oldest first.
     deferred: Vec<Deferred>,
@@ -247,6 +253,9 @@ impl Client {
             misses: 0,
             query_timeout: None,
             deferred: Vec::new(),
+            flushes: 0,
+            deferred_from: None,
+            closing: Vec::new(),
             queued_failed: false,
         };
         client.set_timeouts(timeout)?;
@@ -459,6 +468,12 @@ impl Client {
         }
     }
 
+    /// How many times this client has sent messages to the server and (but for `Terminate`)
+    /// waited for the answer: the round trips made so far, the start-up included.
+    pub fn round_trips(&self) -> u64 {
+        self.flushes
+    }
+
     /// Runs one statement with parameters `$1…$n` and returns the rows it affected (or
     /// returned, for a `SELECT`); 0 for statements that report no count.
     pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
@@ -479,9 +494,23 @@ impl Client {
         check_statement(sql, params)?;
         let types: Vec<u32> = params.iter().map(Value::param_type).collect();
         let key: StatementKey = (sql.to_string(), types);
+        if self.deferred.is_empty() {
+            self.deferred_from = Some(self.out.len());
+        }
         let (name, _, fresh) = self.write_extended(&key, params);
         self.deferred.push(Deferred { key, name, fresh });
         Ok(())
+    }
+
+    /// Drops the statements [`Client::execute_deferred`] queued, unsent: the server never sees
+    /// them (e.g. a transaction given up before its first round trip).
+    pub fn discard_deferred(&mut self) {
+        if let Some(from) = self.deferred_from.take() {
+            self.out.truncate(from);
+        }
+        self.deferred.clear();
+        // Statements evicted from the cache meanwhile are closed with the next message.
+        self.to_close.append(&mut self.closing);
     }
 
     /// True when the error of the last call came from a statement queued by
@@ -736,13 +765,7 @@ impl Client {
             s.last_used = tick;
             (s.name.clone(), Arc::clone(&s.columns))
         });
-        for name in std::mem::take(&mut self.to_close) {
-            self.message(b'C', |b| {
-                b.push(b'S');
-                b.extend_from_slice(name.as_bytes());
-                b.push(0);
-            });
-        }
+        self.write_closes();
         let (name, columns, fresh) = match cached {
             Some((name, columns)) => {
                 self.hits += 1;
@@ -753,13 +776,7 @@ impl Client {
                 while self.statements.len() >= self.capacity {
                     self.evict_lru();
                 }
-                for name in std::mem::take(&mut self.to_close) {
-                    self.message(b'C', |b| {
-                        b.push(b'S');
-                        b.extend_from_slice(name.as_bytes());
-                        b.push(0);
-                    });
-                }
+                self.write_closes();
                 self.next_statement += 1;
                 let name = format!("pgwire_{}", self.next_statement);
                 let (sql, types) = key;
@@ -804,6 +821,18 @@ impl Client {
             b.extend_from_slice(&0_i32.to_be_bytes());
         });
         (name, columns, fresh)
+    }
+
+    /// Appends a `Close` of each statement waiting to be closed to the output buffer.
+    fn write_closes(&mut self) {
+        for name in std::mem::take(&mut self.to_close) {
+            self.message(b'C', |b| {
+                b.push(b'S');
+                b.extend_from_slice(name.as_bytes());
+                b.push(0);
+            });
+            self.closing.push(name);
+        }
     }
 
     fn run_extended(
@@ -1033,6 +1062,9 @@ impl Client {
     }
 
     fn flush(&mut self) -> Result<()> {
+        self.flushes += 1;
+        self.deferred_from = None;
+        self.closing.clear();
         let r = self.stream.write_all(&self.out);
         self.out.clear();
         r.map_err(|e| self.fail_io(&format!("cannot send to PostgreSQL at {}", self.target), e))

@@ -654,3 +654,47 @@ fn a_queued_statement_is_checked_before_it_is_queued() {
     assert_eq!(c.deferred(), 0, "a refused statement queues nothing");
     c.batch("COMMIT").unwrap();
 }
+
+#[test]
+fn discarded_queued_statements_never_reach_the_server() {
+    let mut c = fresh_db("pipeline_discard");
+    c.batch("CREATE TABLE log (v text NOT NULL)").unwrap();
+    c.set_statement_cache_capacity(2);
+    let trips = c.round_trips();
+    // A transaction queued whole (its BEGIN too), then given up: nothing is sent.
+    c.execute_deferred("BEGIN", &[]).unwrap();
+    for v in ["a", "b", "c"] {
+        // Three texts through a cache of two: the first is evicted (its Close queued too).
+        c.execute_deferred(
+            &format!("INSERT INTO log (v) VALUES ($1) -- {v}"),
+            &[Value::Text(v.into())],
+        )
+        .unwrap();
+    }
+    c.discard_deferred();
+    assert_eq!(c.deferred(), 0);
+    assert_eq!(c.round_trips(), trips, "nothing was sent");
+    assert_eq!(c.transaction_status(), TransactionStatus::Idle);
+    // The connection goes on as if they had never been queued; the evicted statement's
+    // Close goes with the next message and the cache stays consistent.
+    let n = c.query_one("SELECT count(*) FROM log", &[]).unwrap();
+    assert_eq!(n.get(0), Some(&Value::Int(0)));
+    assert_eq!(c.transaction_status(), TransactionStatus::Idle);
+    for v in ["a", "b", "c", "a"] {
+        c.execute(
+            &format!("INSERT INTO log (v) VALUES ($1) -- {v}"),
+            &[Value::Text(v.into())],
+        )
+        .unwrap();
+    }
+    let n = c.query_one("SELECT count(*) FROM log", &[]).unwrap();
+    assert_eq!(n.get(0), Some(&Value::Int(4)));
+    let prepared = c
+        .query_one("SELECT count(*) FROM pg_prepared_statements", &[])
+        .unwrap();
+    assert_eq!(
+        prepared.get(0),
+        Some(&Value::Int(i64::try_from(c.cache_stats().len).unwrap())),
+        "the server holds exactly the statements the cache names"
+    );
+}

@@ -423,7 +423,8 @@ mod tests {
 
     #[test]
     fn a_failure_of_the_lost_connection_kind_is_said_as_lost_even_before_the_board_notices() {
-        let lost = |source: sql::Error, lost: bool| BoardError::Sql(source).on_postgres(URL, lost);
+        let lost =
+            |source: sql::Error, lost: bool| BoardError::Sql(source).on_postgres(URL, lost, 1000);
         // Closed, or a server error that ends the session, is a lost connection whether or
         // not the connection already reads as closed.
         for source in [
@@ -442,7 +443,8 @@ mod tests {
         let err = lost(sql::Error::no_rows(), true);
         assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
         // Already said: unchanged.
-        let said = BoardError::from(sql::Error::lost(URL, Wire::Closed)).on_postgres(URL, true);
+        let said =
+            BoardError::from(sql::Error::lost(URL, Wire::Closed)).on_postgres(URL, true, 1000);
         assert!(
             matches!(said, BoardError::PgConnectionLost { .. }),
             "{said}"

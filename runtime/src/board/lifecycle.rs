@@ -27,8 +27,7 @@ use super::model::Status;
 use super::outcome::{ClaimOutcome, Outcome, Refusal};
 use super::store::{Board, Tx};
 use super::tasks::{
-    ClaimSpec, check_seconds, claim_from_in, close_run_in, load_task,
-    retry_status_for_run,
+    ClaimSpec, check_seconds, claim_from_in, close_run_in, load_task, retry_status_for_run,
 };
 
 /// A running task as the dispatcher's reclaim phases see it.

@@ -29,8 +29,8 @@ use super::outcome::{Claimed, Completed, Heartbeated};
 use super::sql::{self, POSTGRES_CHANGED_MARK as CHANGED};
 use super::store::Tx;
 use super::tasks::{
-    COMPLETE_LEAKED_NOTE, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
-    completion_summary, summary_line,
+    COMPLETE_LEAKED_NOTE, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE, completion_summary,
+    summary_line,
 };
 
 /// A placeholder run id, encoded into an event's payload and then cut out (see
@@ -53,7 +53,10 @@ fn split_payload(event: &Event, field: &str, slot: &str) -> Result<(String, Stri
         (Some(head), Some(tail), None) => Ok((format!("{head}{key}"), tail.to_owned())),
         _ => Err(BoardError::CorruptRow {
             table: "task_events",
-            message: format!("the {} payload has no single {field} to fill in", event.kind()),
+            message: format!(
+                "the {} payload has no single {field} to fill in",
+                event.kind()
+            ),
         }),
     }
 }
@@ -133,12 +136,14 @@ pub(crate) fn claim(
         commit,
         |r| r.get::<_, i64>(0),
     )?;
-    Ok(rows.and_then(|ids| ids.first().copied()).map(|run_id| Claimed {
-        task_id: id.to_owned(),
-        run_id,
-        claim_lock: spec.lock.clone(),
-        claim_expires: expires,
-    }))
+    Ok(rows
+        .and_then(|ids| ids.first().copied())
+        .map(|run_id| Claimed {
+            task_id: id.to_owned(),
+            run_id,
+            claim_lock: spec.lock.clone(),
+            claim_expires: expires,
+        }))
 }
 
 /// The heartbeat of the generic `heartbeat_in` in one statement (see the module docs).
@@ -180,7 +185,10 @@ pub(crate) fn heartbeat(
     }
     let expires = now + ttl_seconds;
     let (_, payload) = Event::Heartbeat {
-        note: note.map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned),
+        note: note
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned),
     }
     .encode()?;
     let rows = tx.pg_query_changing(
@@ -300,6 +308,192 @@ pub(crate) fn complete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::board::conformance::{PostgresStore, SqliteStore, Store, create, spec};
+    use crate::board::outcome::{ClaimOutcome, Outcome};
+    use crate::board::store::Board;
+
+    /// The round trips `op` makes on `board`'s connection.
+    fn round_trips(board: &Board, op: impl FnOnce()) -> u64 {
+        let before = board.conn().pg_round_trips().unwrap();
+        op();
+        board.conn().pg_round_trips().unwrap() - before
+    }
+
+    #[test]
+    fn a_claim_a_heartbeat_a_completion_and_a_create_take_one_round_trip_each() {
+        let (_guard, b) = PostgresStore.board();
+        let mut id = String::new();
+        assert_eq!(round_trips(&b, || id = create(&b, "t")), 1);
+        let mut run = 0;
+        assert_eq!(
+            round_trips(&b, || match b.claim(&id, &spec("h:1"), 100).unwrap() {
+                ClaimOutcome::Claimed(c) => run = c.run_id,
+                lost => panic!("{lost:?}"),
+            }),
+            1
+        );
+        let fence = Fence {
+            claim_lock: Some("h:1".into()),
+            run_id: Some(run),
+        };
+        assert_eq!(
+            round_trips(&b, || {
+                let beat = b.heartbeat(&id, &fence, Some("n"), 900, 101).unwrap();
+                assert!(matches!(beat, Outcome::Done(_)), "{beat:?}");
+            }),
+            1
+        );
+        let completion = Completion {
+            expected_run_id: Some(run),
+            summary: Some("done".into()),
+            ..Completion::default()
+        };
+        assert_eq!(
+            round_trips(&b, || {
+                let done = b.complete(&id, &completion, 102).unwrap();
+                assert_eq!(
+                    done,
+                    Outcome::Done(Completed {
+                        task_id: id.clone(),
+                        run_id: Some(run),
+                        promoted: Vec::new(),
+                    })
+                );
+            }),
+            1
+        );
+        // A refusal costs the fast statement and then the generic transition, which says why.
+        let refused = b.complete(&id, &completion, 103).unwrap();
+        assert!(matches!(refused, Outcome::Refused(_)), "{refused:?}");
+    }
+
+    #[test]
+    fn a_statement_that_did_nothing_leaves_the_generic_transition_to_say_why() {
+        let (_guard, b) = PostgresStore.board();
+        let parent = create(&b, "parent");
+        let child = crate::board::conformance::child_of(&b, "child", &[&parent]);
+        // The child is `todo`: the fast claim does nothing, the generic one refuses it.
+        b.write_claim(|tx| {
+            assert_eq!(
+                claim(tx, &child, Status::Ready, &spec("h:1"), 100, false)?,
+                None
+            );
+            Ok(())
+        })
+        .unwrap();
+        assert!(matches!(
+            b.claim(&child, &spec("h:1"), 100).unwrap(),
+            ClaimOutcome::Lost(_)
+        ));
+        // A heartbeat under a fence that does not hold: nothing, then the generic refusal.
+        let ClaimOutcome::Claimed(c) = b.claim(&parent, &spec("h:1"), 100).unwrap() else {
+            panic!("parent not claimed");
+        };
+        let wrong = Fence {
+            claim_lock: Some("other:2".into()),
+            run_id: Some(c.run_id),
+        };
+        b.write(|tx| {
+            assert_eq!(heartbeat(tx, &parent, &wrong, None, 900, 101, false)?, None);
+            Ok::<_, BoardError>(())
+        })
+        .unwrap();
+        assert!(matches!(
+            b.heartbeat(&parent, &wrong, None, 900, 101).unwrap(),
+            Outcome::Refused(_)
+        ));
+        // A completion with a child waiting: the generic one promotes it.
+        let completion = Completion {
+            expected_run_id: Some(c.run_id),
+            ..Completion::default()
+        };
+        b.write(|tx| {
+            assert_eq!(complete(tx, &parent, &completion, 102, false)?, None);
+            Ok::<_, BoardError>(())
+        })
+        .unwrap();
+        let Outcome::Done(done) = b.complete(&parent, &completion, 102).unwrap() else {
+            panic!("parent not completed");
+        };
+        assert_eq!(done.promoted, vec![child]);
+    }
+
+    #[test]
+    fn sqlite_has_no_fast_path() {
+        let (_guard, b) = SqliteStore.board();
+        let id = create(&b, "t");
+        b.write_claim(|tx| {
+            assert_eq!(
+                claim(tx, &id, Status::Ready, &spec("h:1"), 100, true)?,
+                None
+            );
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            crate::board::conformance::status(&b, &id),
+            Status::Ready,
+            "nothing was claimed"
+        );
+    }
+
+    #[test]
+    fn a_create_whose_drawn_id_is_taken_draws_again() {
+        let (_guard, b) = PostgresStore.board();
+        let taken = create(&b, "first");
+        // The insert a PostgreSQL create makes, with an id another task has: refused by the
+        // primary key at the commit, nothing written, and recognised as a taken id.
+        let err = b
+            .write(|tx| {
+                tx.execute_unchecked(
+                    "INSERT INTO tasks (id, title, status, created_at) VALUES (?1, 'again', 'ready', 1)",
+                    [&taken],
+                )?;
+                Ok::<_, BoardError>(())
+            })
+            .unwrap_err();
+        assert!(super::super::tasks::is_taken_task_id(&err), "{err}");
+        let counts = b.status_counts().unwrap();
+        assert_eq!(counts.iter().map(|(_, n)| n).sum::<i64>(), 1, "{counts:?}");
+        // `create_task` draws again while the id is taken, eight draws at most, and passes any
+        // other failure through at once.
+        let mut draws = 0;
+        let r: Result<()> = b.retry_taken_id(|| {
+            draws += 1;
+            Err(taken_error())
+        });
+        assert!(r.is_err());
+        assert_eq!(draws, 8);
+        let mut draws = 0;
+        let r: Result<()> = b.retry_taken_id(|| {
+            draws += 1;
+            if draws < 3 {
+                Err(taken_error())
+            } else {
+                Ok(())
+            }
+        });
+        assert!(r.is_ok());
+        assert_eq!(draws, 3);
+        let mut draws = 0;
+        let r: Result<()> = b.retry_taken_id(|| {
+            draws += 1;
+            Err(BoardError::BlankTitle)
+        });
+        assert!(matches!(r, Err(BoardError::BlankTitle)));
+        assert_eq!(draws, 1);
+    }
+
+    /// The error of a create whose id was taken, as the server reports it.
+    fn taken_error() -> BoardError {
+        BoardError::Sql(sql::Error::Queued(kanban_pgwire::Error::Db(Box::new(
+            kanban_pgwire::DbError {
+                code: "23505".into(),
+                constraint: Some("tasks_pkey".into()),
+                ..kanban_pgwire::DbError::default()
+            },
+        ))))
+    }
 
     #[test]
     fn a_payload_splits_around_its_run_id_and_joins_back_to_the_encoded_bytes() {

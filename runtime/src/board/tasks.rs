@@ -341,6 +341,13 @@ fn promote_todo_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<bool> {
     Ok(moved)
 }
 
+/// True for the failure of a create whose drawn task id another task has (PostgreSQL's
+/// primary key refused it).
+pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
+    matches!(err, BoardError::Sql(e) | BoardError::Sqlite { source: e, .. }
+        if e.kind() == sql::ErrorKind::UniqueViolation && e.constraint() == Some("tasks_pkey"))
+}
+
 /// Creates a task (see [`Board::create_task`]).
 pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
     let title = new.title.trim();
@@ -415,6 +422,12 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
     let mut id = String::new();
     for _ in 0..8 {
         let candidate = format!("t_{}", random_hex(8));
+        if !tx.is_sqlite() {
+            // PostgreSQL: no round trip to look; the insert's primary key refuses a taken id
+            // and `Board::create_task` draws again (see `is_taken_task_id`).
+            id = candidate;
+            break;
+        }
         let taken: bool = tx
             .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
             .query_row([&candidate], |_| Ok(()))
@@ -1895,17 +1908,33 @@ impl Board {
     /// else `ready`. An idempotency key that matches a non-archived task returns that task
     /// (`existing: true`) and creates nothing.
     pub fn create_task(&self, new: &NewTask, now: i64) -> Result<Created> {
-        self.write(|tx| create_task_in(tx, new, now))
+        self.retry_taken_id(|| self.write(|tx| create_task_in(tx, new, now)))
+    }
+
+    /// Runs `create` again (with a fresh random id) while it fails only because the id it drew
+    /// is taken: on PostgreSQL a create does not look first (see `create_task_in`), the
+    /// insert's primary key refuses the duplicate and nothing is written. Eight draws, as the
+    /// SQLite lookup makes.
+    pub(crate) fn retry_taken_id<T>(&self, mut create: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut draws = 1;
+        loop {
+            match create() {
+                Err(e) if draws < 8 && is_taken_task_id(&e) => draws += 1,
+                other => return other,
+            }
+        }
     }
 
     /// Creates each of `tasks` in turn, as [`Board::create_task`] does, inside **one** transaction
     /// (one commit for the lot): all are created or, on the first error, none.
     pub fn create_tasks(&self, tasks: &[NewTask], now: i64) -> Result<Vec<Created>> {
-        self.write(|tx| {
-            tasks
-                .iter()
-                .map(|new| create_task_in(tx, new, now))
-                .collect()
+        self.retry_taken_id(|| {
+            self.write(|tx| {
+                tasks
+                    .iter()
+                    .map(|new| create_task_in(tx, new, now))
+                    .collect()
+            })
         })
     }
 
@@ -1941,8 +1970,8 @@ impl Board {
     ) -> Result<ClaimOutcome> {
         check_seconds("the claim TTL", spec.ttl_seconds)?;
         if self.is_postgres()
-            && let Some(claimed) = self
-                .write_claim(|tx| super::pg_fast::claim(tx, id, source, spec, now, true))?
+            && let Some(claimed) =
+                self.write_claim(|tx| super::pg_fast::claim(tx, id, source, spec, now, true))?
         {
             return Ok(ClaimOutcome::Claimed(claimed));
         }

@@ -347,6 +347,8 @@ fn pg_board_ops(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result
     let mut bare = PgBare::open(cluster)?;
     cluster.create_database("bench_ops")?;
     let board = Board::open_path(Path::new(&cluster.url("bench_ops")), &OpenOptions::create())?;
+    pg_history(&board)?;
+    cluster.connect("bench_ops")?.batch("ANALYZE")?;
     ops_rounds(&board, |s| {
         let us = bare.commits(BATCH)?;
         s.bare.push(us);
@@ -354,6 +356,48 @@ fn pg_board_ops(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result
         Ok(())
     })
 }
+
+/// The history a PostgreSQL board in use has before the measured rounds (then `ANALYZE`d, as
+/// pgbench vacuums its tables before a run): [`PG_HISTORY`] tasks, most done, some running,
+/// some ready, so the server plans the board's statements for a board of that size rather than
+/// for the empty tables of a fresh database (a plan made then is kept by the connection).
+fn pg_history(board: &Board) -> anyhow::Result<()> {
+    let t = now() - 3600;
+    let spec = ClaimSpec {
+        lock: "history:1".to_owned(),
+        ttl_seconds: 86_400,
+    };
+    let completion = board::tasks::Completion {
+        summary: Some("done".to_owned()),
+        ..Default::default()
+    };
+    for chunk in 0..PG_HISTORY / BATCH {
+        let new: Vec<NewTask> = (0..BATCH)
+            .map(|i| NewTask {
+                title: format!("history {chunk}.{i}"),
+                ..NewTask::default()
+            })
+            .collect();
+        let created = board.create_tasks(&new, t)?;
+        // Per chunk of 100: 90 done, 5 running, 5 left ready.
+        let picks: Vec<(String, Status)> = created[..95]
+            .iter()
+            .map(|c| (c.id.clone(), Status::Ready))
+            .collect();
+        for outcome in board.claim_batch(&picks, &spec, t)? {
+            ensure!(
+                matches!(outcome?, ClaimOutcome::Claimed(_)),
+                "history claim lost"
+            );
+        }
+        let done: Vec<String> = created[..90].iter().map(|c| c.id.clone()).collect();
+        board.complete_many(&done, &completion, t + 1)?;
+    }
+    Ok(())
+}
+
+/// How many tasks [`pg_history`] writes.
+const PG_HISTORY: usize = 5_000;
 
 /// 200 tasks on builtin:complete, two `dispatch --until-idle` (max_spawn 4 each) on one
 /// PostgreSQL board: tasks/s (one long measurement).

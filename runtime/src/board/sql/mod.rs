@@ -62,9 +62,9 @@
 //! matched once per call; parameters are bound from a slice of `&dyn ToSql` built on the stack.
 
 mod postgres;
+pub(crate) use postgres::CHANGED_MARK as POSTGRES_CHANGED_MARK;
 #[cfg(test)]
 pub(crate) use postgres::WRITE_LOCK as POSTGRES_WRITE_LOCK;
-pub(crate) use postgres::CHANGED_MARK as POSTGRES_CHANGED_MARK;
 mod sqlite;
 
 use std::borrow::Cow;
@@ -197,6 +197,16 @@ impl Error {
             Error::Postgres(e) | Error::Queued(e) => postgres::kind(e),
             Error::ConnectionLost(_) => ErrorKind::ConnectionLost,
             Error::Unsupported(_) | Error::Aborted => ErrorKind::Other,
+        }
+    }
+
+    /// The constraint a PostgreSQL statement broke (e.g. `tasks_pkey` for a duplicate task
+    /// id), when the server named one.
+    pub(crate) fn constraint(&self) -> Option<&str> {
+        match self {
+            Error::Postgres(kanban_pgwire::Error::Db(db))
+            | Error::Queued(kanban_pgwire::Error::Db(db)) => db.constraint.as_deref(),
+            _ => None,
         }
     }
 
@@ -544,6 +554,15 @@ impl Db {
                     .collect::<Result<Vec<T>>>()
                     .map(Some)
             }
+        }
+    }
+
+    /// The round trips a PostgreSQL connection has made (`None` on SQLite), for tests.
+    #[cfg(test)]
+    pub(crate) fn pg_round_trips(&self) -> Option<u64> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(pg) => Some(pg.round_trips()),
         }
     }
 

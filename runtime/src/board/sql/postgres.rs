@@ -81,8 +81,7 @@ pub(crate) const CHANGED_MARK: &str =
 const NOTIFY: &str = "NOTIFY kanban_board_changed";
 
 /// The change counter's bump after a commit that changed a row (clearing the mark).
-const BUMP: &str =
-    "SELECT nextval('kanban_change_seq'), set_config('kanban.changed', '', false)";
+const BUMP: &str = "SELECT nextval('kanban_change_seq'), set_config('kanban.changed', '', false)";
 
 /// [`BUMP`] when the transaction's statement set the mark ([`CHANGED_MARK`]).
 const BUMP_IF_MARKED: &str = "SELECT nextval('kanban_change_seq'), \
@@ -130,6 +129,12 @@ impl Pg {
             pending_begin: Cell::new(None),
             committed: Cell::new(false),
         }
+    }
+
+    /// See [`Client::round_trips`].
+    #[cfg(test)]
+    pub(super) fn round_trips(&self) -> u64 {
+        self.client.borrow().round_trips()
     }
 
     /// True once the connection ended (an I/O or protocol error, the server closing it).
@@ -210,19 +215,24 @@ impl Pg {
         let Some(locked) = self.pending_begin.take() else {
             return Ok(());
         };
-        client.execute_deferred("BEGIN ISOLATION LEVEL READ COMMITTED", &[])?;
-        if locked {
-            client.execute_deferred(
-                "SELECT pg_advisory_xact_lock($1)",
-                &[Value::Int(WRITE_LOCK)],
-            )?;
-        }
-        Ok(())
+        let queued = client
+            .execute_deferred("BEGIN ISOLATION LEVEL READ COMMITTED", &[])
+            .and_then(|()| match locked {
+                true => client.execute_deferred(
+                    "SELECT pg_advisory_xact_lock($1)",
+                    &[Value::Int(WRITE_LOCK)],
+                ),
+                false => Ok(()),
+            });
+        queued.map_err(|e| self.wire_error(client, e))
     }
 
-    /// True inside a transaction, begun on the server or still to be sent.
+    /// True inside a transaction, begun on the server or still to be sent (its `BEGIN` pending
+    /// or queued with statements not sent yet: only a transaction queues statements).
     fn in_transaction(&self, client: &Client) -> bool {
-        self.pending_begin.get().is_some() || client.transaction_status() != TransactionStatus::Idle
+        self.pending_begin.get().is_some()
+            || client.deferred() > 0
+            || client.transaction_status() != TransactionStatus::Idle
     }
 
     /// Ends the open transaction without committing; one begun but never sent is just
@@ -234,6 +244,8 @@ impl Pg {
             return;
         }
         let mut client = self.client.borrow_mut();
+        // Statements not sent yet (the `BEGIN` among them when nothing was sent) are dropped.
+        client.discard_deferred();
         if client.transaction_status() != TransactionStatus::Idle {
             let _ = client.batch("ROLLBACK");
         }
@@ -357,7 +369,7 @@ impl Pg {
         if !commit {
             let rows = client
                 .query(sql, &values)
-                .map_err(|e| Self::wire_error(&client, e))?;
+                .map_err(|e| self.wire_error(&client, e))?;
             if !rows.is_empty() {
                 self.dirty.set(true);
             }
@@ -374,7 +386,7 @@ impl Pg {
         then.push((if queued_changes { BUMP } else { BUMP_IF_MARKED }, &[]));
         let rows = client
             .query_then(sql, &values, &then)
-            .map_err(|e| Self::wire_error(&client, e))?;
+            .map_err(|e| self.wire_error(&client, e))?;
         if self.dirty.replace(false) || !rows.is_empty() {
             self.own_bumps.set(self.own_bumps.get() + 1);
         }
