@@ -207,47 +207,39 @@ pub(crate) fn heartbeat(
 }
 
 /// The completion of the generic `complete_in` in one statement, for a running task whose
-/// run is open, with no parent unfinished and no child waiting in `todo` (see the module
-/// docs).
+/// current run is the caller's (`$4`, the worker's own run) and still open, with no parent
+/// unfinished and no child waiting in `todo` (see the module docs). The task's row is not read
+/// before it is updated: the caller names its run, and every other write of a running task
+/// holds the board's write lock, as this one does.
 fn complete_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
     SQL.get_or_init(|| {
         format!(
-            "WITH task AS ( \
-               SELECT id, current_run_id FROM tasks \
-               WHERE id = $1 AND status = 'running' AND current_run_id IS NOT NULL \
-                 AND ($4::bigint IS NULL OR current_run_id = $4::bigint) \
-                 AND ($4::bigint IS NOT NULL OR $5::bigint = 1 OR claim_lock IS NULL \
-                      OR claim_expires IS NULL OR claim_expires <= $3) \
-                 AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
-                                 WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')) \
-                 AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id \
-                                 WHERE l.parent_id = $1 AND c.status = 'todo') \
-                 AND EXISTS (SELECT 1 FROM task_runs r \
-                             WHERE r.id = tasks.current_run_id AND r.ended_at IS NULL) \
-               FOR UPDATE), \
-             done AS ( \
+            "WITH done AS ( \
                UPDATE tasks SET status = 'done', result = COALESCE($2, tasks.result), \
                  completed_at = $3, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
                  worker_started_at = NULL, current_run_id = NULL, block_kind = NULL, \
                  block_recurrences = 0, consecutive_failures = 0, last_failure_error = NULL \
-               FROM task WHERE tasks.id = task.id \
-               RETURNING task.current_run_id AS run_id, \
-                 COALESCE($6::bigint, octet_length(tasks.result), 0) AS result_len), \
+               WHERE id = $1 AND status = 'running' AND current_run_id = $4 \
+                 AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+                                 WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')) \
+                 AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id \
+                                 WHERE l.parent_id = $1 AND c.status = 'todo') \
+                 AND EXISTS (SELECT 1 FROM task_runs r WHERE r.id = $4 AND r.ended_at IS NULL) \
+               RETURNING COALESCE($5::bigint, octet_length(tasks.result), 0) AS result_len), \
              closed AS ( \
                UPDATE task_runs SET status = 'done', outcome = 'completed', \
-                 summary = COALESCE($7, summary), ended_at = $3 \
-               WHERE id IN (SELECT run_id FROM done) AND ended_at IS NULL), \
+                 summary = COALESCE($6, summary), ended_at = $3 \
+               WHERE id = $4 AND ended_at IS NULL AND EXISTS (SELECT 1 FROM done)), \
              leaked AS ( \
-               UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', error = $8, \
+               UPDATE task_runs SET status = 'reclaimed', outcome = 'reclaimed', error = $7, \
                  ended_at = $3 \
-               WHERE task_id IN (SELECT id FROM task) AND ended_at IS NULL \
-                 AND id NOT IN (SELECT run_id FROM done)), \
+               WHERE task_id = $1 AND ended_at IS NULL AND id <> $4 \
+                 AND EXISTS (SELECT 1 FROM done)), \
              event AS ( \
                INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
-               SELECT $1, run_id, 'completed', $9::text || result_len || $10::text, $3 \
-               FROM done) \
-             SELECT run_id, {CHANGED} FROM done"
+               SELECT $1, $4, 'completed', $8::text || result_len || $9::text, $3 FROM done) \
+             SELECT result_len, {CHANGED} FROM done"
         )
     })
 }
@@ -262,6 +254,11 @@ pub(crate) fn complete(
     now: i64,
     commit: bool,
 ) -> Result<Option<Completed>> {
+    // The fast statement completes the caller's own run; an operator's completion without
+    // one (forced or not) takes the generic path.
+    let Some(run_id) = completion.expected_run_id else {
+        return Ok(None);
+    };
     if tx.is_sqlite() {
         return Ok(None);
     }
@@ -285,8 +282,7 @@ pub(crate) fn complete(
             id,
             completion.result,
             now,
-            completion.expected_run_id,
-            i64::from(completion.force),
+            run_id,
             result_len,
             run_summary,
             COMPLETE_LEAKED_NOTE,
@@ -296,13 +292,11 @@ pub(crate) fn complete(
         commit,
         |r| r.get::<_, i64>(0),
     )?;
-    Ok(rows
-        .and_then(|runs| runs.first().copied())
-        .map(|run_id| Completed {
-            task_id: id.to_owned(),
-            run_id: Some(run_id),
-            promoted: Vec::new(),
-        }))
+    Ok(rows.filter(|done| !done.is_empty()).map(|_| Completed {
+        task_id: id.to_owned(),
+        run_id: Some(run_id),
+        promoted: Vec::new(),
+    }))
 }
 
 #[cfg(test)]
