@@ -4,14 +4,15 @@
 //! schema version).
 //!
 //! **Writers other than claims run one at a time**, as on SQLite: [`Pg::begin`] opens a `READ
-//! COMMITTED` transaction and takes the board's transaction-scoped advisory lock ([`WRITE_LOCK`])
-//! before the body runs. Every statement of a transition therefore sees every earlier commit (READ
+//! COMMITTED` transaction and takes the board's transaction-scoped advisory lock ([`WRITE_LOCK`]),
+//! both sent with the transaction's first statement (in its round trip), before that statement
+//! runs. Every statement of a transition therefore sees every earlier commit (READ
 //! COMMITTED takes a fresh snapshot per statement), so the board's read-then-write transitions —
 //! a dependency promoted when its last parent completes, an idempotency key looked up before the
 //! insert, a compare-and-swap `UPDATE … WHERE status = ?` — keep exactly their SQLite outcomes;
 //! no transition needs `SERIALIZABLE` or a retry of its body. The wait for the lock is bounded by
-//! `lock_timeout` ([`Pg::set_lock_wait`], the board's busy timeout), after which `BEGIN` is
-//! retried by `Board::write` like SQLite's busy.
+//! `lock_timeout` ([`Pg::set_lock_wait`], the board's busy timeout), after which the statement
+//! that carried the lock fails busy and `Board::write` says so, nothing written.
 //!
 //! **Claims take no board lock** ([`Pg::begin_unlocked`], `Board::claim`, `claim_review`,
 //! `claim_batch`): a claim's first statement locks its task's row with `FOR UPDATE SKIP LOCKED`
