@@ -186,6 +186,33 @@ mod tests {
     }
 
     #[test]
+    fn a_board_without_the_postgresql_extras_gets_them_at_its_next_open() {
+        let target = PostgresStore::fresh_target();
+        drop(Board::open_postgres(&target, None, &OpenOptions::create()).unwrap());
+        let mut client = kanban_pgwire::Client::connect(target.config()).unwrap();
+        let has_extras = |client: &mut kanban_pgwire::Client| {
+            client
+                .query_one(pg_schema::HAS_EXTRAS, &[])
+                .unwrap()
+                .get(0)
+                .and_then(kanban_pgwire::Value::as_i64)
+        };
+        assert_eq!(has_extras(&mut client), Some(1));
+        // What an earlier build made: no change counter, no `tasks.rowid` (a dropped column
+        // stays in the catalog, marked dropped).
+        client
+            .batch("DROP SEQUENCE kanban_change_seq; ALTER TABLE tasks DROP COLUMN rowid")
+            .unwrap();
+        assert_eq!(has_extras(&mut client), Some(0));
+        client.batch("CREATE SEQUENCE kanban_change_seq").unwrap();
+        assert_eq!(has_extras(&mut client), Some(0), "rowid is still missing");
+        client.batch("DROP SEQUENCE kanban_change_seq").unwrap();
+        let board = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
+        assert_eq!(has_extras(&mut client), Some(1));
+        crate::board::conformance::create(&board, "after");
+    }
+
+    #[test]
     fn a_database_without_a_board_is_made_one_only_by_an_open_that_creates() {
         let target = PostgresStore::fresh_target();
         for options in [OpenOptions::default(), OpenOptions::read_only()] {
