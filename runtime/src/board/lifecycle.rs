@@ -920,7 +920,7 @@ impl Board {
         if picks.is_empty() {
             return Ok(Vec::new());
         }
-        self.write_claim(|tx| {
+        self.write_row_locked(|tx| {
             let mut outcomes = Vec::with_capacity(picks.len());
             for (id, lane) in picks {
                 // Sent with the claim's first statement (PostgreSQL), as its `RELEASE` is with

@@ -14,9 +14,14 @@
 //! refusal, a lost claim, a demotion, the promotions) exactly as on SQLite. The differential
 //! and conformance tests run every transition on both stores and compare what they wrote.
 //!
-//! **Locking** is the generic code's: a claim locks its task's row with `FOR UPDATE SKIP
-//! LOCKED` and takes no board lock; a heartbeat and a completion run under the board's write
-//! lock (taken with the statement, see the SQL layer) and lock the task's row (`FOR UPDATE`).
+//! **Locking.** A claim locks its task's row with `FOR UPDATE SKIP LOCKED` and takes no board
+//! lock, as the generic claim. A completion runs under the board's write lock (taken with the
+//! statement, see the SQL layer), as every generic transition but claims. A heartbeat's
+//! statement takes no board lock either: it reads nothing but its task's row and writes only
+//! that row, the task's current run and an event, locking the task's row first (its `UPDATE`
+//! waits for a transition of that task in flight and then re-checks its fence on the committed
+//! row) and the run's second, the order every transition of a task locks them in; so heartbeats
+//! of a fleet of workers do not queue behind each other or behind other writes of the board.
 //!
 //! SQLite has no fast path: every function here returns `None` there without a statement.
 
@@ -367,7 +372,7 @@ mod tests {
         let parent = create(&b, "parent");
         let child = crate::board::conformance::child_of(&b, "child", &[&parent]);
         // The child is `todo`: the fast claim does nothing, the generic one refuses it.
-        b.write_claim(|tx| {
+        b.write_row_locked(|tx| {
             assert_eq!(
                 claim(tx, &child, Status::Ready, &spec("h:1"), 100, false)?,
                 None
@@ -413,10 +418,69 @@ mod tests {
     }
 
     #[test]
+    fn a_heartbeat_takes_no_board_lock_and_waits_only_for_its_own_task() {
+        let (guard, b) = PostgresStore.board();
+        let (held, free) = (create(&b, "held"), create(&b, "free"));
+        let mut runs = Vec::new();
+        for id in [&held, &free] {
+            let ClaimOutcome::Claimed(c) = b.claim(id, &spec("h:1"), 100).unwrap() else {
+                panic!("{id} not claimed");
+            };
+            runs.push(c.run_id);
+        }
+        let fence = |run: i64| Fence {
+            claim_lock: Some("h:1".into()),
+            run_id: Some(run),
+        };
+        let impatient = guard
+            .reopen(&crate::board::store::OpenOptions {
+                busy_timeout_ms: Some(100),
+                ..crate::board::store::OpenOptions::default()
+            })
+            .unwrap();
+        // Another writer holds the board's write lock and the row of `held`.
+        let mut other = kanban_pgwire::Client::connect(
+            &kanban_pgwire::Config::parse(&b.path().to_string_lossy()).unwrap(),
+        )
+        .unwrap();
+        other.batch("BEGIN").unwrap();
+        other
+            .execute(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[kanban_pgwire::Value::Int(sql::POSTGRES_WRITE_LOCK)],
+            )
+            .unwrap();
+        other
+            .execute(
+                "SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE",
+                &[kanban_pgwire::Value::Text(held.clone())],
+            )
+            .unwrap();
+        // The heartbeat of the other task goes through at once.
+        let beat = impatient
+            .heartbeat(&free, &fence(runs[1]), None, 900, 101)
+            .unwrap();
+        assert!(matches!(beat, Outcome::Done(_)), "{beat:?}");
+        // The held task's heartbeat waits for its row, gives up busy, and changes nothing.
+        let err = impatient
+            .heartbeat(&held, &fence(runs[0]), None, 900, 101)
+            .unwrap_err();
+        assert!(matches!(err, BoardError::Busy { .. }), "{err}");
+        assert!(impatient.conn().is_autocommit());
+        other.batch("ROLLBACK").unwrap();
+        assert_eq!(b.get_task(&held).unwrap().last_heartbeat_at, Some(100));
+        let beat = impatient
+            .heartbeat(&held, &fence(runs[0]), None, 900, 102)
+            .unwrap();
+        assert!(matches!(beat, Outcome::Done(_)), "{beat:?}");
+        assert_eq!(b.get_task(&held).unwrap().last_heartbeat_at, Some(102));
+    }
+
+    #[test]
     fn sqlite_has_no_fast_path() {
         let (_guard, b) = SqliteStore.board();
         let id = create(&b, "t");
-        b.write_claim(|tx| {
+        b.write_row_locked(|tx| {
             assert_eq!(
                 claim(tx, &id, Status::Ready, &spec("h:1"), 100, true)?,
                 None

@@ -565,9 +565,10 @@ impl Board {
         self.write_with(Db::begin_immediate, body)
     }
 
-    /// [`Board::write`] for claims: the transaction begins with [`Db::begin_claim`] (on
-    /// PostgreSQL without the board's write lock; the claim locks its task's row instead).
-    pub(crate) fn write_claim<T>(&self, body: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
+    /// [`Board::write`] for a transaction that locks only the rows it writes — a claim, and on
+    /// PostgreSQL a heartbeat's one statement: it begins with [`Db::begin_claim`] (on PostgreSQL
+    /// without the board's write lock; SQLite has only its one write lock).
+    pub(crate) fn write_row_locked<T>(&self, body: impl FnOnce(&Tx<'_>) -> Result<T>) -> Result<T> {
         self.write_with(Db::begin_claim, body)
     }
 

@@ -1971,11 +1971,11 @@ impl Board {
         check_seconds("the claim TTL", spec.ttl_seconds)?;
         if self.is_postgres()
             && let Some(claimed) =
-                self.write_claim(|tx| super::pg_fast::claim(tx, id, source, spec, now, true))?
+                self.write_row_locked(|tx| super::pg_fast::claim(tx, id, source, spec, now, true))?
         {
             return Ok(ClaimOutcome::Claimed(claimed));
         }
-        self.write_claim(|tx| claim_from_in(tx, id, source, spec, now))
+        self.write_row_locked(|tx| claim_from_in(tx, id, source, spec, now))
     }
 
     /// Extends the claim to `now + ttl_seconds` and stamps `last_heartbeat_at` on the task and its
@@ -1989,8 +1989,10 @@ impl Board {
         now: i64,
     ) -> Result<Outcome<Heartbeated>> {
         check_seconds("the claim TTL", ttl_seconds)?;
+        // PostgreSQL: the one statement takes no board lock, only its task's and run's rows
+        // (docs/postgres.md, "Heartbeats"); a refusal is said by the generic heartbeat.
         if self.is_postgres()
-            && let Some(done) = self.write(|tx| {
+            && let Some(done) = self.write_row_locked(|tx| {
                 super::pg_fast::heartbeat(tx, id, fence, note, ttl_seconds, now, true)
             })?
         {
