@@ -1,7 +1,8 @@
 //! End to end on a PostgreSQL board: the real `kanban` binary, real worker processes and a real
 //! (throwaway) PostgreSQL server, the board selected by `[boards.default] url` in `kanban.toml`.
 //! The CLI round trip (create, list, show, dispatch until idle, fsck), two competing
-//! dispatchers, and the claim race of 8 processes over 200 ready tasks.
+//! dispatchers, the claim race of 8 processes over 200 ready tasks, and lock-free heartbeats
+//! racing board-locked completions and reclaims.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary and real processes
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
@@ -408,5 +409,137 @@ fn eight_processes_creating_on_a_fresh_postgres_database_share_one_schema() {
             Some(kanban_runtime::board::pg_schema::LATEST),
             "round {round}"
         );
+    }
+}
+
+/// A shell loop over stdin lines `ID VERB` that runs `kanban --home H VERB ID [ARGS…]` per
+/// line (`heartbeat`, `complete` with `--force`, `reclaim`) and prints `ID VERB EXIT`.
+fn start_runner(home: &Home, lines: &[String]) -> Child {
+    let script = "while read id verb; do \
+        case \"$verb\" in \
+          complete) \"$KANBAN\" --home \"$KHOME\" complete \"$id\" --force --summary raced >/dev/null 2>\"$KHOME/err-$verb-$id-$$\" ;; \
+          *) \"$KANBAN\" --home \"$KHOME\" \"$verb\" \"$id\" >/dev/null 2>\"$KHOME/err-$verb-$id-$$\" ;; \
+        esac; echo \"$id $verb $? $$\"; done";
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KANBAN", env!("CARGO_BIN_EXE_kanban"))
+        .env("KHOME", &home.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start sh");
+    let mut stdin = child.stdin.take().expect("stdin");
+    use std::io::Write as _;
+    stdin.write_all(lines.join("\n").as_bytes()).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    child
+}
+
+/// Heartbeats take no board lock on PostgreSQL (docs/postgres.md, "Heartbeats"): two processes
+/// heartbeat every running task while a third completes or reclaims each (board-locked
+/// transitions), three rounds. Afterwards every transition that had to succeed did, every
+/// heartbeat succeeded or was refused because its task had ended, no heartbeat was recorded
+/// after its task's run ended, every run is closed and `fsck` is clean.
+#[test]
+fn lock_free_heartbeats_race_completions_and_reclaims_on_a_postgres_board() {
+    const ROUND: usize = 30;
+    let home = pg_home("heartbeat_race", "");
+    let board = home.board();
+    for round in 0..3_u64 {
+        let tasks: Vec<NewTask> = (0..ROUND)
+            .map(|i| NewTask {
+                title: format!("round {round} task {i}"),
+                ..NewTask::default()
+            })
+            .collect();
+        let ids: Vec<String> = board
+            .create_tasks(&tasks, 1_700_000_000)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        let spec = kanban_runtime::board::ClaimSpec {
+            lock: "race:1".to_owned(),
+            ttl_seconds: 900,
+        };
+        for id in &ids {
+            assert!(matches!(
+                board.claim(id, &spec, 1_700_000_000).unwrap(),
+                kanban_runtime::board::ClaimOutcome::Claimed(_)
+            ));
+        }
+        // Even positions of the finisher's order are completed, odd ones reclaimed.
+        let finish_order = shuffled(&ids, 100 + round);
+        let verb_of: HashMap<&str, &str> = finish_order
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), if i % 2 == 0 { "complete" } else { "reclaim" }))
+            .collect();
+        let beats = |seed: u64| -> Vec<String> {
+            let mut lines = Vec::new();
+            for pass in 0..2 {
+                lines.extend(
+                    shuffled(&ids, seed * 10 + pass)
+                        .into_iter()
+                        .map(|id| format!("{id} heartbeat")),
+                );
+            }
+            lines
+        };
+        let finisher: Vec<String> = finish_order
+            .iter()
+            .map(|id| format!("{id} {}", verb_of[id.as_str()]))
+            .collect();
+        let children = [
+            start_runner(&home, &beats(round * 2 + 1)),
+            start_runner(&home, &beats(round * 2 + 2)),
+            start_runner(&home, &finisher),
+        ];
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let parts: Vec<&str> = line.split(' ').collect();
+                let [id, verb, code, pid] = parts[..] else {
+                    panic!("bad line {line}");
+                };
+                let err = std::fs::read_to_string(home.root.join(format!("err-{verb}-{id}-{pid}")))
+                    .unwrap_or_default();
+                match (verb, code) {
+                    (_, "0") => {}
+                    // Refused only because the task had already left `running`.
+                    ("heartbeat", "3") => assert!(err.contains("is "), "{id}: {err}"),
+                    _ => panic!("round {round}: {verb} {id} exited {code}: {err}"),
+                }
+            }
+        }
+        for id in &ids {
+            let task = board.get_task(id).unwrap();
+            let (status, ended) = match verb_of[id.as_str()] {
+                "complete" => (Status::Done, "completed"),
+                _ => (Status::Ready, "reclaimed"),
+            };
+            assert_eq!(task.status, status, "{id}");
+            assert_eq!(task.current_run_id, None, "{id}");
+            assert_eq!(task.claim_lock, None, "{id}");
+            let runs = board.runs(id).unwrap();
+            assert_eq!(runs.len(), 1, "{id}");
+            assert!(runs[0].ended_at.is_some(), "{id}: run left open");
+            let events = board.events(id, None).unwrap();
+            let end = events
+                .iter()
+                .position(|e| e.kind == ended)
+                .unwrap_or_else(|| panic!("{id}: no {ended} event"));
+            assert!(
+                events[end..].iter().all(|e| e.kind != "heartbeat"),
+                "{id}: a heartbeat recorded after the run ended: {:?}",
+                events.iter().map(|e| &e.kind).collect::<Vec<_>>()
+            );
+        }
+        assert_eq!(board.fsck().unwrap(), [], "round {round}");
     }
 }
