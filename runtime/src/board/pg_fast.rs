@@ -7,9 +7,10 @@
 //! **The generic code stays the definition.** Each statement here writes exactly the rows and
 //! the event the generic transition writes when it succeeds — the same columns, the same
 //! values, the same payload bytes (the event is encoded by the same [`Event`] code; a value
-//! only the server knows, a new run's id, is spliced into the encoded text) — and does nothing
-//! at all in every other case: a task in another state, a fence that does not hold, a parent
-//! not done, a row another transaction holds, children to promote. It then returns no row, and
+//! only the server knows, a new run's id or a stored result's length, is spliced into the
+//! encoded text) — and does nothing at all in every other case: a task in another state, a
+//! fence that does not hold, a parent not done, a row another transaction holds, a child to
+//! promote, a completion without the caller's run id. It then returns no row, and
 //! the caller runs the generic transition, which finds that case and gives its outcome (a
 //! refusal, a lost claim, a demotion, the promotions) exactly as on SQLite. The differential
 //! and conformance tests run every transition on both stores and compare what they wrote.
