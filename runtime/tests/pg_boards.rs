@@ -225,6 +225,16 @@ fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
         pg_schema::schema_version(&mut client).unwrap(),
         pg_schema::LATEST
     );
+    // The copy was analysed: the planner knows how many tasks there are.
+    let counted = client
+        .query_one(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = 'tasks'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+        .and_then(Value::as_i64);
+    assert_eq!(counted, Some(i64::try_from(ids.len()).unwrap()));
 
     // The board is now a PostgreSQL board: listed so, its URL recorded without a password.
     let list = k.json(&["boards", "list"]);

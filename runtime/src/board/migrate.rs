@@ -13,7 +13,8 @@
 //!    columns the schema lacks, which only a board of the original Python system has, stay in
 //!    the kept file; a nullable column of the schema such a board lacks is copied as NULL),
 //!    advances each id sequence past both the largest id and SQLite's
-//!    `sqlite_sequence` (an id is never reused), and commits;
+//!    `sqlite_sequence` (an id is never reused), commits, and `ANALYZE`s the copy (the planner
+//!    would otherwise plan for empty tables until autovacuum comes by);
 //! 4. records the URL (without its password) in the board folder's `postgres.url`, releases the
 //!    SQLite lock, folds the WAL into the file and renames it `kanban.db.migrated-<epoch>`: the
 //!    old board stays whole next to its folder, and nothing opens it by mistake.
@@ -293,6 +294,10 @@ fn copy_locked(
     match result {
         Ok(rows) => {
             client.batch("COMMIT").map_err(pg("commit the copy"))?;
+            // Statistics for the server's planner, which a bulk copy leaves it without (the
+            // dispatcher's first plans would be made for empty tables); only an optimisation,
+            // so a failure here does not undo the migration.
+            let _ = client.batch("ANALYZE");
             Ok(rows)
         }
         Err(e) => {
