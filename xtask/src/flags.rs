@@ -8,8 +8,8 @@ usage: cargo xtask <task> [--root DIR]
 tasks:
   check   cargo fmt --check, cargo clippy -D warnings, drift, lint, links (the relative
           links of README.md, ARCHITECTURE.md and docs/ name existing files and headings)
-  ci      check + cargo test --workspace + a short chaos run + the loom models built
-          with --cfg loom (--no-run): the README's test command, what .ci/run runs
+  ci      check + cargo test --workspace + a short chaos run + the loom models run
+          with --cfg loom: the README's test command, what .ci/run runs
   drift   env-key drift guard over dispatch::default_spawn
   lint    syn-based rules over runtime/src
   loom    the loom models (kanban-loom-tests) with --cfg loom, in <target>/loom

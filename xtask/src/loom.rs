@@ -22,8 +22,9 @@ pub const DEFAULT_PREEMPTIONS: usize = 3;
 
 /// Runs the models at `root` with `preemptions` as loom's preemption bound, building in
 /// `target_dir` (default: `loom` under `CARGO_TARGET_DIR`, or under `<root>/target`).
-/// With `no_run`, only builds the models (`cargo test --no-run`): what CI does on every change
-/// (`cargo xtask ci`), so a model that no longer compiles against the runtime fails fast.
+/// With `no_run`, only builds the models (`cargo test --no-run`; `cargo xtask loom --no-run`),
+/// so a model that no longer compiles against the runtime fails fast; `cargo xtask ci` builds
+/// and runs them.
 pub fn run(
     root: &Path,
     preemptions: usize,
