@@ -348,6 +348,31 @@ pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
         if e.kind() == sql::ErrorKind::UniqueViolation && e.constraint() == Some("tasks_pkey"))
 }
 
+/// A random task id for a new task. SQLite: one no task has (looked up; eight draws). PostgreSQL:
+/// drawn without a round trip to look; the insert's primary key refuses a taken id and
+/// `Board::create_task` draws again (see [`is_taken_task_id`]).
+fn draw_task_id(tx: &Tx<'_>) -> Result<String> {
+    let draw = || format!("t_{}", random_hex(8));
+    if !tx.is_sqlite() {
+        return Ok(draw());
+    }
+    for _ in 0..8 {
+        let candidate = draw();
+        let taken = tx
+            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+            .query_row([&candidate], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !taken {
+            return Ok(candidate);
+        }
+    }
+    Err(BoardError::CorruptRow {
+        table: "tasks",
+        message: "could not draw an unused task id".to_owned(),
+    })
+}
+
 /// Creates a task (see [`Board::create_task`]).
 pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
     let title = new.title.trim();
@@ -419,31 +444,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         Some(s) => Some(serde_json::to_string(s)?),
         None => None,
     };
-    let mut id = String::new();
-    for _ in 0..8 {
-        let candidate = format!("t_{}", random_hex(8));
-        if !tx.is_sqlite() {
-            // PostgreSQL: no round trip to look; the insert's primary key refuses a taken id
-            // and `Board::create_task` draws again (see `is_taken_task_id`).
-            id = candidate;
-            break;
-        }
-        let taken: bool = tx
-            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
-            .query_row([&candidate], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if !taken {
-            id = candidate;
-            break;
-        }
-    }
-    if id.is_empty() {
-        return Err(BoardError::CorruptRow {
-            table: "tasks",
-            message: "could not draw an unused task id".to_owned(),
-        });
-    }
+    let id = draw_task_id(tx)?;
     exec_unchecked(
         tx,
         "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \

@@ -61,32 +61,79 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use super::{Error, ErrorKind, Result, ToSql};
 
+/// The names the change counter's statements are written with (one spelling each, joined into
+/// the statement texts below with `concat!`).
+macro_rules! changes_sequence {
+    () => {
+        "kanban_change_seq"
+    };
+}
+macro_rules! change_channel {
+    () => {
+        "kanban_board_changed"
+    };
+}
+macro_rules! changed_setting {
+    () => {
+        "kanban.changed"
+    };
+}
+
 /// The table that holds a PostgreSQL database's schema version (SQLite keeps it in the file
 /// header: `PRAGMA user_version`).
 const VERSION_TABLE: &str = "kanban_schema_version";
 
 /// The sequence of a PostgreSQL board's change counter (see the module docs).
-pub(crate) const CHANGES_SEQUENCE: &str = "kanban_change_seq";
+pub(crate) const CHANGES_SEQUENCE: &str = changes_sequence!();
 
 /// The channel a PostgreSQL board's writers `NOTIFY` at commit and its watchers `LISTEN` on (a
 /// board has its database to itself, so one name serves every board).
-pub(crate) const CHANGE_CHANNEL: &str = "kanban_board_changed";
+pub(crate) const CHANGE_CHANNEL: &str = change_channel!();
 
 /// The expressions a statement run by [`Pg::query_changing`] evaluates in each row it returns
 /// (each row says it changed the board): the `NOTIFY` of [`Pg::commit`] and the session mark
 /// that has the bump of the change counter after the commit made.
-pub(crate) const CHANGED_MARK: &str =
-    "pg_notify('kanban_board_changed', ''), set_config('kanban.changed', 'on', false)";
+pub(crate) const CHANGED_MARK: &str = concat!(
+    "pg_notify('",
+    change_channel!(),
+    "', ''), set_config('",
+    changed_setting!(),
+    "', 'on', false)"
+);
 
 /// The `NOTIFY` a transaction that changed a row sends before it commits.
-const NOTIFY: &str = "NOTIFY kanban_board_changed";
+const NOTIFY: &str = concat!("NOTIFY ", change_channel!());
 
 /// The change counter's bump after a commit that changed a row (clearing the mark).
-const BUMP: &str = "SELECT nextval('kanban_change_seq'), set_config('kanban.changed', '', false)";
+const BUMP: &str = concat!(
+    "SELECT nextval('",
+    changes_sequence!(),
+    "'), set_config('",
+    changed_setting!(),
+    "', '', false)"
+);
 
 /// [`BUMP`] when the transaction's statement set the mark ([`CHANGED_MARK`]).
-const BUMP_IF_MARKED: &str = "SELECT nextval('kanban_change_seq'), \
-     set_config('kanban.changed', '', false) WHERE current_setting('kanban.changed', true) = 'on'";
+const BUMP_IF_MARKED: &str = concat!(
+    "SELECT nextval('",
+    changes_sequence!(),
+    "'), set_config('",
+    changed_setting!(),
+    "', '', false) WHERE current_setting('",
+    changed_setting!(),
+    "', true) = 'on'"
+);
+
+/// What a transaction sends from its `COMMIT` on, in one round trip: with `changed` (a write
+/// of it changed a row) the `NOTIFY` and the counter's bump; else, with `marked` (its last
+/// statement may have set [`CHANGED_MARK`]), the bump if it did; else the `COMMIT` alone.
+fn commit_statements(changed: bool, marked: bool) -> &'static [&'static str] {
+    match (changed, marked) {
+        (true, _) => &[NOTIFY, "COMMIT", BUMP],
+        (false, true) => &["COMMIT", BUMP_IF_MARKED],
+        (false, false) => &["COMMIT"],
+    }
+}
 
 /// The key of the transaction-scoped advisory lock every write transaction of a board takes
 /// first (`"KBW1"` as an integer; see the module docs).
@@ -281,16 +328,19 @@ impl Pg {
         // Prepared statements, sent together: the body's queued writes, `NOTIFY`, `COMMIT`,
         // and the counter's bump after it (a watcher that sees it move then reads the change;
         // `nextval` never waits for another transaction).
-        let r = if self.dirty.replace(false) {
-            client
-                .execute_deferred(NOTIFY, &[])
-                .and_then(|()| client.execute_deferred("COMMIT", &[]))
-                .and_then(|()| client.execute(BUMP, &[]))
-                .map(|_| self.own_bumps.set(self.own_bumps.get() + 1))
-        } else {
-            client.execute("COMMIT", &[]).map(drop)
-        };
-        r.map_err(|e| self.wire_error(&client, e))
+        let changed = self.dirty.replace(false);
+        // The last statement is the call that sends them all and waits (never empty: COMMIT).
+        let (last, first) = commit_statements(changed, false)
+            .split_last()
+            .unwrap_or((&"COMMIT", &[]));
+        let r = first
+            .iter()
+            .try_for_each(|sql| client.execute_deferred(sql, &[]))
+            .and_then(|()| client.execute(last, &[]));
+        if r.is_ok() && changed {
+            self.own_bumps.set(self.own_bumps.get() + 1);
+        }
+        r.map(drop).map_err(|e| self.wire_error(&client, e))
     }
 
     /// The change counter minus this connection's own bumps (see the module docs).
@@ -378,13 +428,10 @@ impl Pg {
         }
         // The statement notified already when it changed something (its mark); writes
         // queued before it notify here.
-        let queued_changes = self.dirty.get();
-        let mut then: Vec<(&str, &[Value])> = Vec::with_capacity(3);
-        if queued_changes {
-            then.push((NOTIFY, &[]));
-        }
-        then.push(("COMMIT", &[]));
-        then.push((if queued_changes { BUMP } else { BUMP_IF_MARKED }, &[]));
+        let then: Vec<(&str, &[Value])> = commit_statements(self.dirty.get(), true)
+            .iter()
+            .map(|sql| (*sql, &[] as &[Value]))
+            .collect();
         let rows = client
             .query_then(sql, &values, &then)
             .map_err(|e| self.wire_error(&client, e))?;
