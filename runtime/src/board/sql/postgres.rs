@@ -43,13 +43,30 @@
 //!   locked writer waiting for one of those holds nothing the claim needs. Any unforeseen wait
 //!   is still bounded by `lock_timeout` (a busy error, nothing committed).
 //!
-//! **Changes** are counted for the dispatcher: a transaction in which an `INSERT`, `UPDATE` or
-//! `DELETE` changed a row sends `NOTIFY` on [`CHANGE_CHANNEL`] and, right after its `COMMIT` in
-//! the same round trip, takes the next value of [`CHANGES_SEQUENCE`] (so the notification is
-//! delivered, and the counter moves, only once the change is visible; `nextval` never waits, so
-//! the counter serialises nobody, claims included). [`Pg::data_version`] is the sequence's value
-//! minus this connection's own bumps: like SQLite's `PRAGMA data_version`, it changes only when
-//! another connection committed.
+//! **Changes** are counted for the dispatcher: right after the `COMMIT` of a transaction in which
+//! an `INSERT`, `UPDATE` or `DELETE` changed a row, in the same round trip, one statement takes
+//! the next value of [`CHANGES_SEQUENCE`] and sends `NOTIFY` on [`CHANGE_CHANNEL`] (so the
+//! counter moves, and the notification is delivered, only once the change is visible;
+//! `nextval` never waits, so the counter serialises nobody, claims included).
+//! [`Pg::data_version`] is the sequence's value minus this connection's own bumps: like SQLite's
+//! `PRAGMA data_version`, it changes only when another connection committed.
+//!
+//! * *Why after the commit, in a transaction of its own.* PostgreSQL serialises the commits of
+//!   every transaction that notifies, server-wide, on one lock held until the commit is on disk
+//!   (notifications must enter the queue in commit order). A `NOTIFY` inside the board's write
+//!   transaction therefore made every write wait for every other one's flush: eight connections
+//!   each updating one row and notifying commit no faster than one (measured with `pgbench`:
+//!   about 7 400 commits/s for 1, 4 and 8 connections, against 24 000/s for 8 without
+//!   `NOTIFY`). The `NOTIFY` goes in the bump's own transaction instead, whose commit does not
+//!   wait for the disk (`synchronous_commit` off for it alone: a notification is never durable
+//!   anyway), so the lock is held for microseconds and the durable commits of concurrent writers
+//!   share their flushes again.
+//! * *Who is not woken.* A claim's and a heartbeat's transaction ([`Pg::begin_unlocked`]) bump
+//!   the counter but send no `NOTIFY`: a claim takes work away and a heartbeat extends a lease,
+//!   so neither gives a dispatcher anything to do, and the heartbeats of a fleet are the board's
+//!   most frequent write. Every other change (a create, a completion freeing a slot, a release,
+//!   an unblock, an edit) notifies. A watcher reading the counter (the fallback poll) still sees
+//!   every change.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -90,27 +107,49 @@ pub(crate) const CHANGES_SEQUENCE: &str = changes_sequence!();
 /// board has its database to itself, so one name serves every board).
 pub(crate) const CHANGE_CHANNEL: &str = change_channel!();
 
-/// The expressions a statement run by [`Pg::query_changing`] evaluates in each row it returns
-/// (each row says it changed the board): the `NOTIFY` of [`Pg::commit`] and the session mark
-/// that has the bump of the change counter after the commit made.
-pub(crate) const CHANGED_MARK: &str = concat!(
-    "pg_notify('",
-    change_channel!(),
-    "', ''), set_config('",
+/// The expression a statement run by [`Pg::query_changing`] evaluates in each row it returns
+/// (each row says it changed the board): the session mark that has the statement after the
+/// commit bump the change counter (and notify) only when it made a change.
+pub(crate) const CHANGED_MARK: &str =
+    concat!("set_config('", changed_setting!(), "', 'on', false)");
+
+/// The statement after the `COMMIT` of a transaction that changed the board: the change
+/// counter's bump (clearing the mark) and the `NOTIFY`, in a transaction of their own whose
+/// commit does not wait for the disk (`synchronous_commit` off for it alone). PostgreSQL
+/// serialises the commits of all notifying transactions of the server on one lock, held through
+/// the commit's flush: a `NOTIFY` in the durable transaction would make every board write wait
+/// for every other one's fsync (see the module docs).
+const BUMP_NOTIFY: &str = concat!(
+    "SELECT nextval('",
+    changes_sequence!(),
+    "'), set_config('",
     changed_setting!(),
-    "', 'on', false)"
+    "', '', false), pg_notify('",
+    change_channel!(),
+    "', ''), set_config('synchronous_commit', 'off', true)"
 );
 
-/// The `NOTIFY` a transaction that changed a row sends before it commits.
-const NOTIFY: &str = concat!("NOTIFY ", change_channel!());
-
-/// The change counter's bump after a commit that changed a row (clearing the mark).
+/// [`BUMP_NOTIFY`] without the `NOTIFY`: after a claim or a heartbeat, which give no dispatcher
+/// work (see [`Pg::begin_unlocked`]). The counter moves all the same.
 const BUMP: &str = concat!(
     "SELECT nextval('",
     changes_sequence!(),
     "'), set_config('",
     changed_setting!(),
     "', '', false)"
+);
+
+/// [`BUMP_NOTIFY`] when the transaction's statement set the mark ([`CHANGED_MARK`]).
+const BUMP_NOTIFY_IF_MARKED: &str = concat!(
+    "SELECT nextval('",
+    changes_sequence!(),
+    "'), set_config('",
+    changed_setting!(),
+    "', '', false), pg_notify('",
+    change_channel!(),
+    "', ''), set_config('synchronous_commit', 'off', true) WHERE current_setting('",
+    changed_setting!(),
+    "', true) = 'on'"
 );
 
 /// [`BUMP`] when the transaction's statement set the mark ([`CHANGED_MARK`]).
@@ -125,13 +164,16 @@ const BUMP_IF_MARKED: &str = concat!(
 );
 
 /// What a transaction sends from its `COMMIT` on, in one round trip: with `changed` (a write
-/// of it changed a row) the `NOTIFY` and the counter's bump; else, with `marked` (its last
-/// statement may have set [`CHANGED_MARK`]), the bump if it did; else the `COMMIT` alone.
-fn commit_statements(changed: bool, marked: bool) -> &'static [&'static str] {
-    match (changed, marked) {
-        (true, _) => &[NOTIFY, "COMMIT", BUMP],
-        (false, true) => &["COMMIT", BUMP_IF_MARKED],
-        (false, false) => &["COMMIT"],
+/// of it changed a row) the counter's bump, with the `NOTIFY` when `notify`; else, with
+/// `marked` (its last statement may have set [`CHANGED_MARK`]), the same if it did; else the
+/// `COMMIT` alone.
+fn commit_statements(changed: bool, marked: bool, notify: bool) -> &'static [&'static str] {
+    match (changed, marked, notify) {
+        (true, _, true) => &["COMMIT", BUMP_NOTIFY],
+        (true, _, false) => &["COMMIT", BUMP],
+        (false, true, true) => &["COMMIT", BUMP_NOTIFY_IF_MARKED],
+        (false, true, false) => &["COMMIT", BUMP_IF_MARKED],
+        (false, false, _) => &["COMMIT"],
     }
 }
 
@@ -156,6 +198,9 @@ pub(super) struct Pg {
     /// The open transaction was committed by [`Pg::query_changing`]: the next
     /// [`Pg::commit`] has nothing left to do.
     committed: Cell<bool>,
+    /// The open transaction's change wakes the board's watchers (`NOTIFY`): false for a
+    /// claim's or a heartbeat's ([`Pg::begin_unlocked`]).
+    notify: Cell<bool>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -176,6 +221,7 @@ impl Pg {
             name: Arc::from(name),
             pending_begin: Cell::new(None),
             committed: Cell::new(false),
+            notify: Cell::new(true),
         }
     }
 
@@ -244,14 +290,18 @@ impl Pg {
     /// and the transaction with it.
     pub(super) fn begin(&self) -> Result<()> {
         self.dirty.set(false);
+        self.notify.set(true);
         self.pending_begin.set(Some(true));
         Ok(())
     }
 
-    /// `BEGIN` without the board's write lock: a claim's transaction (see the module docs);
-    /// sent with its first statement too.
+    /// `BEGIN` without the board's write lock: a claim's transaction, or a heartbeat's (see the
+    /// module docs); sent with its first statement too. Its change bumps the change counter but
+    /// sends no `NOTIFY`: a claim takes work and a heartbeat extends a lease, neither gives a
+    /// dispatcher anything to do (see the module docs, "Changes").
     pub(super) fn begin_unlocked(&self) -> Result<()> {
         self.dirty.set(false);
+        self.notify.set(false);
         self.pending_begin.set(Some(false));
         Ok(())
     }
@@ -325,12 +375,12 @@ impl Pg {
             self.dirty.set(false);
             return Err(Error::Aborted);
         }
-        // Prepared statements, sent together: the body's queued writes, `NOTIFY`, `COMMIT`,
-        // and the counter's bump after it (a watcher that sees it move then reads the change;
-        // `nextval` never waits for another transaction).
+        // Prepared statements, sent together: the body's queued writes, `COMMIT`, and the
+        // counter's bump and `NOTIFY` after it (a watcher woken, or seeing the counter move,
+        // then reads the change; `nextval` never waits for another transaction).
         let changed = self.dirty.replace(false);
         // The last statement is the call that sends them all and waits (never empty: COMMIT).
-        let (last, first) = commit_statements(changed, false)
+        let (last, first) = commit_statements(changed, false, self.notify.get())
             .split_last()
             .unwrap_or((&"COMMIT", &[]));
         let r = first
@@ -426,12 +476,13 @@ impl Pg {
             }
             return Ok(rows);
         }
-        // The statement notified already when it changed something (its mark); writes
-        // queued before it notify here.
-        let then: Vec<(&str, &[Value])> = commit_statements(self.dirty.get(), true)
-            .iter()
-            .map(|sql| (*sql, &[] as &[Value]))
-            .collect();
+        // After the commit: the bump (and `NOTIFY`) when the statement changed something (its
+        // mark) or writes queued before it did.
+        let then: Vec<(&str, &[Value])> =
+            commit_statements(self.dirty.get(), true, self.notify.get())
+                .iter()
+                .map(|sql| (*sql, &[] as &[Value]))
+                .collect();
         let rows = client
             .query_then(sql, &values, &then)
             .map_err(|e| self.wire_error(&client, e))?;
@@ -918,6 +969,29 @@ mod tests {
     }
 
     #[test]
+    fn the_notify_follows_the_commit_in_a_transaction_that_does_not_wait_for_the_disk() {
+        for changed in [false, true] {
+            for marked in [false, true] {
+                for notify in [false, true] {
+                    let statements = commit_statements(changed, marked, notify);
+                    assert_eq!(statements[0], "COMMIT", "nothing before the commit");
+                    let notifies = statements.iter().any(|s| s.contains("pg_notify"));
+                    assert_eq!(notifies, notify && (changed || marked));
+                    for s in statements.iter().filter(|s| s.contains("pg_notify")) {
+                        assert!(
+                            s.contains("set_config('synchronous_commit', 'off', true)"),
+                            "{s}"
+                        );
+                    }
+                    let bumps = statements.iter().any(|s| s.contains("nextval"));
+                    assert_eq!(bumps, changed || marked);
+                }
+            }
+        }
+        assert!(!CHANGED_MARK.contains("pg_notify"));
+    }
+
+    #[test]
     fn transactions_versions_and_lock_waits_on_postgresql() {
         let (db, mut other) = db("sql_layer_transactions");
         db.execute_batch(
@@ -962,6 +1036,8 @@ mod tests {
         db.execute("UPDATE t SET n = 9 WHERE id = 42", []).unwrap();
         db.commit().unwrap();
         assert_eq!(db.data_version().unwrap(), seen + 1);
+        // (The test server commits without waiting for the disk; this session does.)
+        db.execute_batch("SET synchronous_commit = on").unwrap();
         db.begin_immediate().unwrap();
         db.execute("UPDATE t SET n = 1 WHERE id = 1", []).unwrap();
         db.commit().unwrap();
@@ -974,6 +1050,47 @@ mod tests {
             other.wait_notification(std::time::Duration::ZERO).unwrap(),
             None,
             "one change, one notification"
+        );
+        // The `NOTIFY` went after the commit, in a transaction of its own that did not wait for
+        // the disk; the session itself still commits durably.
+        let sync: String = db
+            .query_row("SHOW synchronous_commit", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, "on");
+        // A claim's transaction (no board lock) moves the counter but wakes nobody.
+        let seen_by_other = other
+            .query_one("SELECT last_value FROM kanban_change_seq", &[])
+            .unwrap()
+            .get(0)
+            .and_then(Value::as_i64)
+            .unwrap();
+        db.begin_claim().unwrap();
+        db.execute("UPDATE t SET n = 2 WHERE id = 1", []).unwrap();
+        db.commit().unwrap();
+        let moved = other
+            .query_one("SELECT last_value FROM kanban_change_seq", &[])
+            .unwrap()
+            .get(0)
+            .and_then(Value::as_i64)
+            .unwrap();
+        assert_eq!(moved, seen_by_other + 1, "the claim's change is counted");
+        assert_eq!(
+            other
+                .wait_notification(std::time::Duration::from_millis(200))
+                .unwrap(),
+            None,
+            "a claim's change notifies nobody"
+        );
+        // The next locked transaction notifies again.
+        db.begin_immediate().unwrap();
+        db.execute("UPDATE t SET n = 1 WHERE id = 1", []).unwrap();
+        db.commit().unwrap();
+        assert!(
+            other
+                .wait_notification(std::time::Duration::from_secs(10))
+                .unwrap()
+                .is_some(),
+            "a locked transaction's change notifies"
         );
 
         // A row another connection holds: the lock wait runs out with a busy error.
