@@ -357,6 +357,133 @@ fn pg_board_ops(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result
     })
 }
 
+/// Connections writing at once in [`pg_concurrent`] (a fleet's workers heartbeating).
+const CONCURRENT: usize = 4;
+
+/// Samples of [`pg_concurrent`]: total µs per commit of the bare loop and per heartbeat.
+#[derive(Default)]
+struct ConcurrentSamples {
+    bare: Vec<f64>,
+    heartbeat: Vec<f64>,
+}
+
+/// [`CONCURRENT`] connections writing at once, round by round: the bare `UPDATE` loop on that
+/// many connections (each its own rows of the bare table, so no row waits for another), then
+/// that many workers heartbeating (each its own board connection and its own running tasks).
+/// A sample is the group's wall time over all its commits. Bench threads, not the product's:
+/// each owns its connection.
+fn pg_concurrent(
+    cluster: &kanban_pgwire::cluster::TestCluster,
+) -> anyhow::Result<ConcurrentSamples> {
+    cluster.create_database("bench_concurrent")?;
+    let url = cluster.url("bench_concurrent");
+    let setup = Board::open_path(Path::new(&url), &OpenOptions::create())?;
+    let t = now();
+    let spec = ClaimSpec {
+        lock: "bench:1".to_owned(),
+        ttl_seconds: 86_400,
+    };
+    let new: Vec<NewTask> = (0..CONCURRENT * BATCH)
+        .map(|i| NewTask {
+            title: format!("leased {i}"),
+            ..NewTask::default()
+        })
+        .collect();
+    let picks: Vec<(String, Status)> = setup
+        .create_tasks(&new, t)?
+        .into_iter()
+        .map(|c| (c.id, Status::Ready))
+        .collect();
+    let mut leases = Vec::with_capacity(picks.len());
+    for outcome in setup.claim_batch(&picks, &spec, t)? {
+        match outcome? {
+            ClaimOutcome::Claimed(c) => leases.push((
+                c.task_id,
+                Fence {
+                    claim_lock: Some(spec.lock.clone()),
+                    run_id: Some(c.run_id),
+                },
+            )),
+            ClaimOutcome::Lost(r) => bail!("concurrent bench claim lost: {r}"),
+        }
+    }
+    cluster.connect("bench_concurrent")?.batch("ANALYZE")?;
+    let mut bares = (0..CONCURRENT)
+        .map(|_| cluster.connect("bench_bare"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut boards = (0..CONCURRENT)
+        .map(|_| Board::open_path(Path::new(&url), &OpenOptions::default()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows_each = BATCH / CONCURRENT;
+    let mut s = ConcurrentSamples::default();
+    for round in 0..SAMPLES {
+        let start = Instant::now();
+        std::thread::scope(|scope| {
+            let group: Vec<_> = bares
+                .iter_mut()
+                .enumerate()
+                .map(|(k, client)| {
+                    scope.spawn(move || -> anyhow::Result<()> {
+                        for i in 0..BATCH {
+                            client.batch("BEGIN")?;
+                            client.execute(
+                                "UPDATE t SET v = v + 1 WHERE id = $1",
+                                &[kanban_pgwire::Value::Int(
+                                    (k * rows_each + i % rows_each) as i64,
+                                )],
+                            )?;
+                            client.batch("COMMIT")?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            joined(group)
+        })?;
+        s.bare.push(us_per_op(CONCURRENT * BATCH, start.elapsed()));
+
+        let beat_at = t + 1 + round as i64;
+        let start = Instant::now();
+        std::thread::scope(|scope| {
+            let group: Vec<_> = boards
+                .iter_mut()
+                .zip(leases.chunks(BATCH))
+                .map(|(board, mine)| {
+                    scope.spawn(move || -> anyhow::Result<()> {
+                        for (id, fence) in mine {
+                            board
+                                .heartbeat(id, fence, None, 86_400, beat_at)?
+                                .into_result()
+                                .map_err(|r| {
+                                    anyhow::anyhow!("bench heartbeat of {id} refused: {r}")
+                                })?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            joined(group)
+        })?;
+        s.heartbeat
+            .push(us_per_op(CONCURRENT * BATCH, start.elapsed()));
+    }
+    Ok(s)
+}
+
+/// Waits for every thread of a group; the first error (or panic) is the group's.
+fn joined(group: Vec<std::thread::ScopedJoinHandle<'_, anyhow::Result<()>>>) -> anyhow::Result<()> {
+    let mut first = Ok(());
+    for handle in group {
+        let result = handle
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("a bench thread panicked")));
+        if first.is_ok() {
+            first = result;
+        }
+    }
+    first
+}
+
 /// The history a PostgreSQL board in use has before the measured rounds (then `ANALYZE`d, as
 /// pgbench vacuums its tables before a run): [`PG_HISTORY`] tasks, most done, some running,
 /// some ready, so the server plans the board's statements for a board of that size rather than
@@ -1404,6 +1531,32 @@ fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
             }),
         });
     }
+    let concurrent = pg_concurrent(&cluster)?;
+    let bare_group = stats("PostgreSQL bare loop, concurrent", concurrent.bare.clone())?;
+    let beats = stats("concurrent heartbeats", concurrent.heartbeat.clone())?;
+    let r = ratios(
+        "concurrent heartbeats",
+        &concurrent.bare,
+        &concurrent.heartbeat,
+    )?;
+    rows.push(Row {
+        measure: format!(
+            "PostgreSQL: heartbeats / s, {CONCURRENT} workers at once ({BATCH} each per sample, one transaction each)"
+        ),
+        samples: format!("n = {}, interleaved", beats.n),
+        value: rate_text(beats),
+        baseline: format!(
+            "{:.0} (bare loop on {CONCURRENT} connections at once, p50, same rounds)",
+            rate(bare_group.p50)
+        ),
+        ratio: format!("{:.2}× (p50 of per-round ratios)", r.p50),
+        json: serde_json::json!({
+            "measure": format!("PostgreSQL heartbeats per second, {CONCURRENT} connections at once"),
+            "value": stats_json(beats, "µs per heartbeat (group wall time / heartbeats)"),
+            "baseline": { "name": "bare PostgreSQL loop on as many connections", "stats": stats_json(bare_group, "µs per commit") },
+            "ratio": stats_json(r, "× the bare rate"),
+        }),
+    });
     let bin = kanban_bin()?;
     let e2e = pg_end_to_end(&bin, &dir.join("pg-e2e"), &cluster)?;
     rows.push(Row {
