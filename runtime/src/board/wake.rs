@@ -22,8 +22,9 @@
 //! costs nothing between its fallback reads.
 //!
 //! On a PostgreSQL board the watch `LISTEN`s on the board's own connection instead of watching
-//! files: every transaction that changed a row `NOTIFY`s at its commit (see the SQL layer's
-//! PostgreSQL backend), the wait is on the connection's socket, notifications of the
+//! files: every transaction that changed a row and may give a dispatcher work (all but claims
+//! and heartbeats) `NOTIFY`s right after its commit (see the SQL layer's PostgreSQL backend),
+//! the wait is on the connection's socket, notifications of the
 //! connection's own commits are ignored, and `data_version` (the commit counter minus the
 //! connection's own bumps) decides as for SQLite. The fallback poll stays.
 

@@ -536,7 +536,7 @@ impl Db {
     /// statement in PostgreSQL's own dialect (not translated) that returns rows exactly when it
     /// changed the board, each evaluating [`POSTGRES_CHANGED_MARK`], in the open transaction,
     /// and decodes each row with `f`. With `commit` the transaction is committed in the same
-    /// round trip (watchers are notified and the change counter moves only when the statement
+    /// round trip (the change counter moves, and watchers are notified, only when the statement
     /// changed something) and the [`Db::commit`] that follows has nothing left to do.
     pub(crate) fn pg_query_changing<T>(
         &self,
