@@ -417,71 +417,67 @@ fn pg_concurrent(
     let rows_each = BATCH / CONCURRENT;
     let mut s = ConcurrentSamples::default();
     for round in 0..SAMPLES {
-        let start = Instant::now();
-        std::thread::scope(|scope| {
-            let group: Vec<_> = bares
-                .iter_mut()
-                .enumerate()
-                .map(|(k, client)| {
-                    scope.spawn(move || -> anyhow::Result<()> {
-                        for i in 0..BATCH {
-                            client.batch("BEGIN")?;
-                            client.execute(
-                                "UPDATE t SET v = v + 1 WHERE id = $1",
-                                &[kanban_pgwire::Value::Int(
-                                    (k * rows_each + i % rows_each) as i64,
-                                )],
-                            )?;
-                            client.batch("COMMIT")?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            joined(group)
-        })?;
-        s.bare.push(us_per_op(CONCURRENT * BATCH, start.elapsed()));
+        let took = at_once(
+            bares.iter_mut().enumerate().collect(),
+            |(k, client)| -> anyhow::Result<()> {
+                for i in 0..BATCH {
+                    client.batch("BEGIN")?;
+                    client.execute(
+                        "UPDATE t SET v = v + 1 WHERE id = $1",
+                        &[kanban_pgwire::Value::Int(
+                            (k * rows_each + i % rows_each) as i64,
+                        )],
+                    )?;
+                    client.batch("COMMIT")?;
+                }
+                Ok(())
+            },
+        )?;
+        s.bare.push(us_per_op(CONCURRENT * BATCH, took));
 
         let beat_at = t + 1 + round as i64;
-        let start = Instant::now();
-        std::thread::scope(|scope| {
-            let group: Vec<_> = boards
-                .iter_mut()
-                .zip(leases.chunks(BATCH))
-                .map(|(board, mine)| {
-                    scope.spawn(move || -> anyhow::Result<()> {
-                        for (id, fence) in mine {
-                            board
-                                .heartbeat(id, fence, None, 86_400, beat_at)?
-                                .into_result()
-                                .map_err(|r| {
-                                    anyhow::anyhow!("bench heartbeat of {id} refused: {r}")
-                                })?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            joined(group)
-        })?;
-        s.heartbeat
-            .push(us_per_op(CONCURRENT * BATCH, start.elapsed()));
+        let took = at_once(
+            boards.iter_mut().zip(leases.chunks(BATCH)).collect(),
+            |(board, mine)| -> anyhow::Result<()> {
+                for (id, fence) in mine {
+                    board
+                        .heartbeat(id, fence, None, 86_400, beat_at)?
+                        .into_result()
+                        .map_err(|r| anyhow::anyhow!("bench heartbeat of {id} refused: {r}"))?;
+                }
+                Ok(())
+            },
+        )?;
+        s.heartbeat.push(us_per_op(CONCURRENT * BATCH, took));
     }
     Ok(s)
 }
 
-/// Waits for every thread of a group; the first error (or panic) is the group's.
-fn joined(group: Vec<std::thread::ScopedJoinHandle<'_, anyhow::Result<()>>>) -> anyhow::Result<()> {
-    let mut first = Ok(());
-    for handle in group {
-        let result = handle
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("a bench thread panicked")));
-        if first.is_ok() {
-            first = result;
+/// Runs `each` on every item at once, one bench thread per item, and returns the group's wall
+/// time (until the last one is done); the first error, or panic, is the group's.
+fn at_once<T: Send>(
+    items: Vec<T>,
+    each: impl Fn(T) -> anyhow::Result<()> + Sync,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let each = &each;
+        let group: Vec<_> = items
+            .into_iter()
+            .map(|item| scope.spawn(move || each(item)))
+            .collect();
+        let mut first = Ok(());
+        for handle in group {
+            let result = handle
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("a bench thread panicked")));
+            if first.is_ok() {
+                first = result;
+            }
         }
-    }
-    first
+        first
+    })?;
+    Ok(start.elapsed())
 }
 
 /// The history a PostgreSQL board in use has before the measured rounds (then `ANALYZE`d, as
@@ -1479,6 +1475,34 @@ fn run() -> anyhow::Result<()> {
     print_table(&rows, out, json_out)
 }
 
+/// A PostgreSQL row of operations per second (`samples`, µs per operation) against the
+/// `baseline` loop's samples of the same rounds (`bare`, µs per commit).
+fn pg_rate_row(
+    measure: String,
+    json_measure: String,
+    samples: &[f64],
+    bare: &[f64],
+    baseline: &str,
+) -> anyhow::Result<Row> {
+    let rate = |us: f64| 1e6 / us;
+    let v = stats(&measure, samples.to_vec())?;
+    let b = stats(baseline, bare.to_vec())?;
+    let r = ratios(&measure, bare, samples)?;
+    Ok(Row {
+        samples: format!("n = {}, interleaved", v.n),
+        value: format!("p50 {:.0}, p90 {:.0}", rate(v.p50), rate(v.p90)),
+        baseline: format!("{:.0} ({baseline} p50, same rounds)", rate(b.p50)),
+        ratio: format!("{:.2}× (p50 of per-round ratios)", r.p50),
+        json: serde_json::json!({
+            "measure": json_measure,
+            "value": stats_json(v, "µs per operation"),
+            "baseline": { "name": baseline, "stats": stats_json(b, "µs per commit") },
+            "ratio": stats_json(r, "× the bare rate"),
+        }),
+        measure,
+    })
+}
+
 /// The PostgreSQL rows: each board operation against the bare `UPDATE` loop on the same server
 /// (interleaved round by round), and end-to-end tasks/s with two dispatchers.
 fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
@@ -1512,51 +1536,24 @@ fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
         ("heartbeat", "one transaction each", &ops.heartbeat),
         ("complete", "one transaction each", &ops.complete),
     ] {
-        let v = stats(name, samples.clone())?;
-        let r = ratios(name, &ops.bare, samples)?;
-        rows.push(Row {
-            measure: format!("PostgreSQL: {name} / s ({BATCH} per sample, {how})"),
-            samples: format!("n = {}, interleaved", v.n),
-            value: rate_text(v),
-            baseline: format!(
-                "{:.0} (bare PostgreSQL loop p50, same rounds)",
-                rate(bare.p50)
-            ),
-            ratio: format!("{:.2}× (p50 of per-round ratios)", r.p50),
-            json: serde_json::json!({
-                "measure": format!("PostgreSQL {name} per second"),
-                "value": stats_json(v, "µs per operation"),
-                "baseline": { "name": "bare PostgreSQL loop", "stats": stats_json(bare, "µs per commit") },
-                "ratio": stats_json(r, "× the bare rate"),
-            }),
-        });
+        rows.push(pg_rate_row(
+            format!("PostgreSQL: {name} / s ({BATCH} per sample, {how})"),
+            format!("PostgreSQL {name} per second"),
+            samples,
+            &ops.bare,
+            "bare PostgreSQL loop",
+        )?);
     }
     let concurrent = pg_concurrent(&cluster)?;
-    let bare_group = stats("PostgreSQL bare loop, concurrent", concurrent.bare.clone())?;
-    let beats = stats("concurrent heartbeats", concurrent.heartbeat.clone())?;
-    let r = ratios(
-        "concurrent heartbeats",
-        &concurrent.bare,
-        &concurrent.heartbeat,
-    )?;
-    rows.push(Row {
-        measure: format!(
+    rows.push(pg_rate_row(
+        format!(
             "PostgreSQL: heartbeats / s, {CONCURRENT} workers at once ({BATCH} each per sample, one transaction each)"
         ),
-        samples: format!("n = {}, interleaved", beats.n),
-        value: rate_text(beats),
-        baseline: format!(
-            "{:.0} (bare loop on {CONCURRENT} connections at once, p50, same rounds)",
-            rate(bare_group.p50)
-        ),
-        ratio: format!("{:.2}× (p50 of per-round ratios)", r.p50),
-        json: serde_json::json!({
-            "measure": format!("PostgreSQL heartbeats per second, {CONCURRENT} connections at once"),
-            "value": stats_json(beats, "µs per heartbeat (group wall time / heartbeats)"),
-            "baseline": { "name": "bare PostgreSQL loop on as many connections", "stats": stats_json(bare_group, "µs per commit") },
-            "ratio": stats_json(r, "× the bare rate"),
-        }),
-    });
+        format!("PostgreSQL heartbeats per second, {CONCURRENT} connections at once"),
+        &concurrent.heartbeat,
+        &concurrent.bare,
+        &format!("bare loop on {CONCURRENT} connections at once"),
+    )?);
     let bin = kanban_bin()?;
     let e2e = pg_end_to_end(&bin, &dir.join("pg-e2e"), &cluster)?;
     rows.push(Row {

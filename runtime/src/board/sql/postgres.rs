@@ -113,55 +113,56 @@ pub(crate) const CHANGE_CHANNEL: &str = change_channel!();
 pub(crate) const CHANGED_MARK: &str =
     concat!("set_config('", changed_setting!(), "', 'on', false)");
 
+/// The parts of the statement after a commit (joined below with `concat!`): the change
+/// counter's bump, clearing the mark; the `NOTIFY`, with the commit of the statement's own
+/// transaction not waiting for the disk; the condition on the mark.
+macro_rules! bump {
+    () => {
+        concat!(
+            "SELECT nextval('",
+            changes_sequence!(),
+            "'), set_config('",
+            changed_setting!(),
+            "', '', false)"
+        )
+    };
+}
+macro_rules! and_notify {
+    () => {
+        concat!(
+            ", pg_notify('",
+            change_channel!(),
+            "', ''), set_config('synchronous_commit', 'off', true)"
+        )
+    };
+}
+macro_rules! if_marked {
+    () => {
+        concat!(
+            " WHERE current_setting('",
+            changed_setting!(),
+            "', true) = 'on'"
+        )
+    };
+}
+
 /// The statement after the `COMMIT` of a transaction that changed the board: the change
-/// counter's bump (clearing the mark) and the `NOTIFY`, in a transaction of their own whose
-/// commit does not wait for the disk (`synchronous_commit` off for it alone). PostgreSQL
-/// serialises the commits of all notifying transactions of the server on one lock, held through
-/// the commit's flush: a `NOTIFY` in the durable transaction would make every board write wait
-/// for every other one's fsync (see the module docs).
-const BUMP_NOTIFY: &str = concat!(
-    "SELECT nextval('",
-    changes_sequence!(),
-    "'), set_config('",
-    changed_setting!(),
-    "', '', false), pg_notify('",
-    change_channel!(),
-    "', ''), set_config('synchronous_commit', 'off', true)"
-);
+/// counter's bump and the `NOTIFY`, in a transaction of their own whose commit does not wait
+/// for the disk (`synchronous_commit` off for it alone). PostgreSQL serialises the commits of
+/// all notifying transactions of the server on one lock, held through the commit's flush: a
+/// `NOTIFY` in the durable transaction would make every board write wait for every other one's
+/// fsync (see the module docs).
+const BUMP_NOTIFY: &str = concat!(bump!(), and_notify!());
 
 /// [`BUMP_NOTIFY`] without the `NOTIFY`: after a claim or a heartbeat, which give no dispatcher
 /// work (see [`Pg::begin_unlocked`]). The counter moves all the same.
-const BUMP: &str = concat!(
-    "SELECT nextval('",
-    changes_sequence!(),
-    "'), set_config('",
-    changed_setting!(),
-    "', '', false)"
-);
+const BUMP: &str = bump!();
 
 /// [`BUMP_NOTIFY`] when the transaction's statement set the mark ([`CHANGED_MARK`]).
-const BUMP_NOTIFY_IF_MARKED: &str = concat!(
-    "SELECT nextval('",
-    changes_sequence!(),
-    "'), set_config('",
-    changed_setting!(),
-    "', '', false), pg_notify('",
-    change_channel!(),
-    "', ''), set_config('synchronous_commit', 'off', true) WHERE current_setting('",
-    changed_setting!(),
-    "', true) = 'on'"
-);
+const BUMP_NOTIFY_IF_MARKED: &str = concat!(bump!(), and_notify!(), if_marked!());
 
 /// [`BUMP`] when the transaction's statement set the mark ([`CHANGED_MARK`]).
-const BUMP_IF_MARKED: &str = concat!(
-    "SELECT nextval('",
-    changes_sequence!(),
-    "'), set_config('",
-    changed_setting!(),
-    "', '', false) WHERE current_setting('",
-    changed_setting!(),
-    "', true) = 'on'"
-);
+const BUMP_IF_MARKED: &str = concat!(bump!(), if_marked!());
 
 /// What a transaction sends from its `COMMIT` on, in one round trip: with `changed` (a write
 /// of it changed a row) the counter's bump, with the `NOTIFY` when `notify`; else, with
