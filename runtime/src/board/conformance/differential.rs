@@ -68,22 +68,13 @@ fn completion(run_id: Option<i64>, summary: Option<&str>, result: Option<&str>) 
 }
 
 fn crashed<'a>(lock: &'a str, run_id: i64, failure: Failure<'a>) -> Release<'a> {
-    Release {
-        claim_lock: Some(lock),
-        run_id: Some(run_id),
-        outcome: "crashed",
-        event: Event::Crashed {
-            pid: Some(5151),
-            claimer: Some(lock.to_owned()),
-            exit_kind: Some("exit".into()),
-            exit_code: Some(2),
-            terminal_provider: None,
-            worker_output: Some("panicked at 'boom'\n\"quoted\" ünïcode".into()),
-            retry_status: Status::Ready,
-        },
+    crashed_exit(
+        lock,
+        run_id,
         failure,
-        error: "worker exited with 2".into(),
-    }
+        5151,
+        "panicked at 'boom'\n\"quoted\" ünïcode",
+    )
 }
 
 fn store_name(b: &Board) -> &'static str {

@@ -11,22 +11,7 @@ fn running(b: &Board, id: &str) -> RunningTask {
 }
 
 fn crashed<'a>(lock: &'a str, run_id: i64, failure: Failure<'a>) -> Release<'a> {
-    Release {
-        claim_lock: Some(lock),
-        run_id: Some(run_id),
-        outcome: "crashed",
-        event: Event::Crashed {
-            pid: Some(4242),
-            claimer: Some(lock.to_owned()),
-            exit_kind: Some("exit".into()),
-            exit_code: Some(2),
-            terminal_provider: None,
-            worker_output: Some("boom".into()),
-            retry_status: Status::Ready,
-        },
-        failure,
-        error: "worker exited with 2".into(),
-    }
+    crashed_exit(lock, run_id, failure, 4242, "boom")
 }
 
 pub(crate) fn a_spawn_and_the_workers_registration_are_recorded_and_fenced(s: &dyn Store) {

@@ -363,6 +363,33 @@ pub(crate) fn spec(lock: &str) -> ClaimSpec {
     }
 }
 
+/// The release of a run whose worker (`pid`) exited with 2 after printing `output`: the
+/// dispatcher's `crashed` outcome, counted as `failure` says.
+pub(crate) fn crashed_exit<'a>(
+    lock: &'a str,
+    run_id: i64,
+    failure: Failure<'a>,
+    pid: i64,
+    output: &str,
+) -> Release<'a> {
+    Release {
+        claim_lock: Some(lock),
+        run_id: Some(run_id),
+        outcome: "crashed",
+        event: Event::Crashed {
+            pid: Some(pid),
+            claimer: Some(lock.to_owned()),
+            exit_kind: Some("exit".into()),
+            exit_code: Some(2),
+            terminal_provider: None,
+            worker_output: Some(output.into()),
+            retry_status: Status::Ready,
+        },
+        failure,
+        error: "worker exited with 2".into(),
+    }
+}
+
 pub(crate) fn claim(b: &Board, id: &str) -> Claimed {
     match b.claim(id, &spec("host:1"), T0).unwrap() {
         ClaimOutcome::Claimed(c) => c,

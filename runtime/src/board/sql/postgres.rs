@@ -3,7 +3,7 @@
 //! [`Value`], SQLSTATE classification, and the engine-specific steps (`BEGIN`, the lock wait, the
 //! schema version).
 //!
-//! **Writers other than claims run one at a time**, as on SQLite: [`Pg::begin`] opens a `READ
+//! **Writers other than claims and heartbeats run one at a time**, as on SQLite: [`Pg::begin`] opens a `READ
 //! COMMITTED` transaction and takes the board's transaction-scoped advisory lock ([`WRITE_LOCK`]),
 //! both sent with the transaction's first statement (in its round trip), before that statement
 //! runs. Every statement of a transition therefore sees every earlier commit (READ
@@ -42,6 +42,10 @@
 //! * *Deadlocks.* A claim waits for no task row; it holds only rows of the tasks it claims, and a
 //!   locked writer waiting for one of those holds nothing the claim needs. Any unforeseen wait
 //!   is still bounded by `lock_timeout` (a busy error, nothing committed).
+//!
+//! **Heartbeats take no board lock either** (the one statement of `Board::heartbeat`, in
+//! `board::pg_fast`): it writes only its task's row, that task's current run and an event,
+//! locking the task's row first, the order every transition takes them in.
 //!
 //! **Changes** are counted for the dispatcher: right after the `COMMIT` of a transaction in which
 //! an `INSERT`, `UPDATE` or `DELETE` changed a row, in the same round trip, one statement takes
@@ -193,15 +197,15 @@ pub(super) struct Pg {
     own_bumps: Cell<i64>,
     /// What the error of a lost connection names the database by (a board's redacted URL).
     name: Arc<str>,
-    /// A transaction begun but not sent yet ([`Pg::begin`]): `Some(true)` with the board's
-    /// write lock, `Some(false)` without (a claim's).
-    pending_begin: Cell<Option<bool>>,
+    /// A transaction begun but not sent yet ([`Pg::begin`], [`Pg::begin_unlocked`]).
+    pending_begin: Cell<bool>,
     /// The open transaction was committed by [`Pg::query_changing`]: the next
     /// [`Pg::commit`] has nothing left to do.
     committed: Cell<bool>,
-    /// The open transaction's change wakes the board's watchers (`NOTIFY`): false for a
-    /// claim's or a heartbeat's ([`Pg::begin_unlocked`]).
-    notify: Cell<bool>,
+    /// The open transaction takes the board's write lock ([`Pg::begin`]); only such a
+    /// transaction's change wakes the board's watchers (`NOTIFY`), not a claim's or a
+    /// heartbeat's ([`Pg::begin_unlocked`]).
+    board_locked: Cell<bool>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -220,9 +224,9 @@ impl Pg {
             dirty: Cell::new(false),
             own_bumps: Cell::new(0),
             name: Arc::from(name),
-            pending_begin: Cell::new(None),
+            pending_begin: Cell::new(false),
             committed: Cell::new(false),
-            notify: Cell::new(true),
+            board_locked: Cell::new(true),
         }
     }
 
@@ -291,8 +295,8 @@ impl Pg {
     /// and the transaction with it.
     pub(super) fn begin(&self) -> Result<()> {
         self.dirty.set(false);
-        self.notify.set(true);
-        self.pending_begin.set(Some(true));
+        self.board_locked.set(true);
+        self.pending_begin.set(true);
         Ok(())
     }
 
@@ -302,8 +306,8 @@ impl Pg {
     /// dispatcher anything to do (see the module docs, "Changes").
     pub(super) fn begin_unlocked(&self) -> Result<()> {
         self.dirty.set(false);
-        self.notify.set(false);
-        self.pending_begin.set(Some(false));
+        self.board_locked.set(false);
+        self.pending_begin.set(true);
         Ok(())
     }
 
@@ -311,12 +315,12 @@ impl Pg {
     /// [`Pg::begin_unlocked`] in front of the statement about to be sent: a write transaction
     /// costs no round trip of its own. Its failure is the failure of that statement.
     fn send_begin(&self, client: &mut Client) -> Result<()> {
-        let Some(locked) = self.pending_begin.take() else {
+        if !self.pending_begin.take() {
             return Ok(());
-        };
+        }
         let queued = client
             .execute_deferred("BEGIN ISOLATION LEVEL READ COMMITTED", &[])
-            .and_then(|()| match locked {
+            .and_then(|()| match self.board_locked.get() {
                 true => client.execute_deferred(
                     "SELECT pg_advisory_xact_lock($1)",
                     &[Value::Int(WRITE_LOCK)],
@@ -329,7 +333,7 @@ impl Pg {
     /// True inside a transaction, begun on the server or still to be sent (its `BEGIN` pending
     /// or queued with statements not sent yet: only a transaction queues statements).
     fn in_transaction(&self, client: &Client) -> bool {
-        self.pending_begin.get().is_some()
+        self.pending_begin.get()
             || client.deferred() > 0
             || client.transaction_status() != TransactionStatus::Idle
     }
@@ -339,7 +343,7 @@ impl Pg {
     pub(super) fn rollback(&self) {
         self.dirty.set(false);
         self.committed.set(false);
-        if self.pending_begin.take().is_some() {
+        if self.pending_begin.take() {
             return;
         }
         let mut client = self.client.borrow_mut();
@@ -360,7 +364,7 @@ impl Pg {
         if self.committed.take() {
             return Ok(());
         }
-        if self.pending_begin.take().is_some() {
+        if self.pending_begin.take() {
             // Nothing was sent: there is nothing to commit.
             self.dirty.set(false);
             return Ok(());
@@ -381,7 +385,7 @@ impl Pg {
         // then reads the change; `nextval` never waits for another transaction).
         let changed = self.dirty.replace(false);
         // The last statement is the call that sends them all and waits (never empty: COMMIT).
-        let (last, first) = commit_statements(changed, false, self.notify.get())
+        let (last, first) = commit_statements(changed, false, self.board_locked.get())
             .split_last()
             .unwrap_or((&"COMMIT", &[]));
         let r = first
@@ -480,7 +484,7 @@ impl Pg {
         // After the commit: the bump (and `NOTIFY`) when the statement changed something (its
         // mark) or writes queued before it did.
         let then: Vec<(&str, &[Value])> =
-            commit_statements(self.dirty.get(), true, self.notify.get())
+            commit_statements(self.dirty.get(), true, self.board_locked.get())
                 .iter()
                 .map(|sql| (*sql, &[] as &[Value]))
                 .collect();
@@ -1059,22 +1063,22 @@ mod tests {
             .unwrap();
         assert_eq!(sync, "on");
         // A claim's transaction (no board lock) moves the counter but wakes nobody.
-        let seen_by_other = other
-            .query_one("SELECT last_value FROM kanban_change_seq", &[])
-            .unwrap()
-            .get(0)
-            .and_then(Value::as_i64)
-            .unwrap();
+        let counter = |c: &mut kanban_pgwire::Client| {
+            c.query_one("SELECT last_value FROM kanban_change_seq", &[])
+                .unwrap()
+                .get(0)
+                .and_then(Value::as_i64)
+                .unwrap()
+        };
+        let seen_by_other = counter(&mut other);
         db.begin_claim().unwrap();
         db.execute("UPDATE t SET n = 2 WHERE id = 1", []).unwrap();
         db.commit().unwrap();
-        let moved = other
-            .query_one("SELECT last_value FROM kanban_change_seq", &[])
-            .unwrap()
-            .get(0)
-            .and_then(Value::as_i64)
-            .unwrap();
-        assert_eq!(moved, seen_by_other + 1, "the claim's change is counted");
+        assert_eq!(
+            counter(&mut other),
+            seen_by_other + 1,
+            "the claim's change is counted"
+        );
         assert_eq!(
             other
                 .wait_notification(std::time::Duration::from_millis(200))
