@@ -174,9 +174,14 @@ fn numbers_at_and_past_every_range() {
             vec!["--interval"],
         ),
         (
-            vec!["dispatch", "--once", "--max-spawn", "0"],
+            vec!["dispatch", "--once", "--max-spawn", "-1"],
             1,
-            vec!["--max-spawn", "1 to 1024"],
+            vec!["--max-spawn", "0 to 1024"],
+        ),
+        (
+            vec!["dispatch", "--until-idle", "--max-spawn", "0"],
+            1,
+            vec!["--until-idle", "max_spawn 0"],
         ),
         (
             vec!["dispatch", "--once", "--max-spawn", "1025"],
@@ -270,11 +275,6 @@ fn numbers_at_and_past_every_range() {
 
 /// Malformed `kanban.toml` files: (what, text, words the error must contain besides the path).
 const BAD_CONFIGS: &[(&str, &str, &[&str])] = &[
-    (
-        "max_spawn zero",
-        "[dispatch]\nmax_spawn = 0\n",
-        &["max_spawn", "1 to 1024"],
-    ),
     (
         "max_spawn too big",
         "[dispatch]\nmax_spawn = 1025\n",

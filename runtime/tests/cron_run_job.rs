@@ -314,6 +314,7 @@ fn claimed_worker(home: &Path) -> (Vec<(&'static str, String)>, String) {
             &ClaimSpec {
                 lock: "host:4242".into(),
                 ttl_seconds: 900,
+                origin: kanban_runtime::board::ClaimOrigin::External,
             },
             SystemClock.now(),
         )

@@ -110,6 +110,7 @@ fn fsck_reports_a_claim_whose_worker_never_started() {
     let spec = ClaimSpec {
         lock: format!("{}{}", host_prefix(), dead_pid()),
         ttl_seconds: 900,
+        origin: kanban_runtime::board::ClaimOrigin::Dispatcher,
     };
     let claimed = home.board().claim(&id, &spec, now() - 300).unwrap();
     assert!(matches!(claimed, ClaimOutcome::Claimed(_)));

@@ -184,6 +184,7 @@ fn a_superseded_run_id_can_neither_complete_nor_heartbeat() {
     let spec = |lock: &str| ClaimSpec {
         lock: lock.to_owned(),
         ttl_seconds: 900,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     };
     let first = match board
         .claim(&id, &spec("host:1"), dispatch_support::now())

@@ -465,6 +465,7 @@ fn lock_free_heartbeats_race_completions_and_reclaims_on_a_postgres_board() {
         let spec = kanban_runtime::board::ClaimSpec {
             lock: "race:1".to_owned(),
             ttl_seconds: 900,
+            origin: kanban_runtime::board::ClaimOrigin::External,
         };
         for id in &ids {
             assert!(matches!(

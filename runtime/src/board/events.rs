@@ -93,6 +93,10 @@ pub enum Event {
         run_id: i64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source_status: Option<Status>,
+        /// A dispatcher's claim for a worker of its own (absent on external claims, as in
+        /// the original's events).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dispatcher: bool,
     },
     ClaimExtended {
         reason: String,
@@ -527,6 +531,7 @@ mod tests {
             expires: 900,
             run_id: 7,
             source_status: None,
+            dispatcher: false,
         };
         let (kind, payload) = e.encode().unwrap();
         assert_eq!(kind, "claimed");

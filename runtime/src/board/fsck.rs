@@ -65,7 +65,7 @@ impl Board {
              WHERE t.status = 'running' AND t.worker_pid IS NULL AND r.worker_pid IS NULL \
                AND r.ended_at IS NULL AND r.started_at <= ?1 \
                AND NOT EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = t.id \
-                   AND e.run_id = r.id AND e.kind IN ('spawned', 'worker_registered')) \
+                   AND e.run_id = r.id AND e.kind IN ('spawned', 'worker_registered', 'heartbeat')) \
              ORDER BY t.id",
         )?;
         let rows = stmt.query_map([now - UNSTARTED_CLAIM_SECONDS], |r| {
@@ -83,7 +83,8 @@ impl Board {
                 task_id: Some(id),
                 message: format!(
                     "run {run} claimed by {} {}s ago has no worker (no pid, never spawned); \
-                     a dispatcher releases it once its claimer is gone, or run `kanban reclaim`",
+                     a dispatcher releases its own claim once it is gone, an external claim ends \
+                     at its TTL, or run `kanban reclaim`",
                     lock.as_deref().unwrap_or("nobody"),
                     now - started
                 ),

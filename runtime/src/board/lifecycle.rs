@@ -1062,6 +1062,62 @@ pub struct Abandonment {
     pub grace_seconds: i64,
 }
 
+/// What the events of a run say about its claim: whether a dispatcher made it for a worker of
+/// its own (`claimed` with `dispatcher: true`) and whether anyone heartbeated it since.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClaimProvenance {
+    pub by_dispatcher: bool,
+    pub heartbeated: bool,
+}
+
+impl ClaimProvenance {
+    /// Why the claim must not be released as abandoned, if it must not: only a dispatcher's
+    /// claim that nobody heartbeated may be.
+    pub fn live_reason(self) -> Option<&'static str> {
+        if !self.by_dispatcher {
+            Some(
+                "it was not made by a dispatcher (an external claim ends by TTL, a stale heartbeat or a reclaim)",
+            )
+        } else if self.heartbeated {
+            Some("its worker heartbeats")
+        } else {
+            None
+        }
+    }
+}
+
+/// See [`ClaimProvenance`]; a run without events (or no run) is an external claim.
+pub(crate) fn claim_provenance_in(
+    db: &sql::Db,
+    task_id: &str,
+    run_id: Option<i64>,
+) -> Result<ClaimProvenance> {
+    let Some(run_id) = run_id else {
+        return Ok(ClaimProvenance::default());
+    };
+    let mut stmt = db.prepare_cached(
+        "SELECT kind, payload FROM task_events \
+         WHERE task_id = ?1 AND run_id = ?2 AND kind IN ('claimed', 'heartbeat')",
+    )?;
+    let rows = stmt.query_map(params![task_id, run_id], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+    })?;
+    let mut seen = ClaimProvenance::default();
+    for row in rows {
+        let (kind, payload) = row?;
+        if kind == "heartbeat" {
+            seen.heartbeated = true;
+        } else {
+            // The key is read alone: an unreadable payload (another writer's) is not proof.
+            let marked = payload
+                .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
+                .and_then(|v| v.get("dispatcher").and_then(serde_json::Value::as_bool));
+            seen.by_dispatcher |= marked == Some(true);
+        }
+    }
+    Ok(seen)
+}
+
 /// Outcome and error stored on a run released by [`release_unstarted_claim_in`].
 pub const ABANDONED_OUTCOME: &str = "abandoned";
 
@@ -1077,6 +1133,12 @@ pub(crate) fn release_unstarted_claim_in(
     now: i64,
 ) -> Result<Outcome<()>> {
     let lock = task.claim_lock.as_deref();
+    if let Some(why) = claim_provenance_in(tx, &task.id, task.run_id)?.live_reason() {
+        return Ok(Outcome::Refused(Refusal::NotAbandoned {
+            task_id: task.id.clone(),
+            why,
+        }));
+    }
     // A reviewer's claim goes back to review.
     let retry = retry_status_for_run(tx, &task.id, task.run_id)?;
     let sql = format!(
@@ -1147,6 +1209,11 @@ pub struct RunState {
 }
 
 impl Board {
+    /// See [`ClaimProvenance`].
+    pub fn claim_provenance(&self, task_id: &str, run_id: Option<i64>) -> Result<ClaimProvenance> {
+        claim_provenance_in(self.conn(), task_id, run_id)
+    }
+
     /// See [`release_unstarted_claim_in`].
     pub fn release_unstarted_claim(
         &self,

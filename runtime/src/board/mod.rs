@@ -50,7 +50,7 @@ pub use sql::{Error as SqlError, ErrorKind as SqlErrorKind};
 pub(crate) use store::Tx;
 pub use store::{Board, Durability, OpenOptions};
 pub use tasks::{
-    BLOCK_RECURRENCE_LIMIT, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
+    BLOCK_RECURRENCE_LIMIT, ClaimOrigin, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
     DEFAULT_FAILURE_LIMIT, Fence, NewTask, check_seconds, claim_ttl_seconds, default_claim_lock,
 };
 pub use turns::{RunStatus, TurnKind};

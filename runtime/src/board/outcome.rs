@@ -46,6 +46,8 @@ pub enum Refusal {
     NotLinked { parent: String, child: String },
     /// Another process changed the task between our read and our compare-and-swap.
     Raced { task_id: String },
+    /// The claim is not abandoned: it was not a dispatcher's, or its worker heartbeats.
+    NotAbandoned { task_id: String, why: &'static str },
 }
 
 impl fmt::Display for Refusal {
@@ -99,6 +101,9 @@ impl fmt::Display for Refusal {
                 f,
                 "task `{task_id}` changed concurrently; nothing was done, look at it again"
             ),
+            Refusal::NotAbandoned { task_id, why } => {
+                write!(f, "the claim of task `{task_id}` is not abandoned: {why}")
+            }
         }
     }
 }

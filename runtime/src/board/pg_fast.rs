@@ -35,8 +35,8 @@ use super::outcome::{Claimed, Completed, Heartbeated};
 use super::sql::{self, POSTGRES_CHANGED_MARK as CHANGED};
 use super::store::Tx;
 use super::tasks::{
-    COMPLETE_LEAKED_NOTE, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE, completion_summary,
-    summary_line,
+    COMPLETE_LEAKED_NOTE, ClaimOrigin, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
+    completion_summary, summary_line,
 };
 
 /// A placeholder run id, encoded into an event's payload and then cut out (see
@@ -123,6 +123,7 @@ pub(crate) fn claim(
             expires,
             run_id: RUN_ID_SLOT,
             source_status: (source == Status::Review).then_some(Status::Review),
+            dispatcher: spec.origin == ClaimOrigin::Dispatcher,
         },
         "run_id",
         &RUN_ID_SLOT.to_string(),
@@ -565,6 +566,7 @@ mod tests {
                 expires: 900,
                 run_id,
                 source_status,
+                dispatcher: true,
             };
             let (head, tail) =
                 split_payload(&event(RUN_ID_SLOT), "run_id", &RUN_ID_SLOT.to_string()).unwrap();

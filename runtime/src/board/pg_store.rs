@@ -336,6 +336,7 @@ mod tests {
         let spec = ClaimSpec {
             lock: "host:1".to_owned(),
             ttl_seconds: 60,
+            origin: crate::board::ClaimOrigin::External,
         };
         let claimed = board.claim(&ids[1], &spec, 2).unwrap();
         assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");

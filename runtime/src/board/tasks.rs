@@ -71,6 +71,23 @@ pub struct NewTask {
 pub struct ClaimSpec {
     pub lock: String,
     pub ttl_seconds: i64,
+    /// Who makes the claim: only a dispatcher's claim may be released as abandoned when its
+    /// worker never starts (an external claimer's worker is not the dispatcher's to watch).
+    pub origin: ClaimOrigin,
+}
+
+/// Who made a claim, recorded in its `claimed` event (`dispatcher: true`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClaimOrigin {
+    /// A dispatcher claimed the task to spawn its own worker for it: if that worker never
+    /// registers and the dispatcher is gone, the claim is released (`claim_abandoned`).
+    Dispatcher,
+    /// `kanban claim` or a library caller: a worker the dispatcher knows nothing of. Released
+    /// only by the rules of every claim (TTL expiry with no live worker, a stale heartbeat, an
+    /// operator's reclaim). The default, because wrongly releasing a live claim runs the task
+    /// twice.
+    #[default]
+    External,
 }
 
 /// What a caller proves it holds; `None` fields are not checked (an operator).
@@ -653,6 +670,7 @@ pub(crate) fn claim_from_in(
             expires,
             run_id,
             source_status: (source == Status::Review).then_some(Status::Review),
+            dispatcher: spec.origin == ClaimOrigin::Dispatcher,
         },
         now,
     )?;

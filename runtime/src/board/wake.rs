@@ -376,6 +376,7 @@ mod tests {
         let spec = crate::board::ClaimSpec {
             lock: "host:1".to_owned(),
             ttl_seconds: 900,
+            origin: crate::board::ClaimOrigin::External,
         };
         // A claim's change is counted but notifies nobody (it gives a dispatcher no work): the
         // watch finds it by reading the counter.

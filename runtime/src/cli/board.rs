@@ -412,7 +412,11 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
                 .map(|c| c.trim().to_owned())
                 .filter(|c| !c.is_empty())
                 .unwrap_or_else(board::default_claim_lock);
-            let spec = ClaimSpec { lock, ttl_seconds };
+            let spec = ClaimSpec {
+                lock,
+                ttl_seconds,
+                origin: board::ClaimOrigin::External,
+            };
             // A task in review is claimed for its reviewer (the review lane).
             let outcome = if o.board.get_task(&id)?.status == Status::Review {
                 o.board.claim_review(&id, &spec, now())?

@@ -40,7 +40,7 @@ pub struct DispatchArgs {
     /// [dispatch] interval_seconds).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub interval: Option<f64>,
-    /// Override [dispatch] max_spawn (1 to 1024).
+    /// Override [dispatch] max_spawn (0 to 1024; 0 reclaims, sweeps and promotes but spawns nothing)
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_spawn: Option<i64>,
     /// Fault injection for `cargo xtask chaos` and the fault tests: SIGKILL this dispatcher just
@@ -136,6 +136,13 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
     settings.dry_run = args.dry_run;
     if let Some(n) = max_spawn.and_then(|n| u32::try_from(n).ok()) {
         settings.max_spawn = n;
+    }
+    if args.until_idle && settings.max_spawn == 0 {
+        anyhow::bail!(
+            "`--until-idle` with max_spawn 0 would wait for ever: a tick that spawns nothing never \
+             drains the board; use `--once` (or the daemon) for a reclaim-only dispatcher, or set \
+             max_spawn to 1 or more"
+        );
     }
     // Both in range (the flag above, the file when it was loaded): the conversion cannot panic.
     let interval = flag_interval.unwrap_or(config.dispatch.interval_seconds);
@@ -683,6 +690,7 @@ mod stop_line_tests {
         let spec = board::ClaimSpec {
             lock: "host-b:1".into(),
             ttl_seconds: 60,
+            origin: crate::board::ClaimOrigin::External,
         };
         let run = match board.claim(&id, &spec, 100).unwrap() {
             board::ClaimOutcome::Claimed(c) => c.run_id,

@@ -12,8 +12,9 @@ use super::{Config, ProfileConfig};
 
 /// The largest number of seconds any duration setting accepts: 365 days.
 pub const MAX_SECONDS: i64 = 31_536_000;
-/// `[dispatch] max_spawn` and `kanban dispatch --max-spawn`.
-pub const MAX_SPAWN: (u32, u32) = (1, 1024);
+/// `[dispatch] max_spawn` and `kanban dispatch --max-spawn`; 0 is a tick that reclaims, sweeps
+/// and promotes but spawns nothing (as in the original).
+pub const MAX_SPAWN: (u32, u32) = (0, 1024);
 /// `[dispatch] max_in_progress`.
 pub const MAX_IN_PROGRESS: (u32, u32) = (1, 65_536);
 /// `[dispatch] failure_limit`.
@@ -290,7 +291,7 @@ mod tests {
     #[test]
     fn every_range_is_enforced_at_its_edges() {
         for (text, key) in [
-            ("[dispatch]\nmax_spawn = 0", "max_spawn"),
+            ("[dispatch]\nmax_spawn = -1", "max_spawn"),
             ("[dispatch]\nmax_spawn = 1025", "max_spawn"),
             ("[dispatch]\nmax_in_progress = 0", "max_in_progress"),
             ("[dispatch]\nfailure_limit = 0", "failure_limit"),
@@ -325,6 +326,7 @@ mod tests {
             );
         }
         for ok in [
+            "[dispatch]\nmax_spawn = 0",
             "[dispatch]\nmax_spawn = 1",
             "[dispatch]\nmax_spawn = 1024",
             "[dispatch]\nclaim_ttl_seconds = 31536000",

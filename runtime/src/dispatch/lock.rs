@@ -50,6 +50,14 @@ impl TickLock {
     /// Takes the lock without waiting; `Ok(None)` when another dispatcher holds it.
     pub fn try_acquire(db: &Path) -> Result<Option<TickLock>, LockError> {
         let path = lock_path(db);
+        // A PostgreSQL board selected only by a URL (`[boards.<slug>] url`, `$HERMES_KANBAN_DB`)
+        // may have no folder in the home yet: the lock's folder is made on first use.
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| LockError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        }
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -73,6 +81,15 @@ impl TickLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lock_s_missing_folder_is_made_on_first_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("kanban/boards/pg/kanban.db");
+        let held = TickLock::try_acquire(&db).unwrap();
+        assert!(held.is_some());
+        assert!(lock_path(&db).is_file());
+    }
 
     #[test]
     fn a_second_holder_is_refused_until_the_first_drops() {

@@ -524,6 +524,7 @@ fn max_in_progress_caps_spawns_across_the_boards_of_this_host() {
     let spec = board::ClaimSpec {
         lock: e.settings.claim_lock.clone(),
         ttl_seconds: 900,
+        origin: crate::board::ClaimOrigin::Dispatcher,
     };
     assert!(matches!(
         other_board.claim(&busy, &spec, T0).unwrap(),
@@ -577,6 +578,7 @@ fn claim_by_dead_dispatcher(e: &Env, id: &str, pid: i64) -> String {
     let spec = board::ClaimSpec {
         lock: lock.clone(),
         ttl_seconds: e.settings.claim_ttl_seconds,
+        origin: crate::board::ClaimOrigin::Dispatcher,
     };
     assert!(matches!(
         e.board.claim(id, &spec, e.clock.now()).unwrap(),
@@ -621,6 +623,7 @@ fn an_unstarted_claim_is_kept_while_its_dispatcher_lives_or_is_on_another_host()
     let spec = board::ClaimSpec {
         lock: "some-other-host:4000003".into(),
         ttl_seconds: e.settings.claim_ttl_seconds,
+        origin: crate::board::ClaimOrigin::Dispatcher,
     };
     e.board.claim(&remote, &spec, e.clock.now()).unwrap();
     e.clock.advance(60);
@@ -790,6 +793,7 @@ fn our_own_claim_whose_worker_died_unrecorded_is_released_but_not_while_it_lives
     let spec = board::ClaimSpec {
         lock,
         ttl_seconds: e.settings.claim_ttl_seconds,
+        origin: crate::board::ClaimOrigin::Dispatcher,
     };
     let board::ClaimOutcome::Claimed(claimed) = e.board.claim(&id, &spec, e.clock.now()).unwrap()
     else {

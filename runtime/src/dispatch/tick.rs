@@ -4,8 +4,9 @@
 //!    workers**: a worker we saw running a run that is no longer current (an operator's
 //!    `reclaim` or `archive` closed it; the run row keeps its pid and fingerprint) gets the same
 //!    TERM → wait → KILL of its process group as at the runtime cap (`worker_superseded`);
-//!    **unstarted claims**: a claim with no worker pid after the crash grace whose claiming
-//!    dispatcher (the pid in its host-local claim lock) is gone — it died between its claim
+//!    **unstarted claims**: a dispatcher's claim (its `claimed` event says `dispatcher: true`;
+//!    never one made by `kanban claim`) with no worker pid and no heartbeat after the crash grace
+//!    whose claiming dispatcher (the pid in its host-local claim lock) is gone — it died between its claim
 //!    commit and the spawn — goes back to `ready` without counting a failure
 //!    (`claim_abandoned`);
 //! 2. expired claims: a live host-local worker with a fresh heartbeat gets its claim extended
@@ -631,6 +632,16 @@ impl Tick<'_> {
             let Some(claimer) = process::claimer_pid(lock, &self.settings.host_prefix) else {
                 continue;
             };
+            // Only a dispatcher's claim that nobody heartbeats can be abandoned: `kanban claim`
+            // from a shell has a worker of its own, and a heartbeat is proof of life.
+            if self
+                .board
+                .claim_provenance(&task.id, task.run_id)?
+                .live_reason()
+                .is_some()
+            {
+                continue;
+            }
             let reason = if lock == self.settings.claim_lock {
                 // Our own claim without a pid: the spawn record failed (a full disk). Wait while
                 // a worker we started for this run lives — it registers itself, or dies.
@@ -1210,6 +1221,7 @@ impl Tick<'_> {
         let spec = board::ClaimSpec {
             lock: s.claim_lock.clone(),
             ttl_seconds: s.claim_ttl_seconds,
+            origin: board::ClaimOrigin::Dispatcher,
         };
         let picks: Vec<(String, Status)> =
             chosen.iter().map(|(c, _)| (c.id.clone(), c.lane)).collect();

@@ -205,6 +205,7 @@ fn ops_rounds(
     let spec = ClaimSpec {
         lock: "bench:1".to_owned(),
         ttl_seconds: 900,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     };
     let mut s = OpSamples::default();
     for round in 0..SAMPLES {
@@ -382,6 +383,7 @@ fn pg_concurrent(
     let spec = ClaimSpec {
         lock: "bench:1".to_owned(),
         ttl_seconds: 86_400,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     };
     let new: Vec<NewTask> = (0..CONCURRENT * BATCH)
         .map(|i| NewTask {
@@ -489,6 +491,7 @@ fn pg_history(board: &Board) -> anyhow::Result<()> {
     let spec = ClaimSpec {
         lock: "history:1".to_owned(),
         ttl_seconds: 86_400,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     };
     let completion = board::tasks::Completion {
         summary: Some("done".to_owned()),

@@ -31,7 +31,8 @@ pub(crate) fn claim_opens_a_run_and_sets_the_lease(s: &dyn Store) {
             lock: "host:1".into(),
             expires: T0 + 900,
             run_id: c.run_id,
-            source_status: None
+            source_status: None,
+            dispatcher: false,
         }
     );
     assert_clean(&b);
@@ -77,6 +78,7 @@ pub(crate) fn claim_refuses_a_non_positive_ttl_and_unknown_task(s: &dyn Store) {
     let neg = ClaimSpec {
         lock: "h:1".into(),
         ttl_seconds: -5,
+        origin: crate::board::ClaimOrigin::External,
     };
     assert!(matches!(
         b.claim(&id, &neg, T0),
@@ -311,6 +313,7 @@ pub(crate) fn claim_batch_with_a_bad_ttl_is_refused_and_changes_nothing(s: &dyn 
     let bad = ClaimSpec {
         lock: "host:1".to_owned(),
         ttl_seconds: 0,
+        origin: crate::board::ClaimOrigin::External,
     };
     let err = b.claim_batch(&batch(&[&id]), &bad, T0).unwrap_err();
     assert!(matches!(err, BoardError::InvalidSeconds { .. }), "{err:?}");

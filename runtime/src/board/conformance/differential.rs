@@ -48,6 +48,7 @@ fn lease(lock: &str, ttl_seconds: i64) -> ClaimSpec {
     ClaimSpec {
         lock: lock.to_owned(),
         ttl_seconds,
+        origin: crate::board::ClaimOrigin::External,
     }
 }
 
@@ -950,7 +951,12 @@ fn script(b: &Board) -> Vec<String> {
         b.promote(&tr, Some("ops"), Some("looked at it"), t(530)),
     );
     s.refused("promote a ready task", b.promote(&tr, None, None, t(531)));
-    let tr_run = s.claimed("claim tr", b.claim(&tr, &lease(HOST_A, 900), t(540)));
+    // A dispatcher's claim: only those are released as abandoned.
+    let dispatched = ClaimSpec {
+        origin: crate::board::ClaimOrigin::Dispatcher,
+        ..lease(HOST_A, 900)
+    };
+    let tr_run = s.claimed("claim tr", b.claim(&tr, &dispatched, t(540)));
     let seen = s.running("running tasks (tr)", &tr);
     assert_eq!(seen.run_id, Some(tr_run));
     s.done(

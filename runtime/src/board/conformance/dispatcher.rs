@@ -346,14 +346,47 @@ pub(crate) fn an_orphaned_running_task_is_reconciled_and_an_unstarted_claim_aban
         Outcome::Refused(Refusal::Raced { .. })
     ));
 
-    let unstarted = create(&b, "unstarted");
-    let run = claim(&b, &unstarted).run_id;
-    let seen = running(&b, &unstarted);
+    let dispatched = ClaimSpec {
+        origin: ClaimOrigin::Dispatcher,
+        ..spec("host:1")
+    };
     let why = Abandonment {
         reason: AbandonReason::ClaimerGone,
         claimer_pid: Some(1),
         grace_seconds: 60,
     };
+    // A claim made outside a dispatcher (`kanban claim`) is never released as abandoned, with
+    // or without a heartbeat: its worker is not the dispatcher's to watch.
+    let external = create(&b, "external");
+    claim(&b, &external);
+    let seen = running(&b, &external);
+    assert!(matches!(
+        b.release_unstarted_claim(&seen, &why, T0 + 61).unwrap(),
+        Outcome::Refused(Refusal::NotAbandoned { .. })
+    ));
+    assert_eq!(status(&b, &external), Status::Running);
+    // A dispatcher's claim that heartbeats has a live worker, registered or not.
+    let beating = create(&b, "beating");
+    let run = claim_with(&b, &beating, &dispatched).run_id;
+    let fence = Fence {
+        claim_lock: Some("host:1".into()),
+        run_id: Some(run),
+    };
+    assert!(
+        b.heartbeat(&beating, &fence, None, 900, T0)
+            .unwrap()
+            .is_done()
+    );
+    let seen = running(&b, &beating);
+    assert!(matches!(
+        b.release_unstarted_claim(&seen, &why, T0 + 61).unwrap(),
+        Outcome::Refused(Refusal::NotAbandoned { .. })
+    ));
+    assert_eq!(status(&b, &beating), Status::Running);
+
+    let unstarted = create(&b, "unstarted");
+    let run = claim_with(&b, &unstarted, &dispatched).run_id;
+    let seen = running(&b, &unstarted);
     assert!(
         b.release_unstarted_claim(&seen, &why, T0 + 61)
             .unwrap()
@@ -374,7 +407,7 @@ pub(crate) fn an_orphaned_running_task_is_reconciled_and_an_unstarted_claim_aban
     ));
     // A worker that registered in between keeps its claim.
     let registered = create(&b, "registered");
-    let run = claim(&b, &registered).run_id;
+    let run = claim_with(&b, &registered, &dispatched).run_id;
     let seen = running(&b, &registered);
     assert!(
         b.register_worker(&registered, run, "host:1", 5, "boot|5", T0)

@@ -360,6 +360,7 @@ pub(crate) fn spec(lock: &str) -> ClaimSpec {
     ClaimSpec {
         lock: lock.to_owned(),
         ttl_seconds: 900,
+        origin: ClaimOrigin::External,
     }
 }
 
@@ -391,7 +392,11 @@ pub(crate) fn crashed_exit<'a>(
 }
 
 pub(crate) fn claim(b: &Board, id: &str) -> Claimed {
-    match b.claim(id, &spec("host:1"), T0).unwrap() {
+    claim_with(b, id, &spec("host:1"))
+}
+
+pub(crate) fn claim_with(b: &Board, id: &str, spec: &ClaimSpec) -> Claimed {
+    match b.claim(id, spec, T0).unwrap() {
         ClaimOutcome::Claimed(c) => c,
         ClaimOutcome::Lost(r) => panic!("lost: {r}"),
     }

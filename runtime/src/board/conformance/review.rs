@@ -131,6 +131,7 @@ pub(crate) fn a_reviewer_claims_from_review_and_requests_changes(s: &dyn Store) 
             expires: T0 + 2 + 900,
             run_id: c.run_id,
             source_status: Some(Status::Review),
+            dispatcher: false,
         }
     );
     assert_eq!(status(&b, &id), Status::Running);

@@ -101,6 +101,7 @@ impl Env {
         let spec = board::ClaimSpec {
             lock: FOREIGN_LOCK.into(),
             ttl_seconds: self.settings.claim_ttl_seconds,
+            origin: crate::board::ClaimOrigin::Dispatcher,
         };
         let run = match self.board.claim(id, &spec, self.clock.now()).unwrap() {
             board::ClaimOutcome::Claimed(c) => c.run_id,
