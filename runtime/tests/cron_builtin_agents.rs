@@ -98,6 +98,7 @@ fn child_turn(lowered: bool) -> agent::Reply {
             prompt: &script,
             script: &script,
             workdir: None,
+            goal: false,
         })
         .unwrap()
 }

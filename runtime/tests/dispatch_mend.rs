@@ -4,12 +4,8 @@
 
 mod dispatch_support;
 
-use std::time::Duration;
-
 use dispatch_support::{Home, config, now};
 use kanban_runtime::board::{ClaimOrigin, ClaimOutcome, ClaimSpec, Status};
-
-const LIMIT: Duration = Duration::from_secs(60);
 
 fn ok(home: &Home, args: &[&str]) -> String {
     let out = home.kanban(args).output().unwrap();

@@ -543,3 +543,43 @@ fn kanban_logs_refuses_what_it_cannot_print_with_a_clear_error() {
     assert_eq!(v["found"], true);
     assert!(v["text"].as_str().unwrap().contains("agent turn 3"), "{v}");
 }
+
+#[test]
+fn a_builtin_shell_goal_gets_its_turns_and_its_budget_blocks() {
+    // `builtin:shell` completes a classic task on exit 0; in goal mode exit 0 only settles the
+    // turn (issue 24: the built-in completed the goal after its first turn).
+    let t = setup("", &[]);
+    let body = format!(
+        "n=$(cat turns 2>/dev/null || echo 0); n=$((n+1)); echo $n > turns; \
+         if [ $n -ge 3 ]; then {:?} complete --summary \"done in $n turns\"; fi",
+        env!("CARGO_BIN_EXE_kanban")
+    );
+    let three = t.ok(&[
+        "create",
+        "three turns",
+        "--assignee",
+        "sh",
+        "--goal",
+        "--body",
+        &body,
+    ]);
+    let capped = t.ok(&[
+        "create",
+        "never done",
+        "--assignee",
+        "sh",
+        "--goal",
+        "--max-turns",
+        "2",
+        "--body",
+        "echo not yet",
+    ]);
+    t.until_idle();
+    let board = t.home.board();
+    assert_eq!(board.get_task(&three).unwrap().status, Status::Done);
+    assert_eq!(t.turn_events(&three).len(), 3);
+    assert_eq!(board.runs(&three).unwrap().len(), 1);
+    assert_eq!(board.get_task(&capped).unwrap().status, Status::Blocked);
+    assert_eq!(last_block_reason(&t, &capped), "blocked_budget");
+    assert_eq!(t.turn_events(&capped).len(), 2);
+}

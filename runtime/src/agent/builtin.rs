@@ -85,7 +85,8 @@ impl Agent for CompleteAgent {
 }
 
 /// `builtin:shell`: runs the request's script with `sh -c` in the workdir (scrubbed env inside a
-/// non-owned context). Exit 0 completes the owned task, if any, with the stdout tail.
+/// non-owned context). Exit 0 completes the owned task, if any, with the stdout tail — except
+/// in a goal's turn, which exit 0 only settles (the goal loop decides what follows).
 #[derive(Debug, Clone)]
 pub struct ShellAgent {
     env: Vec<(String, String)>,
@@ -138,7 +139,7 @@ impl ShellAgent {
             output.push_str(&stderr);
         }
         let final_response = tail(stdout.trim_end(), OUTPUT_LIMIT).to_owned();
-        if exit == TurnExit::Success {
+        if exit == TurnExit::Success && !request.goal {
             let summary = tail(stdout.trim_end(), SUMMARY_LIMIT);
             let summary = if summary.is_empty() {
                 "shell script exited 0"
@@ -185,6 +186,7 @@ mod tests {
             prompt: script,
             script,
             workdir: None,
+            goal: false,
         }
     }
 

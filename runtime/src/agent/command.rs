@@ -151,6 +151,7 @@ mod tests {
             prompt,
             script: prompt,
             workdir: dir,
+            goal: false,
         }
     }
 

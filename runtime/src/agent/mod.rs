@@ -33,6 +33,10 @@ pub struct Request<'a> {
     pub script: &'a str,
     /// Working directory for child processes (the workspace, or a cron job's workdir).
     pub workdir: Option<&'a Path>,
+    /// A turn of a goal: a successful exit settles the turn only, and the goal loop (the task's
+    /// status, the judge, the turn budget) decides what follows, so a built-in agent does not
+    /// complete the task on its own.
+    pub goal: bool,
 }
 
 /// How a turn ended.

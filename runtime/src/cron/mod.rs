@@ -196,6 +196,7 @@ fn one_turn(job: &Job, agents: &dyn AgentSource) -> Result<agent::Reply, CronErr
         prompt: &job.prompt,
         script: &job.prompt,
         workdir: job.workdir.as_deref(),
+        goal: false,
     };
     agent
         .run(&request)

@@ -213,6 +213,7 @@ impl Loop<'_> {
             prompt: text,
             script: self.plan.script,
             workdir: self.plan.workdir,
+            goal: self.plan.goal.is_some(),
         };
         let sink: Arc<dyn OutputSink> = self.sink.clone();
         let reply = match self.agent.run_streaming(&request, &sink) {
