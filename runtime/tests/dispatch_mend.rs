@@ -96,3 +96,32 @@ fn max_spawn_zero_reclaims_and_promotes_but_spawns_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_spawn 0"));
     assert_eq!(board.get_task(&ready).unwrap().status, Status::Ready);
 }
+
+#[test]
+fn show_prints_event_times_as_local_iso_with_an_age_and_json_keeps_the_numbers() {
+    let home = Home::new(&config(""));
+    let id = home.create(Home::task("timed", "done", None, vec![]));
+    ok(&home, &["claim", &id]);
+    let show = ok(&home, &["show", &id]);
+    let claimed = show
+        .lines()
+        .find(|l| l.contains(" claimed "))
+        .unwrap_or_else(|| panic!("{show}"));
+    assert!(claimed.contains("\"expires\":\""), "{claimed}");
+    assert!(claimed.contains("(in 15 m)"), "{claimed}");
+    // No raw epoch (ten digits) is left in any human line.
+    let epoch = regex_like_epoch(&show);
+    assert!(epoch.is_none(), "raw epoch {epoch:?} in: {show}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&home, &["--json", "show", &id])).unwrap();
+    let events = json["events"].as_array().unwrap();
+    let claimed = events.iter().find(|e| e["kind"] == "claimed").unwrap();
+    assert!(claimed["payload"]["expires"].is_i64(), "{claimed}");
+}
+
+/// The first run of ten or more digits in `text`, if any.
+fn regex_like_epoch(text: &str) -> Option<String> {
+    text.split(|c: char| !c.is_ascii_digit())
+        .find(|run| run.len() >= 10)
+        .map(str::to_owned)
+}

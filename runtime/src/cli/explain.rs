@@ -19,6 +19,40 @@ pub fn when(epoch: i64, now: i64) -> String {
     format!("{local} ({})", relative(epoch - now))
 }
 
+/// Whether a payload key holds a time (epoch seconds): `*_at`, and the lease's `expires`,
+/// `claim_expires`, `claim_expires_was`, `claim_expires_now` and the reclaim's `now`.
+fn is_time_key(key: &str) -> bool {
+    key.ends_with("_at")
+        || matches!(
+            key,
+            "expires"
+                | "claim_expires"
+                | "claim_expires_was"
+                | "claim_expires_now"
+                | "now"
+                | "until"
+        )
+}
+
+/// An event payload for human eyes: every top-level time (see [`is_time_key`]) that is a whole
+/// number becomes [`when`]'s text; everything else is kept as stored (`--json` prints the
+/// stored payload unchanged).
+pub fn readable_payload(payload: &serde_json::Value, now: i64) -> serde_json::Value {
+    let serde_json::Value::Object(fields) = payload else {
+        return payload.clone();
+    };
+    let fields = fields
+        .iter()
+        .map(|(k, v)| match v.as_i64() {
+            Some(epoch) if is_time_key(k) => {
+                (k.clone(), serde_json::Value::String(when(epoch, now)))
+            }
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    serde_json::Value::Object(fields)
+}
+
 /// `delta` seconds from now: `in 14 m`, `3 s ago`, `now`.
 fn relative(delta: i64) -> String {
     let secs = delta.unsigned_abs();
@@ -96,6 +130,31 @@ pub fn why(task: &Task, runs: &[Run], events: &[StoredEvent]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payload_times_read_as_local_iso_with_their_age_and_the_rest_is_kept() {
+        let p = serde_json::json!({
+            "expires": 1_000_900, "lock": "h:1", "run_id": 7, "claimed_at": 1_000_000,
+            "worker_pid": 42, "started_at": "boot|5", "claim_expires_now": null,
+        });
+        let r = readable_payload(&p, 1_000_000);
+        assert_eq!(r["expires"], serde_json::json!(when(1_000_900, 1_000_000)));
+        assert!(r["expires"].as_str().unwrap().ends_with("(in 15 m)"));
+        assert!(r["claimed_at"].as_str().unwrap().ends_with("(now)"));
+        for kept in [
+            "lock",
+            "run_id",
+            "worker_pid",
+            "started_at",
+            "claim_expires_now",
+        ] {
+            assert_eq!(r[kept], p[kept], "{kept}");
+        }
+        assert_eq!(
+            readable_payload(&serde_json::json!([1]), 0),
+            serde_json::json!([1])
+        );
+    }
 
     #[test]
     fn relative_ages_read_naturally() {
