@@ -15,6 +15,11 @@
 //! * a full disk (a ballast file fills the tmpfs for a moment; skipped with a message when not
 //!   root or when no tmpfs can be mounted).
 //!
+//! Beside the dispatchers runs an **external claimer**, as a user's own worker would: it takes a
+//! ready task with `kanban claim`, heartbeats it with the claim's identity for a moment and
+//! completes it. Its claims must never be stolen: a dispatcher that released one (as "never
+//! spawned", say) and spawned a worker for it is a duplicate, and so is a refused completion.
+//!
 //! After the faults it acts as an operator once: tasks the systemic crash breaker blocked (several
 //! workers dying with one error in one tick — what a full disk does) are unblocked, and counted.
 //!
@@ -125,6 +130,8 @@ struct Counts {
     reclaims: u32,
     /// Tasks the systemic crash breaker blocked that the run unblocked as an operator would.
     systemic_unblocks: u32,
+    /// Tasks the external claimer claimed and completed itself.
+    external_completions: u32,
 }
 
 impl Counts {
@@ -134,6 +141,16 @@ impl Counts {
     fn faults(&self) -> u32 {
         self.locks + self.full_disks + self.reclaims
     }
+}
+
+/// The external claimer's claim in progress: `kanban claim`'s answer and how many more
+/// heartbeats it gives before completing.
+#[derive(Debug, Clone)]
+struct ExternalClaim {
+    task: String,
+    run: i64,
+    lock: String,
+    beats_left: u64,
 }
 
 /// A `kanban worker` process of this run.
@@ -160,6 +177,8 @@ struct Run {
     attempts: usize,
     /// Tasks seen with two active workers at once.
     duplicates: BTreeSet<String>,
+    /// The external claimer's claim in progress.
+    external: Option<ExternalClaim>,
     tmpfs: bool,
 }
 
@@ -214,6 +233,7 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
         acked: BTreeMap::new(),
         attempts: 0,
         duplicates: BTreeSet::new(),
+        external: None,
         tmpfs,
     };
     let result = run.go(options, started);
@@ -382,6 +402,7 @@ impl Run {
             }
             std::thread::sleep(self.rng.millis(30, 160));
             self.sample(&conn)?;
+            self.external_step(&conn)?;
             self.reap_faulty();
             if next_task < options.tasks {
                 for _ in 0..self.rng.range(1, 2) {
@@ -410,6 +431,7 @@ impl Run {
         let ids: Vec<String> = self.acked.values().cloned().collect();
         let recovered = loop {
             self.sample(&conn)?;
+            self.external_step(&conn)?;
             self.keep_two_dispatchers()?;
             self.unblock_systemic(&conn)?;
             let not_done = count_not_done(&conn, &ids)?;
@@ -424,6 +446,90 @@ impl Run {
         self.stop_dispatchers();
         self.wait_workers_gone(&conn)?;
         self.check(&conn, options, recovered, started)
+    }
+
+    /// One step of the external claimer: claim a ready task (now and then), else heartbeat the
+    /// claim it holds, and complete it after its last heartbeat. While it holds a claim, a
+    /// `kanban worker` of that task, or a refused heartbeat or completion, is a stolen claim.
+    fn external_step(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
+        let Some(claim) = self.external.clone() else {
+            if self.rng.range(0, 1) != 0 {
+                return Ok(());
+            }
+            let ready: Option<String> = conn
+                .query_row(
+                    "SELECT id FROM tasks WHERE status = 'ready' AND claim_lock IS NULL \
+                     ORDER BY created_at DESC LIMIT 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(task) = ready else {
+                return Ok(());
+            };
+            let out = self.kanban(&["--json", "claim", &task]).output()?;
+            if !out.status.success() {
+                // Lost to a dispatcher, or a fault (a locked board, a full disk).
+                return Ok(());
+            }
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .with_context(|| format!("kanban claim printed {:?}", out.stdout))?;
+            let (Some(run), Some(lock)) = (v["run_id"].as_i64(), v["claim_lock"].as_str()) else {
+                bail!("kanban claim printed no run or lock: {v}");
+            };
+            let beats_left = self.rng.range(8, 30);
+            self.external = Some(ExternalClaim {
+                task,
+                run,
+                lock: lock.to_owned(),
+                beats_left,
+            });
+            return Ok(());
+        };
+        if self.workers()?.iter().any(|w| w.task == claim.task) {
+            self.duplicates.insert(claim.task.clone());
+        }
+        let verb: &[&str] = if claim.beats_left == 0 {
+            &["complete", "--summary", "done by the external claimer"]
+        } else {
+            &["heartbeat"]
+        };
+        let out = self
+            .kanban(verb)
+            .env("HERMES_KANBAN_TASK", &claim.task)
+            .env("HERMES_KANBAN_RUN_ID", claim.run.to_string())
+            .env("HERMES_KANBAN_CLAIM_LOCK", &claim.lock)
+            .output()?;
+        let still_ours: Option<Option<String>> = conn
+            .query_row(
+                "SELECT claim_lock FROM tasks WHERE id = ?1 AND current_run_id = ?2",
+                rusqlite::params![claim.task, claim.run],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if out.status.success() {
+            if claim.beats_left == 0 {
+                self.counts.external_completions += 1;
+                self.external = None;
+            } else if let Some(c) = self.external.as_mut() {
+                c.beats_left -= 1;
+            }
+        } else if still_ours.flatten().as_deref() != Some(claim.lock.as_str()) {
+            // Refused because the claim is no longer ours: somebody took it.
+            let status: Option<String> = conn
+                .query_row(
+                    "SELECT status FROM tasks WHERE id = ?1",
+                    [&claim.task],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if status.as_deref() != Some("done") || claim.beats_left > 0 {
+                self.duplicates.insert(claim.task.clone());
+            }
+            self.external = None;
+        }
+        // Otherwise a fault refused it (a locked board, a full disk): tried again next step.
+        Ok(())
     }
 
     /// What an operator does once the environment is healthy again: `kanban unblock` the tasks
@@ -754,7 +860,7 @@ impl Run {
             "chaos: seed = {}, tasks = {}, kills = {} (dispatchers {}, workers {}, agents {}, \
              between claim and spawn {}), faults = {} (locked board {}, full disk {full_disk}, \
              operator reclaims {}), \
-             dispatchers = 2, systemic unblocks = {}, lost = {lost}, duplicates = {duplicates}, stuck = {stuck}, \
+             dispatchers = 2, external completions = {}, systemic unblocks = {}, lost = {lost}, duplicates = {duplicates}, stuck = {stuck}, \
              fsck = {}, integrity = {integrity}, recover = {recover}, elapsed = {:.1} s",
             options.seed,
             ids.len(),
@@ -766,6 +872,7 @@ impl Run {
             c.faults(),
             c.locks,
             c.reclaims,
+            c.external_completions,
             c.systemic_unblocks,
             if fsck_ok { "clean" } else { "VIOLATIONS" },
             started.elapsed().as_secs_f64()
