@@ -24,6 +24,15 @@ const PROFILES: &str = "\n[profiles.done]\nagent = \"builtin:complete\"\n\n\
      [profiles.capture]\nagent = \"command\"\n\
      command = [\"sh\", \"-c\", \"cat > prompt.txt && kanban complete --summary captured\"]\n";
 
+/// The `capture` profile's agent finds the home through `HERMES_HOME` (a dispatcher started
+/// with `--home` alone gives its agents no way to find it: README "Not built yet").
+fn capture_env(home: &std::path::Path) -> String {
+    format!(
+        "env = {{ HERMES_HOME = {:?} }}\n",
+        home.display().to_string()
+    )
+}
+
 pub struct Home {
     pub k: Kanban,
 }
@@ -49,7 +58,8 @@ impl Home {
         let k = Kanban::new(env!("CARGO_BIN_EXE_kanban"));
         let config = format!(
             "[dispatch]\ncrash_grace_seconds = 0\nkill_wait_seconds = 0.2\n\
-             interval_seconds = 0.05\n{extra}\n{PROFILES}"
+             interval_seconds = 0.05\n{extra}\n{PROFILES}{}",
+            capture_env(k.home())
         );
         std::fs::write(k.home().join("kanban.toml"), config).unwrap();
         k.ok(&["init"]);
@@ -83,7 +93,10 @@ impl Home {
     }
 
     pub fn status(&self, id: &str) -> String {
-        self.task(id)["status"].as_str().unwrap_or_default().to_owned()
+        self.task(id)["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// The task's runs, oldest first.
@@ -103,7 +116,10 @@ impl Home {
 
     /// Every event of the task, oldest first.
     pub fn events(&self, id: &str) -> Vec<Value> {
-        self.json(&["events", id]).as_array().cloned().unwrap_or_default()
+        self.json(&["events", id])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub fn kinds(&self, id: &str) -> Vec<String> {

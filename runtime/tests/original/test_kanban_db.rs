@@ -157,10 +157,7 @@ fn respawn_guard_defers_rate_limited_within_cooldown() {
     let after = past.create("rl-guard", &["--assignee", "done"]);
     rate_limited_run_ended(&past, &after, 400);
     let report = past.json(&["dispatch", "--dry-run"]);
-    assert!(
-        report["spawned"].to_string().contains(&after),
-        "{report}"
-    );
+    assert!(report["spawned"].to_string().contains(&after), "{report}");
 }
 
 #[test]
@@ -243,7 +240,11 @@ fn resolve_hermes_argv_falls_back_to_module_form_when_no_path_shim() {
         .args(["dispatch", "--until-idle"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(home.status(&t), "done");
 }
 
@@ -345,7 +346,8 @@ fn write_txn_check_reads_correct_header_fields() {
     let db = home.k.default_db();
     {
         let conn = Connection::open(&db).unwrap();
-        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
     }
     let data = std::fs::read(&db).unwrap();
     let page_size = usize::from(u16::from_be_bytes([data[16], data[17]]));
@@ -402,7 +404,11 @@ fn profile_worker_resolves_to_shared_root() {
         .args(["--json", "show", &t])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("cross-profile"));
 }
 
@@ -417,7 +423,11 @@ fn dispatcher_and_worker_share_a_real_database() {
         .args(["--json", "show", &t])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["task"]["title"], "cross-profile");
 }
@@ -427,7 +437,12 @@ fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
     let home = Home::new();
     let t = home.create(
         "x",
-        &["--assignee", "sh", "--body", "env > \"$HERMES_KANBAN_WORKSPACE/env.txt\""],
+        &[
+            "--assignee",
+            "sh",
+            "--body",
+            "env > \"$HERMES_KANBAN_WORKSPACE/env.txt\"",
+        ],
     );
     let out = home
         .k
@@ -437,7 +452,11 @@ fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
         .args(["dispatch", "--until-idle"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(home.status(&t), "done");
     let env = std::fs::read_to_string(home.workspace(&t).join("env.txt")).unwrap();
     let var = |key: &str| {
@@ -464,4 +483,3 @@ fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
     assert_eq!(var("HERMES_SESSION_SOURCE").as_deref(), Some("kanban"));
     assert_eq!(var("HERMES_SESSION_CHAT_ID"), None, "{env}");
 }
-
