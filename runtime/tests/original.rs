@@ -15,6 +15,7 @@
 
 mod original {
     pub mod support;
+    mod test_kanban_block_kinds;
     mod test_kanban_core_functionality;
     mod test_kanban_db;
 }
