@@ -45,8 +45,13 @@ fn dependency_then_parent_done_promotes() {
 fn dependency_block_with_terminal_parents_parks_then_escalates() {
     let home = Home::new();
     let parent = home.create("already-done-parent", &["--assignee", "worker"]);
-    home.sql(&format!("UPDATE tasks SET status = 'done' WHERE id = '{parent}'"));
-    let child = home.create("child-of-done", &["--assignee", "worker", "--parent", &parent]);
+    home.sql(&format!(
+        "UPDATE tasks SET status = 'done' WHERE id = '{parent}'"
+    ));
+    let child = home.create(
+        "child-of-done",
+        &["--assignee", "worker", "--parent", &parent],
+    );
     home.json(&["claim", &child, "--claimer", "worker"]);
     let out = home.ok(&[
         "block",
@@ -69,12 +74,22 @@ fn dependency_block_with_terminal_parents_parks_then_escalates() {
 
     home.ok(&["unblock", &child]);
     home.json(&["claim", &child, "--claimer", "worker"]);
-    home.ok(&["block", &child, "--reason", "still waiting", "--kind", "dependency"]);
+    home.ok(&[
+        "block",
+        &child,
+        "--reason",
+        "still waiting",
+        "--kind",
+        "dependency",
+    ]);
     assert_eq!(home.status(&child), "triage");
     let looped = home.event(&child, "block_loop_detected")["payload"].clone();
     assert_eq!(looped["recurrences"], 2, "{looped}");
     // The original says on the command line that the block was recorded as `needs_input`.
-    assert!(out.contains("needs_input"), "`kanban block` does not say the kind: {out}");
+    assert!(
+        out.contains("needs_input"),
+        "`kanban block` does not say the kind: {out}"
+    );
 }
 
 #[test]
