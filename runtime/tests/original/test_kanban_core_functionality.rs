@@ -225,17 +225,20 @@ fn daemon_keeps_going_after_tick_exception() {
     // Ticks fail while another writer holds the board; the daemon must survive them.
     let holder = Connection::open(home.k.default_db()).unwrap();
     holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let log = home.k.home().join("dispatch.err");
     let child = home
         .k
         .cmd()
         .env("HERMES_KANBAN_BUSY_TIMEOUT_MS", "50")
         .args(["dispatch", "--interval", "0.05"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let mut daemon = super::support::Daemon(child);
-    std::thread::sleep(Duration::from_millis(500));
+    home.wait_for("a failed tick", Duration::from_secs(30), |_| {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("tick failing"))
+    });
     assert!(
         daemon.0.try_wait().unwrap().is_none(),
         "the daemon died on a failed tick"
