@@ -1,0 +1,485 @@
+//! `tests/hermes_cli/test_kanban_db.py`: the board layer (adoption of older boards, claims and
+//! their release, the rate-limit requeue, dependency promotion, corruption and locking), through
+//! the `kanban` binary.
+
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::support::{DEAD_PID, Home, alive, now};
+
+/// A board in the original's oldest shape: `tasks` without the additive columns, `task_events`
+/// without `run_id`, one ready task `legacy`.
+fn legacy_board(home: &Home, tasks_columns: &str) {
+    let db = home.k.default_db();
+    let _ = std::fs::remove_file(&db);
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TABLE tasks ({tasks_columns});
+         CREATE TABLE task_events (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL,
+             kind TEXT NOT NULL, payload TEXT, created_at INTEGER NOT NULL);
+         INSERT INTO tasks (id, title, status, created_at) VALUES ('legacy', 'old board task', 'ready', 1);"
+    ))
+    .unwrap();
+}
+
+const PRE_TENANT_TASKS: &str = "id TEXT PRIMARY KEY, title TEXT NOT NULL, body TEXT, assignee TEXT,
+    status TEXT NOT NULL, priority INTEGER NOT NULL DEFAULT 0, created_by TEXT,
+    created_at INTEGER NOT NULL, started_at INTEGER, completed_at INTEGER,
+    workspace_kind TEXT NOT NULL DEFAULT 'scratch', workspace_path TEXT, claim_lock TEXT,
+    claim_expires INTEGER";
+
+fn columns(home: &Home, table: &str) -> Vec<String> {
+    let conn = Connection::open(home.k.default_db()).unwrap();
+    let mut stmt = conn
+        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<Vec<String>>>()
+        .unwrap()
+}
+
+fn indexes(home: &Home) -> Vec<String> {
+    let conn = Connection::open(home.k.default_db()).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index'")
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<Vec<String>>>()
+        .unwrap()
+}
+
+#[test]
+fn connect_migrates_legacy_db_before_optional_column_indexes() {
+    let home = Home::new();
+    legacy_board(&home, PRE_TENANT_TASKS);
+    let list = home.json(&["list"]);
+    assert_eq!(list[0]["id"], "legacy", "{list}");
+    let tasks = columns(&home, "tasks");
+    for col in ["tenant", "idempotency_key"] {
+        assert!(tasks.iter().any(|c| c == col), "{col} not added: {tasks:?}");
+    }
+    let events = columns(&home, "task_events");
+    assert!(events.iter().any(|c| c == "run_id"), "{events:?}");
+    // Differences table, "Adopting an older board": only what kanban reads is added — no
+    // `session_id`, and of the indexes on additive columns those kanban's queries use.
+    assert!(!tasks.iter().any(|c| c == "session_id"), "{tasks:?}");
+    let idx = indexes(&home);
+    for name in ["idx_tasks_tenant", "idx_tasks_idempotency"] {
+        assert!(idx.iter().any(|i| i == name), "{name} missing: {idx:?}");
+    }
+    home.k.assert_fsck_clean();
+}
+
+#[test]
+fn stale_claim_reclaim_event_records_diagnostic_payload() {
+    let home = Home::new();
+    let t = home.create("x", &["--assignee", "a"]);
+    home.claim_as(&t, "worker");
+    home.set_worker_pid(&t, DEAD_PID);
+    let old_expires = now() - 3600;
+    let hb_at = now() - 1800;
+    home.sql(&format!(
+        "UPDATE tasks SET claim_expires = {old_expires}, last_heartbeat_at = {hb_at} WHERE id = '{t}'"
+    ));
+    home.tick();
+    let payload = home.event(&t, "reclaimed")["payload"].clone();
+    assert_eq!(payload["claim_expires"], old_expires, "{payload}");
+    assert_eq!(payload["last_heartbeat_at"], hb_at, "{payload}");
+    assert_eq!(payload["worker_pid"], DEAD_PID, "{payload}");
+    assert_eq!(payload["host_local"], true, "{payload}");
+}
+
+#[test]
+fn rate_limit_exit_requeues_without_counting_failure() {
+    let home = Home::new();
+    let tid = home.create("rl", &["--assignee", "a"]);
+    // Far more quota walls than the failure limit (2): none may count.
+    for i in 0..6 {
+        home.claim_as(&tid, &format!("w{i}"));
+        home.set_worker_pid(&tid, DEAD_PID);
+        home.sql(&format!(
+            "UPDATE tasks SET consecutive_failures = 0 WHERE id = '{tid}'"
+        ));
+        home.record_exit(&tid, 75);
+        let report = home.tick_report();
+        assert!(
+            report["exited"].to_string().contains(&tid),
+            "hit {i}: {report}"
+        );
+        let task = home.task(&tid);
+        assert_eq!(task["status"], "ready", "hit {i}: {task}");
+        assert_eq!(task["consecutive_failures"], 0, "hit {i}: {task}");
+    }
+    let task = home.task(&tid);
+    assert!(
+        task["last_failure_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("rate-limited"),
+        "{task}"
+    );
+    let outcomes = home.outcomes(&tid);
+    assert!(outcomes.iter().any(|o| o == "rate_limited"), "{outcomes:?}");
+    assert!(!outcomes.iter().any(|o| o == "crashed"), "{outcomes:?}");
+}
+
+/// A run of `tid` that ended rate-limited `ago` seconds ago, the task back in `ready`.
+fn rate_limited_run_ended(home: &Home, tid: &str, ago: i64) {
+    let run = home.claim_as(tid, "w");
+    let ended = now() - ago;
+    home.sql(&format!(
+        "UPDATE task_runs SET outcome = 'rate_limited', status = 'rate_limited', ended_at = {ended}
+          WHERE id = {run};
+         UPDATE tasks SET status = 'ready', current_run_id = NULL, claim_lock = NULL,
+          claim_expires = NULL, worker_pid = NULL,
+          last_failure_error = 'pid 1 exited rate-limited (quota wall) — requeued' WHERE id = '{tid}';"
+    ));
+}
+
+#[test]
+fn respawn_guard_defers_rate_limited_within_cooldown() {
+    let home = Home::with("rate_limit_cooldown_seconds = 300");
+    let inside = home.create("rl-guard", &["--assignee", "done"]);
+    rate_limited_run_ended(&home, &inside, 100);
+    let report = home.json(&["dispatch", "--dry-run"]);
+    let guarded = report["respawn_guarded"].to_string();
+    assert!(
+        guarded.contains(&inside) && guarded.contains("rate_limit_cooldown"),
+        "{report}"
+    );
+    assert!(report["spawned"].as_array().unwrap().is_empty(), "{report}");
+
+    // Past the cooldown the probe is allowed, not trapped by the quota-wall wording.
+    let past = Home::with("rate_limit_cooldown_seconds = 300");
+    let after = past.create("rl-guard", &["--assignee", "done"]);
+    rate_limited_run_ended(&past, &after, 400);
+    let report = past.json(&["dispatch", "--dry-run"]);
+    assert!(report["spawned"].to_string().contains(&after), "{report}");
+}
+
+#[test]
+fn recompute_ready_honours_dispatcher_failure_limit() {
+    // Differences table, "A blocked task stays blocked": kanban's promotion moves only `todo`
+    // tasks, whatever the failure limit; a blocked task leaves only by `unblock` or `promote`.
+    let home = Home::with("failure_limit = 4");
+    let t = home.create("lenient", &["--assignee", "a"]);
+    home.sql(&format!(
+        "UPDATE tasks SET status = 'blocked', consecutive_failures = 2 WHERE id = '{t}'"
+    ));
+    home.tick();
+    assert_eq!(home.status(&t), "blocked");
+    home.ok(&["unblock", &t]);
+    let task = home.task(&t);
+    assert_eq!(task["status"], "ready");
+}
+
+#[test]
+fn unlink_tasks_triggers_recompute_ready() {
+    let home = Home::new();
+    let a = home.create("parent-done", &[]);
+    home.ok(&["complete", &a]);
+    let c = home.create("parent-running", &[]);
+    home.json(&["claim", &c, "--claimer", "worker:1"]);
+    let b = home.create("child", &["--parent", &a, "--parent", &c]);
+    assert_eq!(home.status(&b), "todo");
+    home.ok(&["unlink", &c, &b]);
+    assert_eq!(home.status(&b), "ready");
+}
+
+#[test]
+fn add_column_if_missing_is_idempotent_on_race() {
+    // The race the original's guard is for: two processes migrate one older board at once.
+    let home = Home::new();
+    legacy_board(&home, PRE_TENANT_TASKS);
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            home.k
+                .cmd()
+                .args(["--json", "list"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = super::support::wait(child, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("legacy"));
+    }
+    home.k.assert_fsck_clean();
+}
+
+#[test]
+fn migrate_add_optional_columns_tolerates_concurrent_migration() {
+    let home = Home::new();
+    legacy_board(&home, PRE_TENANT_TASKS);
+    home.ok(&["list"]);
+    let before = columns(&home, "tasks");
+    // An already-adopted board opens again without a change.
+    home.ok(&["list"]);
+    assert_eq!(columns(&home, "tasks"), before);
+}
+
+#[test]
+fn resolve_hermes_argv_falls_back_to_module_form_when_no_path_shim() {
+    // The dispatcher starts its workers without relying on `kanban` being on PATH.
+    let home = Home::new();
+    let t = home.create("x", &["--assignee", "done"]);
+    let out = home
+        .k
+        .cmd()
+        .env("PATH", "/usr/bin:/bin")
+        .args(["dispatch", "--until-idle"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(home.status(&t), "done");
+}
+
+#[test]
+fn resolve_hermes_argv_module_actually_runs() {
+    let home = Home::new();
+    let out = home.ok(&["--version"]);
+    assert!(out.starts_with("kanban "), "{out}");
+}
+
+#[test]
+fn dispatch_max_in_progress_blocks_review_when_at_limit() {
+    let home = Home::with("max_in_progress = 1");
+    let running = home.create("running", &["--assignee", "done"]);
+    home.claim_as(&running, "worker");
+    let review = home.create("review", &["--assignee", "done"]);
+    home.sql(&format!(
+        "UPDATE tasks SET status = 'review' WHERE id = '{review}'"
+    ));
+    let report = home.tick_report();
+    assert!(report["spawned"].as_array().unwrap().is_empty(), "{report}");
+    assert_eq!(home.status(&review), "review");
+}
+
+/// A file with a valid SQLite header and garbage pages (the original's `_write_corrupt_db`).
+fn write_corrupt_db(path: &std::path::Path) -> Vec<u8> {
+    let mut blob = b"SQLite format 3\x00\x10\x00\x02\x02\x00\x40\x20\x20".to_vec();
+    blob.extend_from_slice(b"\x00\x00\x00\x0c\x00\x00\x23\x46\x00\x00\x00\x00");
+    blob.resize(100, 0);
+    for _ in 0..64 {
+        blob.extend_from_slice(b"definitely not a valid sqlite page \x00\x01\x02\x03");
+    }
+    std::fs::write(path, &blob).unwrap();
+    blob
+}
+
+fn files(dir: &std::path::Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn repeated_corrupt_open_reuses_single_backup() {
+    // Differences table, "A corrupt board": kanban refuses it and writes nothing (no backup
+    // copies at all), so repeated opens cannot fill the disk.
+    let home = Home::new();
+    let db = home.k.default_db();
+    let _ = std::fs::remove_file(db.with_extension("db-wal"));
+    let _ = std::fs::remove_file(db.with_extension("db-shm"));
+    let original = write_corrupt_db(&db);
+    let before = files(home.k.home());
+    for _ in 0..10 {
+        let run = home.run(&["list"]);
+        assert_eq!(run.code, 1, "{run:?}");
+        assert!(!run.stderr.is_empty());
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), original);
+    assert_eq!(files(home.k.home()), before);
+}
+
+#[test]
+fn locked_healthy_db_does_not_classify_as_corrupt() {
+    let home = Home::new();
+    let holder = Connection::open(home.k.default_db()).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let run = home
+        .k
+        .cmd()
+        .env("HERMES_KANBAN_BUSY_TIMEOUT_MS", "100")
+        .args(["create", "blocked by a lock"])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!stderr.to_lowercase().contains("corrupt"), "{stderr}");
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    assert!(
+        !files(home.k.home()).iter().any(|f| f.contains("corrupt")),
+        "{:?}",
+        files(home.k.home())
+    );
+    let t = home.create("still here", &[]);
+    let list = home.json(&["list"]);
+    assert_eq!(list[0]["id"], t.as_str());
+}
+
+#[test]
+fn write_txn_check_reads_correct_header_fields() {
+    // A truncated board is never reported healthy.
+    let home = Home::new();
+    for i in 0..40 {
+        home.create(&format!("filler {i} {}", "x".repeat(200)), &[]);
+    }
+    let db = home.k.default_db();
+    {
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+    }
+    let data = std::fs::read(&db).unwrap();
+    let page_size = usize::from(u16::from_be_bytes([data[16], data[17]]));
+    let pages = u32::from_be_bytes([data[28], data[29], data[30], data[31]]) as usize;
+    assert!(pages >= 2, "board too small to truncate");
+    std::fs::write(&db, &data[..(pages - 1) * page_size]).unwrap();
+    let fsck = home.run(&["fsck"]);
+    assert_ne!(fsck.code, 0, "a truncated board passed fsck: {fsck:?}");
+}
+
+#[test]
+fn archive_running_task_terminates_worker() {
+    // Differences table, "Archive and reclaim do not signal": `kanban archive` records the
+    // worker's pid; the dispatcher that started it stops it.
+    let home = Home::with("max_spawn = 1");
+    let t = home.create("x", &["--assignee", "sh", "--body", "sleep 600"]);
+    let _daemon = home.daemon();
+    home.wait_for("the worker to register", Duration::from_secs(30), |h| {
+        h.kinds(&t).iter().any(|k| k == "worker_registered")
+    });
+    let pid = home.task(&t)["worker_pid"].as_i64().unwrap();
+    let archived = home.json(&["archive", &t]);
+    assert_eq!(home.status(&t), "archived", "{archived}");
+    home.wait_for("the worker to be stopped", Duration::from_secs(30), |_| {
+        !alive(pid)
+    });
+    assert_eq!(home.outcomes(&t), ["reclaimed"]);
+}
+
+#[test]
+fn archive_non_running_task_does_not_attempt_termination() {
+    let home = Home::new();
+    let t = home.create("x", &["--assignee", "a"]);
+    home.ok(&["archive", &t]);
+    assert_eq!(home.status(&t), "archived");
+    let payload = home.event(&t, "archived")["payload"].clone();
+    assert!(payload.get("termination_attempted").is_none(), "{payload}");
+    assert!(home.runs(&t).is_empty());
+}
+
+#[test]
+fn profile_worker_resolves_to_shared_root() {
+    // Differences table, "Profiles have no home of their own": a worker finds its board
+    // through HERMES_KANBAN_DB, whatever HERMES_HOME it runs under.
+    let home = Home::new();
+    let t = home.create("cross-profile", &[]);
+    let profile_home = home.k.home().join("profiles").join("nehemiahkanban");
+    std::fs::create_dir_all(&profile_home).unwrap();
+    let out = std::process::Command::new(home.k.bin())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HERMES_HOME", &profile_home)
+        .env("HERMES_KANBAN_DB", home.k.default_db())
+        .args(["--json", "show", &t])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cross-profile"));
+}
+
+#[test]
+fn dispatcher_and_worker_share_a_real_database() {
+    let home = Home::new();
+    let t = home.create("cross-profile", &[]);
+    let out = std::process::Command::new(home.k.bin())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HERMES_HOME", home.k.home())
+        .args(["--json", "show", &t])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["task"]["title"], "cross-profile");
+}
+
+#[test]
+fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
+    let home = Home::new();
+    let t = home.create(
+        "x",
+        &[
+            "--assignee",
+            "sh",
+            "--body",
+            "env > \"$HERMES_KANBAN_WORKSPACE/env.txt\"",
+        ],
+    );
+    let out = home
+        .k
+        .cmd()
+        .env("HERMES_SESSION_CHAT_ID", "stale-routing-value")
+        .env("HERMES_SESSION_SOURCE", "stale-routing-value")
+        .args(["dispatch", "--until-idle"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(home.status(&t), "done");
+    let env = std::fs::read_to_string(home.workspace(&t).join("env.txt")).unwrap();
+    let var = |key: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        var("HERMES_KANBAN_DB").as_deref(),
+        Some(home.k.default_db().to_str().unwrap())
+    );
+    assert_eq!(
+        var("HERMES_KANBAN_WORKSPACES_ROOT").as_deref(),
+        Some(
+            home.k
+                .home()
+                .join("kanban")
+                .join("workspaces")
+                .to_str()
+                .unwrap()
+        )
+    );
+    assert_eq!(var("HERMES_KANBAN_TASK").as_deref(), Some(t.as_str()));
+    assert_eq!(var("HERMES_SESSION_SOURCE").as_deref(), Some("kanban"));
+    assert_eq!(var("HERMES_SESSION_CHAT_ID"), None, "{env}");
+}
