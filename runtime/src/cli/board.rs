@@ -508,7 +508,20 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
                 target.expected_run_id,
                 now(),
             )?)?;
-            print_out(json, &b, || format!("{} is now {}", b.task_id, b.status))
+            print_out(json, &b, || {
+                let mut line = format!("{} is now {}", b.task_id, b.status);
+                match b.kind {
+                    // The board changed the kind (a dependency block with no open parent
+                    // waits on a person): say so, as the original does.
+                    Some(recorded) if kind.is_some_and(|asked| asked != recorded) => {
+                        let asked = kind.map(|k| k.to_string()).unwrap_or_default();
+                        line.push_str(&format!(" (recorded as {recorded}, not {asked})"));
+                    }
+                    Some(recorded) => line.push_str(&format!(" ({recorded})")),
+                    None => {}
+                }
+                line
+            })
         }
         BoardCommand::Unblock { ids } => super::operator::each(&ids, globals, |id| {
             authorize(id)?;

@@ -96,9 +96,15 @@ pub const INHERITABLE_ENV_KEYS: &[&str] = &[
 /// [`INHERITABLE_ENV_KEYS`].
 pub const KANBAN_PREFIX: &str = "HERMES_KANBAN_";
 
+/// The prefix of the Hermes session's routing keys (`HERMES_SESSION_CHAT_ID`, …): they say which
+/// conversation a process answers, so every one is identity-bearing. A worker gets only the
+/// `HERMES_SESSION_SOURCE=kanban` the dispatcher sets; one it would inherit from the shell that
+/// started the dispatcher is stale (the original strips them too).
+pub const SESSION_PREFIX: &str = "HERMES_SESSION_";
+
 /// True for a key a child must not inherit outside an owned context: one of
-/// [`KANBAN_ENV_KEYS`] or [`BEHAVIOR_ONLY_ENV_KEYS`], or any other `HERMES_KANBAN_*` key not listed
-/// in [`INHERITABLE_ENV_KEYS`] (unclassified keys fail closed).
+/// [`KANBAN_ENV_KEYS`] or [`BEHAVIOR_ONLY_ENV_KEYS`], any other `HERMES_KANBAN_*` key not listed
+/// in [`INHERITABLE_ENV_KEYS`] (unclassified keys fail closed), or a `HERMES_SESSION_*` key.
 pub fn is_identity_key(key: &OsStr) -> bool {
     let Some(key) = key.to_str() else {
         return false;
@@ -106,6 +112,7 @@ pub fn is_identity_key(key: &OsStr) -> bool {
     KANBAN_ENV_KEYS.contains(&key)
         || BEHAVIOR_ONLY_ENV_KEYS.contains(&key)
         || (key.starts_with(KANBAN_PREFIX) && !INHERITABLE_ENV_KEYS.contains(&key))
+        || key.starts_with(SESSION_PREFIX)
 }
 
 /// Every identity-bearing key to remove from a non-owned child: the listed ones and any other

@@ -333,6 +333,7 @@ fn identity_keys_are_classified_by_rule() {
         assert!(!INHERITABLE_ENV_KEYS.contains(key), "{key} is in two lists");
     }
     assert!(is_identity_key(OsStr::new("HERMES_KANBAN_UNHEARD_OF")));
+    assert!(is_identity_key(OsStr::new("HERMES_SESSION_CHAT_ID")));
     for key in INHERITABLE_ENV_KEYS {
         assert!(!is_identity_key(OsStr::new(key)), "{key}");
     }
