@@ -1,6 +1,8 @@
 //! `kanban serve` in a real browser: Debian's headless Chromium, driven over WebDriver
-//! (`chromedriver`), found or installed by `.ci/chromium`. When neither is possible (no root, no
-//! apt-get) each test says SKIPPED and passes; docs/web.md says so.
+//! (`chromedriver`), found or installed by `.ci/chromium` (one process installs, the others wait
+//! for it). When neither is possible (no root, no apt-get) each test says SKIPPED and passes —
+//! except under `CI=true`, where it fails; docs/web.md says so. The last two tests check that
+//! setup itself, with stand-ins for apt-get and the browser.
 //!
 //! "Without a reload" is checked with a marker: a global set in the page after it loaded must
 //! still be there once the page shows the change.
@@ -16,7 +18,9 @@ use std::time::Duration;
 
 use kanban_tests::Kanban;
 use serde_json::Value;
-use web_support::{Browser, Serve, browser_binaries, wait_for};
+use web_support::{
+    Browser, Serve, browser_binaries, missing_browser, run_chromium_script, wait_for,
+};
 
 /// How long a live update may take before the test gives up (a liveness bound for a loaded
 /// 2-core machine; the page normally follows within a fraction of a second).
@@ -279,4 +283,100 @@ fn board_values_render_as_text_and_run_no_script() {
                 .unwrap()
         ))
     );
+}
+
+/// A folder to use as the whole `PATH` of `.ci/chromium`, holding `flock`, an `id` that says
+/// root, and — when `apt` — a stand-in `apt-get` that behaves as the real one does under
+/// contention: it holds dpkg's lock while it "installs" (a second, as a real install holds it
+/// for minutes), and a second apt-get meanwhile fails with "Could not get lock". The install
+/// writes stand-in `chromium` and `chromedriver` into the folder and logs each call.
+fn fake_system(apt: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let script = |name: &str, text: &str| {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = bin.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    std::os::unix::fs::symlink("/usr/bin/flock", bin.join("flock")).unwrap();
+    script("id", "#!/bin/sh\necho 0\n");
+    if apt {
+        script(
+            "apt-get",
+            r#"#!/bin/bash
+bin=$(/usr/bin/dirname "$0")
+if ! /bin/mkdir "$bin/../dpkg-lock" 2>/dev/null; then
+  echo "E: Could not get lock /var/lib/dpkg/lock-frontend" >&2
+  exit 100
+fi
+echo "$*" >> "$bin/../apt-calls"
+/bin/sleep 1
+for tool in chromium chromedriver; do
+  printf '#!/bin/sh\n' > "$bin/$tool.new" && /bin/chmod +x "$bin/$tool.new" && /bin/mv "$bin/$tool.new" "$bin/$tool"
+done
+/bin/rmdir "$bin/../dpkg-lock"
+"#,
+        );
+    }
+    dir
+}
+
+/// `bash .ci/chromium` on `fake`'s system: its folder as `PATH`, its own lock folder.
+fn on_fake_system(fake: &tempfile::TempDir) -> std::process::Command {
+    let mut bash = std::process::Command::new("/bin/bash");
+    bash.env("PATH", fake.path().join("bin"))
+        .env("TMPDIR", fake.path());
+    bash
+}
+
+#[test]
+fn the_chromium_setup_installs_once_when_tests_race_for_it() {
+    let fake = fake_system(true);
+    let racers: Vec<_> = (0..4)
+        .map(|_| {
+            let mut bash = on_fake_system(&fake);
+            std::thread::spawn(move || run_chromium_script(&mut bash))
+        })
+        .collect();
+    let bin = fake.path().join("bin");
+    for racer in racers {
+        let found = racer.join().unwrap();
+        assert_eq!(
+            found,
+            Ok((bin.join("chromium"), bin.join("chromedriver"))),
+            "a racer found no browser"
+        );
+    }
+    let calls = std::fs::read_to_string(fake.path().join("apt-calls")).unwrap();
+    assert_eq!(
+        calls.lines().count(),
+        1,
+        "apt-get ran more than once: {calls}"
+    );
+    assert!(
+        calls.contains("install -y chromium chromium-driver"),
+        "{calls}"
+    );
+    // Installed: the next run finds it without apt-get.
+    assert!(run_chromium_script(&mut on_fake_system(&fake)).is_ok());
+    let calls = std::fs::read_to_string(fake.path().join("apt-calls")).unwrap();
+    assert_eq!(calls.lines().count(), 1, "{calls}");
+}
+
+#[test]
+fn under_ci_a_missing_browser_fails_the_test_instead_of_skipping() {
+    let fake = fake_system(false);
+    let reason = run_chromium_script(&mut on_fake_system(&fake)).unwrap_err();
+    assert!(reason.contains("no apt-get"), "{reason}");
+    let failed = std::panic::catch_unwind(|| missing_browser(&reason, true));
+    let message = failed.unwrap_err();
+    let message = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("CI is set"), "{message}");
+    assert!(message.contains("no apt-get"), "{message}");
+    assert_eq!(missing_browser(&reason, false), None);
 }

@@ -1,5 +1,5 @@
-//! `kanban serve` over plain HTTP: the token rule, 401 and 404 pages, the security headers, and
-//! that serving changes nothing on the board.
+//! `kanban serve` over plain HTTP: the token rule, the Host check, 401, 404 and 421 pages, the
+//! security headers, `HEAD` on the event stream, and that serving changes nothing on the board.
 
 // Test code drives the real binary and real processes.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -7,6 +7,7 @@
 
 mod web_support;
 
+use std::io::Write as _;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -149,7 +150,8 @@ fn bad_paths_unknown_ids_and_unknown_boards_are_404_pages_with_the_csp() {
     let post = raw(
         serve.addr,
         &format!(
-            "POST /task/{id} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "POST /task/{id} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            addr = serve.addr
         ),
     );
     assert_eq!(post.status, 405);
@@ -169,9 +171,12 @@ fn the_event_stream_announces_a_board_change() {
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    stream
-        .write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+    write!(
+        stream,
+        "GET /events HTTP/1.1\r\nHost: {}\r\n\r\n",
+        serve.addr
+    )
+    .unwrap();
     let mut reader = BufReader::new(stream);
     let mut lines = Vec::new();
     loop {
@@ -270,9 +275,12 @@ fn a_postgres_board_of_the_home_is_served_and_its_changes_are_announced() {
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    stream
-        .write_all(b"GET /events?board=team HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+    write!(
+        stream,
+        "GET /events?board=team HTTP/1.1\r\nHost: {}\r\n\r\n",
+        serve.addr
+    )
+    .unwrap();
     let mut reader = BufReader::new(stream);
     // Reads until a line starting with `what`; fails after 60 s (keep-alive comments arrive
     // every 15 s, so a stream that announces nothing does not hang the test).
@@ -308,4 +316,153 @@ fn a_postgres_board_of_the_home_is_served_and_its_changes_are_announced() {
     until("event: board");
     let page = get(serve.addr, "/?board=team", "");
     assert!(page.body.contains("after the cut"), "{}", page.body);
+}
+
+#[test]
+fn a_foreign_host_is_refused_with_421_and_allowed_names_are_served() {
+    let k = kanban();
+    k.create("private plans", &[]);
+    let serve = Serve::start(&k, &["--allow-host", "Kanban.Internal"]);
+    let port = serve.addr.port();
+    let ask = |path: &str, host: &str| {
+        raw(
+            serve.addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    // A page on another site whose name was rebound to 127.0.0.1 sends its own name.
+    for host in [
+        "evil.example.com".to_owned(),
+        format!("evil.example.com:{port}"),
+        format!("localhost.evil.example.com:{port}"),
+        format!("kanban.internal.evil.example.com:{port}"),
+        format!("10.1.2.3:{port}"),
+    ] {
+        for path in ["/", "/health", "/events", "/assets/app.js"] {
+            let r = ask(path, &host);
+            assert_eq!(r.status, 421, "{path} for {host}");
+            assert!(
+                !r.body.contains("private plans"),
+                "{path} for {host} leaked"
+            );
+        }
+    }
+    let r = ask("/", "evil.example.com");
+    assert!(r.body.contains("--allow-host"), "{}", r.body);
+    for host in [
+        format!("127.0.0.1:{port}"),
+        "127.0.0.1".to_owned(),
+        format!("localhost:{port}"),
+        "LOCALHOST".to_owned(),
+        format!("kanban.internal:{port}"),
+        "KANBAN.internal.".to_owned(),
+    ] {
+        let r = ask("/", &host);
+        assert_eq!(r.status, 200, "{host}");
+        assert!(r.body.contains("private plans"), "{host}");
+    }
+    // No Host at all, or two, is a bad request.
+    let r = raw(serve.addr, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 400);
+    let r = raw(
+        serve.addr,
+        &format!(
+            "GET / HTTP/1.1\r\nHost: {}\r\nHost: evil.example.com\r\n\r\n",
+            serve.addr
+        ),
+    );
+    assert_eq!(r.status, 400);
+    drop(serve);
+
+    // Behind a token the Host check applies as well, before the token is looked at.
+    let token = Serve::start_on(&k, "0.0.0.0:0", &["--token", "s3cret"]);
+    let r = raw(
+        token.addr,
+        "GET / HTTP/1.1\r\nHost: evil.example.com\r\nAuthorization: Bearer s3cret\r\n\r\n",
+    );
+    assert_eq!(r.status, 421);
+    let r = get(token.addr, "/", "Authorization: Bearer s3cret\r\n");
+    assert_eq!(r.status, 200);
+    drop(token);
+
+    // A value that is not a host name is refused at start.
+    for bad in ["http://kanban.internal", "kanban.internal:8077", "a b", ""] {
+        let run = k.run(&["serve", "--listen", "127.0.0.1:0", "--allow-host", bad]);
+        assert_eq!(run.code, 1, "{bad:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("--allow-host"),
+            "{bad:?}: {}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn head_on_the_event_stream_sends_its_headers_and_no_body() {
+    use std::io::Read;
+    let k = kanban();
+    let serve = Serve::start(&k, &[]);
+    let mut stream = std::net::TcpStream::connect(serve.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "HEAD /events HTTP/1.1\r\nHost: {}\r\n\r\n",
+        serve.addr
+    )
+    .unwrap();
+    // Read the head; a byte after it (a stream) fails at once, and the server must close.
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).unwrap();
+        bytes.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&bytes);
+        if let Some(end) = text.find("\r\n\r\n") {
+            assert_eq!(end + 4, bytes.len(), "a body followed the head: {text:?}");
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("Content-Type: text/event-stream"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "{text}");
+    // GET still streams.
+    let mut stream = std::net::TcpStream::connect(serve.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /events HTTP/1.1\r\nHost: {}\r\n\r\n",
+        serve.addr
+    )
+    .unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let mut line = String::new();
+    while !line.starts_with(": connected") {
+        line.clear();
+        assert_ne!(
+            std::io::BufRead::read_line(&mut reader, &mut line).unwrap(),
+            0
+        );
+    }
+    // HEAD of an unknown board's stream is a 404 head.
+    let mut stream = std::net::TcpStream::connect(serve.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "HEAD /events?board=nosuch HTTP/1.1\r\nHost: {}\r\n\r\n",
+        serve.addr
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "{text}");
 }

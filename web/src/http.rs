@@ -1,23 +1,45 @@
 //! A small HTTP/1.1 server: GET and HEAD only, one request per connection (`Connection: close`),
-//! a bounded request head, read and write timeouts, and a cap on open connections. Every response
+//! a bounded request head with a deadline for the whole of it, a Host check, write timeouts, and
+//! separate caps on connections still sending their head and on live ones. Every response
 //! carries a restrictive Content-Security-Policy (scripts, styles and connections from this origin
 //! only; no inline script or style; no frames, objects or form posts elsewhere).
 //!
 //! Routes: `/` (board; `?board=SLUG&assignee=NAME&q=TEXT&archived=1`), `/task/ID?board=SLUG`,
 //! `/cron`, `/health`, `/events?board=SLUG` (server-sent events: `board` on any board change,
 //! `log` with a task id when the log of its open run grew), `/assets/app.js`, `/assets/app.css`.
-//! Anything else, an unknown board and an unknown task are 404 pages.
+//! Anything else, an unknown board and an unknown task are 404 pages. `HEAD` answers the head a
+//! `GET` would, and no body (for `/events` too: no stream).
+//!
+//! Host: the `Host` header must name this server — `localhost`, the address the connection came
+//! in on (or the listen address), or a name given in [`ServeConfig::allowed_hosts`] — else the
+//! answer is 421 and nothing is read. A page on another site that rebinds its own name to
+//! 127.0.0.1 (DNS rebinding) therefore cannot read a tokenless loopback server: its requests carry
+//! its own name.
 //!
 //! Token: when the server has one, every request must carry it — `Authorization: Bearer T`, or
 //! the cookie `kanban_token=T`, or `?token=T` in the URL (the answer then sets that cookie, so a
 //! browser opened on `http://host:port/?token=T` keeps working). A request without it, or with a
 //! wrong one, is answered 401 and reads nothing.
+//!
+//! Connections: a new connection is *pending* until its whole head has arrived and passed the
+//! Host and token checks, within [`ServeConfig::head_deadline`] (a 408 answer after it); at most
+//! [`ServeConfig::max_pending`] are pending, and one more closes the oldest pending one. Then it is
+//! *live* (a page being answered, an open event stream); at most
+//! [`ServeConfig::max_connections`] are live, more are answered 503. So peers that open
+//! connections and dribble their headers (slowloris) only ever hold pending places, for a bounded
+//! time, and never keep the server from answering a client that sends its request.
+//!
+//! Accepting: when accepting fails for want of file descriptors or memory (EMFILE, ENFILE,
+//! ENOBUFS, ENOMEM) the loop pauses before the next try ([`AcceptBackoff`]) instead of retrying
+//! at once — the waiting connection stays queued, so an immediate retry fails the same way and
+//! the loop would spin.
 
+use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::live::{Change, Hub};
 use crate::page::{self, BoardFilter};
@@ -35,6 +57,8 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 const MAX_HEAD: usize = 16 * 1024;
 /// Keep-alive comment interval of an idle event stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How long one write of an answer may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -42,8 +66,36 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Required on a non-loopback address.
     pub token: Option<String>,
-    /// Open connections at most (event streams included); more are answered 503.
+    /// Host names (or IP addresses) the `Host` header may carry besides `localhost` and the
+    /// address the server is reached on: the names a proxy or a DNS entry gives this server.
+    pub allowed_hosts: Vec<String>,
+    /// Live connections at most (pages being answered and event streams); more are answered 503.
     pub max_connections: usize,
+    /// Connections still sending their request head at most; one more closes the oldest.
+    pub max_pending: usize,
+    /// Time a connection has, from being accepted, to send its whole request head.
+    pub head_deadline: Duration,
+}
+
+impl ServeConfig {
+    /// The default [`ServeConfig::head_deadline`].
+    pub const DEFAULT_HEAD_DEADLINE: Duration = Duration::from_secs(10);
+    /// The default [`ServeConfig::max_pending`].
+    pub const DEFAULT_MAX_PENDING: usize = 64;
+    /// The default [`ServeConfig::max_connections`].
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+    /// Serving on `listen` without a token, with the default limits.
+    pub fn new(listen: SocketAddr) -> ServeConfig {
+        ServeConfig {
+            listen,
+            token: None,
+            allowed_hosts: Vec::new(),
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_pending: Self::DEFAULT_MAX_PENDING,
+            head_deadline: Self::DEFAULT_HEAD_DEADLINE,
+        }
+    }
 }
 
 /// Why the server did not start.
@@ -53,6 +105,8 @@ pub enum ServeError {
     TokenRequired { listen: SocketAddr },
     /// An empty or whitespace token.
     BlankToken,
+    /// An allowed host that is not a host name or an IP address.
+    BadAllowedHost { name: String },
     Bind {
         listen: SocketAddr,
         source: io::Error,
@@ -68,6 +122,11 @@ impl std::fmt::Display for ServeError {
                  --token T or --token-file PATH (or listen on 127.0.0.1)"
             ),
             ServeError::BlankToken => f.write_str("the token is empty; give a non-blank token"),
+            ServeError::BadAllowedHost { name } => write!(
+                f,
+                "--allow-host {name:?} is not a host name: give a name or an IP address alone, \
+                 without scheme, port or path (e.g. --allow-host kanban.example.com)"
+            ),
             ServeError::Bind { listen, .. } => write!(f, "cannot listen on {listen}"),
         }
     }
@@ -92,12 +151,219 @@ pub fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// A host as the Host header or `--allow-host` names it, without port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostName {
+    /// An IP address (IPv4-mapped IPv6 addresses as IPv4).
+    Ip(IpAddr),
+    /// A DNS name, lowercased, without a trailing dot.
+    Name(String),
+}
+
+impl HostName {
+    /// Parses a bare host (`name`, `1.2.3.4`, `[::1]` or `::1`); `None` when it is none.
+    pub fn parse(text: &str) -> Option<HostName> {
+        let inner = text
+            .strip_prefix('[')
+            .and_then(|rest| rest.strip_suffix(']'));
+        if let Some(v6) = inner {
+            return v6
+                .parse::<Ipv6Addr>()
+                .ok()
+                .map(|ip| HostName::Ip(IpAddr::V6(ip).to_canonical()));
+        }
+        if let Ok(ip) = text.parse::<IpAddr>() {
+            return Some(HostName::Ip(ip.to_canonical()));
+        }
+        let name = text.strip_suffix('.').unwrap_or(text);
+        let valid = !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        valid.then(|| HostName::Name(name.to_ascii_lowercase()))
+    }
+
+    /// Parses a Host header value (`host`, `host:port`, `[v6]:port`); `None` when malformed.
+    pub fn from_header(value: &str) -> Option<HostName> {
+        let value = value.trim();
+        let host = if value.starts_with('[') {
+            let end = value.find(']')?;
+            let port = &value[end + 1..];
+            if !port.is_empty() && !is_port(port.strip_prefix(':')?) {
+                return None;
+            }
+            &value[..=end]
+        } else {
+            match value.split_once(':') {
+                Some((host, port)) if is_port(port) => host,
+                Some(_) => return None,
+                None => value,
+            }
+        };
+        HostName::parse(host)
+    }
+}
+
+fn is_port(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Which Host header values name this server.
+#[derive(Debug, Clone)]
+struct HostRule {
+    listen: IpAddr,
+    allowed: Vec<HostName>,
+}
+
+impl HostRule {
+    /// True when `host` is `localhost`, an allowed name, the listen address or `local` (the
+    /// address the connection came in on).
+    fn admits(&self, host: &HostName, local: Option<IpAddr>) -> bool {
+        match host {
+            HostName::Name(name) if name == "localhost" => true,
+            HostName::Ip(ip) if *ip == self.listen.to_canonical() => true,
+            HostName::Ip(ip) if local.is_some_and(|l| l.to_canonical() == *ip) => true,
+            other => self.allowed.contains(other),
+        }
+    }
+}
+
+/// What the accept loop does after `accept` failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptStep {
+    /// Try again at once (the failure was the one connection's).
+    Retry,
+    /// Out of file descriptors or memory: wait this long before the next try.
+    Pause(Duration),
+    /// The listener itself failed: stop serving.
+    Stop,
+}
+
+/// The accept loop's back-off: a pause of 10 ms after the first resource failure, doubling to
+/// 1 s while accepting keeps failing, and none again after a connection was accepted.
+#[derive(Debug, Default)]
+pub struct AcceptBackoff {
+    pause: Option<Duration>,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const LONGEST: Duration = Duration::from_secs(1);
+
+    /// The step after `err`.
+    pub fn failed(&mut self, err: &io::Error) -> AcceptStep {
+        // Linux errno values: ENOMEM, ENFILE, EMFILE, ENOBUFS.
+        const OUT_OF_RESOURCES: [i32; 4] = [12, 23, 24, 105];
+        // EPROTO: the peer's handshake failed.
+        const PEER_FAILED: i32 = 71;
+        if err.kind() == io::ErrorKind::OutOfMemory
+            || err
+                .raw_os_error()
+                .is_some_and(|code| OUT_OF_RESOURCES.contains(&code))
+        {
+            let pause = self
+                .pause
+                .map_or(Self::FIRST, |p| (p * 2).min(Self::LONGEST));
+            self.pause = Some(pause);
+            return AcceptStep::Pause(pause);
+        }
+        let retry = matches!(
+            err.kind(),
+            io::ErrorKind::Interrupted
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::WouldBlock
+        ) || err.raw_os_error() == Some(PEER_FAILED);
+        if retry {
+            AcceptStep::Retry
+        } else {
+            AcceptStep::Stop
+        }
+    }
+
+    /// A connection was accepted: the next failure pauses briefly again.
+    pub fn accepted(&mut self) {
+        self.pause = None;
+    }
+}
+
+/// The connections still sending their head, oldest first, each with a handle to close it.
+struct Pending {
+    max: usize,
+    next_id: AtomicU64,
+    open: Mutex<VecDeque<(u64, TcpStream)>>,
+}
+
+/// A connection's pending place; dropping it (the head arrived, or the connection ended) frees it.
+struct PendingSlot {
+    pending: Arc<Pending>,
+    id: u64,
+}
+
+impl Pending {
+    /// Registers `stream` as pending; when `max` are pending already, the oldest is shut down
+    /// (its thread's read ends at once) and loses its place.
+    fn enter(self: &Arc<Self>, stream: &TcpStream) -> io::Result<PendingSlot> {
+        let handle = stream.try_clone()?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        while open.len() >= self.max {
+            if let Some((_, oldest)) = open.pop_front() {
+                let _ = oldest.shutdown(Shutdown::Both);
+            }
+        }
+        open.push_back((id, handle));
+        Ok(PendingSlot {
+            pending: Arc::clone(self),
+            id,
+        })
+    }
+}
+
+impl Drop for PendingSlot {
+    fn drop(&mut self) {
+        self.pending
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// A live connection's place; dropping it frees it.
+struct LiveSlot<'a>(&'a AtomicUsize);
+
+impl Drop for LiveSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 struct State<S> {
     source: Arc<S>,
     token: Option<String>,
+    hosts: HostRule,
     hub: Arc<Hub>,
-    open: AtomicUsize,
+    pending: Arc<Pending>,
+    live: AtomicUsize,
     max_connections: usize,
+    head_deadline: Duration,
+}
+
+impl<S> State<S> {
+    /// Takes a live place, or `None` when all are taken.
+    fn enter_live(&self) -> Option<LiveSlot<'_>> {
+        if self.live.fetch_add(1, Ordering::SeqCst) >= self.max_connections {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(LiveSlot(&self.live))
+    }
 }
 
 /// A bound server; [`Server::run`] accepts until the listener fails.
@@ -107,7 +373,7 @@ pub struct Server<S> {
 }
 
 impl<S: Source> Server<S> {
-    /// Checks the token rule and binds the address.
+    /// Checks the token rule and the allowed hosts, and binds the address.
     pub fn bind(config: &ServeConfig, source: Arc<S>) -> Result<Server<S>, ServeError> {
         if let Some(token) = &config.token
             && token.trim().is_empty()
@@ -119,6 +385,14 @@ impl<S: Source> Server<S> {
                 listen: config.listen,
             });
         }
+        let allowed = config
+            .allowed_hosts
+            .iter()
+            .map(|name| {
+                HostName::parse(name.trim())
+                    .ok_or_else(|| ServeError::BadAllowedHost { name: name.clone() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let listener = TcpListener::bind(config.listen).map_err(|source| ServeError::Bind {
             listen: config.listen,
             source,
@@ -128,9 +402,19 @@ impl<S: Source> Server<S> {
             state: Arc::new(State {
                 source,
                 token: config.token.clone(),
+                hosts: HostRule {
+                    listen: config.listen.ip(),
+                    allowed,
+                },
                 hub: Arc::new(Hub::default()),
-                open: AtomicUsize::new(0),
+                pending: Arc::new(Pending {
+                    max: config.max_pending.max(1),
+                    next_id: AtomicU64::new(0),
+                    open: Mutex::new(VecDeque::new()),
+                }),
+                live: AtomicUsize::new(0),
                 max_connections: config.max_connections.max(1),
+                head_deadline: config.head_deadline,
             }),
         })
     }
@@ -140,48 +424,50 @@ impl<S: Source> Server<S> {
         self.listener.local_addr()
     }
 
-    /// Accepts connections, each on its own thread, until accepting fails.
+    /// Accepts connections, each on its own thread, until accepting fails for a reason other
+    /// than the one connection or a shortage of resources ([`AcceptBackoff`]).
     pub fn run(self) -> io::Result<()> {
-        for stream in self.listener.incoming() {
-            let stream = match stream {
-                Ok(s) => s,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_transient(&e) => continue,
-                Err(e) => return Err(e),
-            };
-            let state = Arc::clone(&self.state);
-            if state.open.fetch_add(1, Ordering::SeqCst) >= state.max_connections {
-                state.open.fetch_sub(1, Ordering::SeqCst);
-                let mut stream = stream;
+        let mut backoff = AcceptBackoff::default();
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    backoff.accepted();
+                    self.admit(stream);
+                }
+                Err(err) => match backoff.failed(&err) {
+                    AcceptStep::Retry => {}
+                    AcceptStep::Pause(pause) => std::thread::sleep(pause),
+                    AcceptStep::Stop => return Err(err),
+                },
+            }
+        }
+    }
+
+    /// Gives a new connection its pending place and its thread.
+    fn admit(&self, mut stream: TcpStream) {
+        let accepted = Instant::now();
+        let slot = match self.state.pending.enter(&stream) {
+            Ok(slot) => slot,
+            Err(_) => {
+                // No descriptor left to track it: answer at once and close.
+                let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
                 let _ = respond_error(
                     &mut stream,
                     false,
                     503,
                     "Service Unavailable",
-                    "too many connections; try again",
+                    "the server is out of resources; try again",
                 );
-                continue;
+                return;
             }
-            let job_state = Arc::clone(&state);
-            let started = state.source.spawn("kanban-web-conn", move || {
-                let _ = handle(&job_state, stream);
-                job_state.open.fetch_sub(1, Ordering::SeqCst);
-            });
-            if started.is_err() {
-                state.open.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        Ok(())
+        };
+        let state = Arc::clone(&self.state);
+        // When the thread cannot start, the job (with the stream and its slot) is dropped: the
+        // connection closes and its place is freed.
+        let _ = self.state.source.spawn("kanban-web-conn", move || {
+            let _ = handle(&state, stream, slot, accepted);
+        });
     }
-}
-
-fn is_transient(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::WouldBlock
-    ) || e.raw_os_error() == Some(24) // EMFILE: too many open files; the next accept may succeed
 }
 
 /// A parsed request head.
@@ -192,6 +478,8 @@ pub struct Request {
     pub query: Vec<(String, String)>,
     pub authorization: Option<String>,
     pub cookie: Option<String>,
+    /// The Host header (repeated ones joined with `, `, which no host name matches).
+    pub host: Option<String>,
 }
 
 impl Request {
@@ -259,6 +547,11 @@ pub fn parse_head(head: &str) -> Option<Request> {
         let value = value.trim().to_owned();
         if name.eq_ignore_ascii_case("authorization") {
             request.authorization = Some(value);
+        } else if name.eq_ignore_ascii_case("host") {
+            request.host = Some(match request.host.take() {
+                Some(old) => format!("{old}, {value}"),
+                None => value,
+            });
         } else if name.eq_ignore_ascii_case("cookie") {
             request.cookie = Some(match request.cookie.take() {
                 Some(old) => format!("{old}; {value}"),
@@ -318,22 +611,73 @@ pub fn authorize(request: &Request, token: Option<&str>) -> Auth {
     Auth::Denied
 }
 
-fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
-    let mut reader = BufReader::new((&*stream).take(MAX_HEAD as u64));
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        let n = reader.read_line(&mut line)?;
-        if n == 0 {
-            return Ok(None); // closed or too long before the blank line
+/// Why no request head was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeadError {
+    /// The peer closed (or was closed) before the blank line.
+    Closed,
+    /// Longer than [`MAX_HEAD`].
+    TooLarge,
+    /// Not all of it arrived before the deadline.
+    TimedOut,
+    /// Not text.
+    Malformed,
+}
+
+/// Reads from a stream until a deadline for all reads together: each read waits at most for
+/// what is left of it.
+struct DeadlineRead<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for DeadlineRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
         }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut stream = self.stream;
+        stream.read(buf)
+    }
+}
+
+/// Reads the request head (without the blank line ending it), all of it before `deadline`.
+fn read_head(stream: &TcpStream, deadline: Instant) -> Result<String, HeadError> {
+    let mut reader = BufReader::new(DeadlineRead { stream, deadline }.take(MAX_HEAD as u64));
+    let mut head = String::new();
+    let mut total = 0;
+    loop {
+        let mut line = Vec::new();
+        let n = match reader.read_until(b'\n', &mut line) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(HeadError::TimedOut);
+            }
+            Err(_) => return Err(HeadError::Closed),
+        };
+        total += n;
+        if !line.ends_with(b"\n") {
+            return Err(if total >= MAX_HEAD {
+                HeadError::TooLarge
+            } else {
+                HeadError::Closed
+            });
+        }
+        let line = String::from_utf8(line).map_err(|_| HeadError::Malformed)?;
         if line == "\r\n" || line == "\n" {
             break;
         }
         head.push_str(line.trim_end_matches(['\r', '\n']));
         head.push_str("\r\n");
     }
-    Ok(Some(head.trim_end().to_owned()))
+    Ok(head.trim_end().to_owned())
 }
 
 struct Response {
@@ -406,17 +750,45 @@ fn respond_error(
     write_response(stream, head_only, &Response::error(status, reason, detail))
 }
 
-fn handle<S: Source>(state: &State<S>, mut stream: TcpStream) -> io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-    let Some(head) = read_head(&mut stream)? else {
-        return respond_error(
-            &mut stream,
-            false,
-            400,
-            "Bad Request",
-            "incomplete or oversized request",
-        );
+/// Serves one connection: reads its head while it holds `pending`, checks Host, method and
+/// token, then answers as a live connection.
+fn handle<S: Source>(
+    state: &State<S>,
+    mut stream: TcpStream,
+    pending: PendingSlot,
+    accepted: Instant,
+) -> io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let head = match read_head(&stream, accepted + state.head_deadline) {
+        Ok(head) => head,
+        Err(HeadError::Closed) => return Ok(()),
+        Err(HeadError::TimedOut) => {
+            return respond_error(
+                &mut stream,
+                false,
+                408,
+                "Request Timeout",
+                "the request head did not arrive in time",
+            );
+        }
+        Err(HeadError::TooLarge) => {
+            return respond_error(
+                &mut stream,
+                false,
+                431,
+                "Request Header Fields Too Large",
+                "the request head is too long",
+            );
+        }
+        Err(HeadError::Malformed) => {
+            return respond_error(
+                &mut stream,
+                false,
+                400,
+                "Bad Request",
+                "the request head is not text",
+            );
+        }
     };
     let Some(request) = parse_head(&head) else {
         return respond_error(
@@ -428,6 +800,37 @@ fn handle<S: Source>(state: &State<S>, mut stream: TcpStream) -> io::Result<()> 
         );
     };
     let head_only = request.method == "HEAD";
+    let Some(host) = request.host.as_deref() else {
+        return respond_error(
+            &mut stream,
+            head_only,
+            400,
+            "Bad Request",
+            "the request has no Host header",
+        );
+    };
+    let Some(host_name) = HostName::from_header(host) else {
+        return respond_error(
+            &mut stream,
+            head_only,
+            400,
+            "Bad Request",
+            "the Host header is not a host name",
+        );
+    };
+    let local = stream.local_addr().ok().map(|a| a.ip());
+    if !state.hosts.admits(&host_name, local) {
+        return respond_error(
+            &mut stream,
+            head_only,
+            421,
+            "Misdirected Request",
+            &format!(
+                "this server does not answer for host {host}: open it by its address or as \
+                 localhost, or start it with --allow-host NAME for a name that points to it"
+            ),
+        );
+    }
     if request.method != "GET" && !head_only {
         let mut r = Response::error(
             405,
@@ -448,6 +851,16 @@ fn handle<S: Source>(state: &State<S>, mut stream: TcpStream) -> io::Result<()> 
         r.extra.push("WWW-Authenticate: Bearer".to_owned());
         return write_response(&mut stream, head_only, &r);
     }
+    drop(pending);
+    let Some(_live) = state.enter_live() else {
+        return respond_error(
+            &mut stream,
+            head_only,
+            503,
+            "Service Unavailable",
+            "too many connections; try again",
+        );
+    };
     if request.path == "/events" {
         return event_stream(state, stream, &request, auth);
     }
@@ -455,12 +868,17 @@ fn handle<S: Source>(state: &State<S>, mut stream: TcpStream) -> io::Result<()> 
     if auth == Auth::GrantedByQuery
         && let Some(token) = &state.token
     {
-        response.extra.push(format!(
-            "Set-Cookie: kanban_token={}; Path=/; HttpOnly; SameSite=Strict",
-            page::url_component(token)
-        ));
+        response.extra.push(token_cookie(token));
     }
     write_response(&mut stream, head_only, &response)
+}
+
+/// The header that hands a token given in the URL back as a cookie.
+fn token_cookie(token: &str) -> String {
+    format!(
+        "Set-Cookie: kanban_token={}; Path=/; HttpOnly; SameSite=Strict",
+        page::url_component(token)
+    )
 }
 
 fn source_failure(err: &SourceError) -> Response {
@@ -545,39 +963,55 @@ fn route<S: Source>(state: &State<S>, request: &Request) -> Response {
     }
 }
 
+/// `/events`: the head of an event stream, then (for GET) its events until the peer leaves.
 fn event_stream<S: Source>(
     state: &State<S>,
     mut stream: TcpStream,
     request: &Request,
     auth: Auth,
 ) -> io::Result<()> {
+    let head_only = request.method == "HEAD";
     let Some(slug) = board_slug(state, request) else {
-        return respond_error(&mut stream, false, 404, "Not Found", "no board is served");
+        return respond_error(
+            &mut stream,
+            head_only,
+            404,
+            "Not Found",
+            "no board is served",
+        );
     };
-    let subscription = match state.hub.subscribe(&state.source, &slug) {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            return respond_error(
-                &mut stream,
-                false,
-                404,
-                "Not Found",
-                &format!("no board {slug} is served"),
-            );
-        }
-        Err(e) => return write_response(&mut stream, false, &source_failure(&e)),
+    let not_served = |stream: &mut TcpStream| {
+        respond_error(
+            stream,
+            head_only,
+            404,
+            "Not Found",
+            &format!("no board {slug} is served"),
+        )
     };
     let mut head = String::from("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n");
     push_common_headers(&mut head);
     if auth == Auth::GrantedByQuery
         && let Some(token) = &state.token
     {
-        head.push_str(&format!(
-            "Set-Cookie: kanban_token={}; Path=/; HttpOnly; SameSite=Strict\r\n",
-            page::url_component(token)
-        ));
+        head.push_str(&token_cookie(token));
+        head.push_str("\r\n");
     }
-    head.push_str("\r\nretry: 1000\n: connected\n\n");
+    head.push_str("\r\n");
+    if head_only {
+        // The head a GET would get, and no stream: nothing to subscribe to.
+        if !state.source.boards().contains(&slug) {
+            return not_served(&mut stream);
+        }
+        stream.write_all(head.as_bytes())?;
+        return stream.flush();
+    }
+    let subscription = match state.hub.subscribe(&state.source, &slug) {
+        Ok(Some(s)) => s,
+        Ok(None) => return not_served(&mut stream),
+        Err(e) => return write_response(&mut stream, false, &source_failure(&e)),
+    };
+    head.push_str("retry: 1000\n: connected\n\n");
     let result = (|| -> io::Result<()> {
         stream.write_all(head.as_bytes())?;
         stream.flush()?;
@@ -613,6 +1047,10 @@ mod tests {
         assert_eq!(r.param("q"), Some("a b/c"));
         assert_eq!(r.authorization.as_deref(), Some("Bearer s3cret"));
         assert_eq!(r.cookie.as_deref(), Some("a=1; kanban_token=z"));
+        assert_eq!(r.host.as_deref(), Some("x"));
+        let twice = parse_head("GET / HTTP/1.1\r\nHost: a\r\nhost: b").expect("parsed");
+        assert_eq!(twice.host.as_deref(), Some("a, b"));
+        assert_eq!(HostName::from_header("a, b"), None);
     }
 
     #[test]
@@ -634,6 +1072,7 @@ mod tests {
                 .collect(),
             authorization: auth.map(str::to_owned),
             cookie: cookie.map(str::to_owned),
+            host: None,
         };
         let t = Some("s3cret");
         assert_eq!(authorize(&with(None, None, &[]), None), Auth::Granted);
@@ -679,5 +1118,274 @@ mod tests {
             let ip: IpAddr = addr.parse().expect("ip");
             assert_eq!(is_loopback(ip), expected, "{addr}");
         }
+    }
+
+    #[test]
+    fn host_headers_parse_with_or_without_port_and_junk_is_refused() {
+        let name = |n: &str| Some(HostName::Name(n.to_owned()));
+        let ip = |a: &str| Some(HostName::Ip(a.parse::<IpAddr>().expect("ip")));
+        assert_eq!(HostName::from_header("localhost"), name("localhost"));
+        assert_eq!(HostName::from_header("LocalHost.:8077"), name("localhost"));
+        assert_eq!(HostName::from_header("127.0.0.1:8077"), ip("127.0.0.1"));
+        assert_eq!(HostName::from_header("[::1]:8077"), ip("::1"));
+        assert_eq!(HostName::from_header("[::ffff:127.0.0.1]"), ip("127.0.0.1"));
+        assert_eq!(
+            HostName::from_header("Evil.Example.com:80"),
+            name("evil.example.com")
+        );
+        for junk in [
+            "",
+            ":8077",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[nope]:1",
+            "a b",
+            "a/b",
+            "host:",
+            "host:port",
+            "host:123456",
+            "a..b",
+            "user@host",
+            "http://host",
+        ] {
+            assert_eq!(HostName::from_header(junk), None, "{junk:?}");
+        }
+        assert_eq!(HostName::parse("::1"), ip("::1"));
+        assert_eq!(HostName::parse("kanban.internal"), name("kanban.internal"));
+        assert_eq!(HostName::parse("kanban.internal:80"), None);
+    }
+
+    #[test]
+    fn the_host_rule_admits_localhost_the_addresses_and_allowed_names_only() {
+        let rule = HostRule {
+            listen: "0.0.0.0".parse().expect("ip"),
+            allowed: vec![HostName::Name("board.example.com".to_owned())],
+        };
+        let local: Option<IpAddr> = Some("192.168.1.5".parse().expect("ip"));
+        let admits =
+            |header: &str| rule.admits(&HostName::from_header(header).expect("host"), local);
+        assert!(admits("localhost:8077"));
+        assert!(admits("192.168.1.5:8077"));
+        assert!(admits("0.0.0.0"));
+        assert!(admits("BOARD.example.com:443"));
+        assert!(!admits("evil.example.com:8077"));
+        assert!(!admits("board.example.com.evil.com"));
+        assert!(!admits("10.0.0.1:8077"));
+        let loopback = HostRule {
+            listen: "127.0.0.1".parse().expect("ip"),
+            allowed: Vec::new(),
+        };
+        let local = Some("127.0.0.1".parse().expect("ip"));
+        assert!(loopback.admits(&HostName::Ip("127.0.0.1".parse().expect("ip")), local));
+        assert!(!loopback.admits(&HostName::Name("evil.example.com".into()), local));
+    }
+
+    fn os_error(code: i32) -> io::Error {
+        io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn accepting_out_of_descriptors_pauses_growing_and_a_success_resets_it() {
+        let mut backoff = AcceptBackoff::default();
+        let emfile = os_error(24);
+        let pauses: Vec<AcceptStep> = (0..9).map(|_| backoff.failed(&emfile)).collect();
+        let ms = |m: u64| AcceptStep::Pause(Duration::from_millis(m));
+        assert_eq!(
+            pauses,
+            vec![
+                ms(10),
+                ms(20),
+                ms(40),
+                ms(80),
+                ms(160),
+                ms(320),
+                ms(640),
+                ms(1000),
+                ms(1000)
+            ]
+        );
+        backoff.accepted();
+        assert_eq!(backoff.failed(&os_error(23)), ms(10), "ENFILE");
+        assert_eq!(backoff.failed(&os_error(105)), ms(20), "ENOBUFS");
+        assert_eq!(backoff.failed(&os_error(12)), ms(40), "ENOMEM");
+        let aborted = io::Error::from(io::ErrorKind::ConnectionAborted);
+        assert_eq!(backoff.failed(&aborted), AcceptStep::Retry);
+        assert_eq!(backoff.failed(&os_error(71)), AcceptStep::Retry, "EPROTO");
+        assert_eq!(backoff.failed(&os_error(9)), AcceptStep::Stop, "EBADF");
+    }
+
+    /// A source with no boards: the server's own pages (`/health`, the assets) need none.
+    struct NoBoards;
+
+    impl Source for NoBoards {
+        fn boards(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn board(&self, _: &str, _: bool) -> Result<Option<crate::BoardView>, SourceError> {
+            Ok(None)
+        }
+        fn task(&self, _: &str, _: &str) -> Result<Option<crate::TaskView>, SourceError> {
+            Ok(None)
+        }
+        fn cron(&self) -> Result<crate::CronView, SourceError> {
+            Ok(crate::CronView::default())
+        }
+        fn health(&self) -> Result<crate::HealthView, SourceError> {
+            Ok(crate::HealthView::default())
+        }
+        fn watcher(&self, _: &str) -> Result<Option<Box<dyn crate::Watcher>>, SourceError> {
+            Ok(None)
+        }
+        fn spawn<F>(&self, name: &str, job: F) -> io::Result<()>
+        where
+            F: FnOnce() + Send + 'static,
+        {
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(job)
+                .map(drop)
+        }
+    }
+
+    /// How long a test waits for the server to act before it fails (a hang guard, not a
+    /// measurement).
+    const GUARD: Duration = Duration::from_secs(60);
+
+    /// Starts a server on a free loopback port with `config`'s limits; it runs until the test
+    /// process ends.
+    fn serve(config: ServeConfig) -> SocketAddr {
+        let server = Server::bind(&config, Arc::new(NoBoards)).expect("bind");
+        let addr = server.local_addr().expect("addr");
+        std::thread::spawn(move || server.run());
+        addr
+    }
+
+    fn loopback_config() -> ServeConfig {
+        ServeConfig::new("127.0.0.1:0".parse().expect("addr"))
+    }
+
+    /// Sends a whole GET and reads the answer to its end.
+    fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(GUARD)).expect("timeout");
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("answer");
+        answer
+    }
+
+    /// Reads until the server closes `stream`; what it sent before.
+    fn until_closed(stream: &mut TcpStream) -> String {
+        stream.set_read_timeout(Some(GUARD)).expect("timeout");
+        let mut answer = Vec::new();
+        match stream.read_to_end(&mut answer) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("the server did not close the connection: {e}"),
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[test]
+    fn a_head_dribbled_past_the_deadline_is_closed_and_others_are_still_served() {
+        let addr = serve(ServeConfig {
+            head_deadline: Duration::from_millis(300),
+            ..loopback_config()
+        });
+        let mut slow = TcpStream::connect(addr).expect("connect");
+        slow.write_all(b"GET /health HTTP/1.1\r\n").expect("send");
+        // One header line every 50 ms: each read of the server gets data well within any
+        // per-read timeout; only a deadline for the whole head ends it.
+        slow.set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let started = Instant::now();
+        let mut answer = Vec::new();
+        loop {
+            assert!(
+                started.elapsed() < GUARD,
+                "the dribbling client was never closed"
+            );
+            if slow.write_all(b"X-Slow: 1\r\n").is_err() {
+                break;
+            }
+            let mut buf = [0u8; 4096];
+            match slow.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+            "{answer}"
+        );
+        assert!(get(addr, "/health").starts_with("HTTP/1.1 200"));
+    }
+
+    #[test]
+    fn connections_that_never_finish_their_head_do_not_keep_a_client_from_being_served() {
+        let addr = serve(ServeConfig {
+            max_connections: 1,
+            max_pending: 3,
+            ..loopback_config()
+        });
+        // Ten peers open a request and stop half-way, more than both caps together.
+        let mut idle: Vec<TcpStream> = (0..10)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).expect("connect");
+                s.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
+                    .expect("send");
+                s
+            })
+            .collect();
+        let answer = get(addr, "/health");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        // The oldest pending ones lost their place to the newer ones and were closed.
+        assert_eq!(until_closed(&mut idle[0]), "");
+        assert!(get(addr, "/health").starts_with("HTTP/1.1 200"));
+    }
+
+    #[test]
+    fn head_on_an_unknown_event_stream_is_a_404_head_without_a_page() {
+        let addr = serve(loopback_config());
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        write!(stream, "HEAD /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+        let answer = until_closed(&mut stream);
+        // No board is served by this source: the 404 head, no page.
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\n"), "a body followed: {answer}");
+    }
+
+    #[test]
+    fn a_foreign_host_is_misdirected_and_a_missing_one_is_a_bad_request() {
+        let addr = serve(ServeConfig {
+            allowed_hosts: vec!["Board.Example.com".to_owned()],
+            ..loopback_config()
+        });
+        let ask = |host: &str| {
+            let mut stream = TcpStream::connect(addr).expect("connect");
+            write!(stream, "GET /health HTTP/1.1\r\n{host}\r\n").expect("send");
+            until_closed(&mut stream)
+        };
+        assert!(ask("Host: evil.example.com\r\n").starts_with("HTTP/1.1 421"));
+        assert!(ask("Host: localhost\r\nHost: evil.example.com\r\n").starts_with("HTTP/1.1 400"));
+        assert!(ask("").starts_with("HTTP/1.1 400"));
+        assert!(ask("Host: board.example.com:8077\r\n").starts_with("HTTP/1.1 200"));
+        assert!(ask("Host: localhost\r\n").starts_with("HTTP/1.1 200"));
+        let bad = ServeConfig {
+            allowed_hosts: vec!["http://x".to_owned()],
+            ..loopback_config()
+        };
+        assert!(matches!(
+            Server::bind(&bad, Arc::new(NoBoards)),
+            Err(ServeError::BadAllowedHost { .. })
+        ));
     }
 }

@@ -4,8 +4,10 @@
 //! implements [`Source`] (page data as the plain types of [`view`], a change watcher per board,
 //! and the thread spawner the runtime sanctions), and this crate serves it:
 //!
-//! * [`http`]: a small HTTP/1.1 server (GET and HEAD only, one thread per connection, bounded
-//!   request size, read timeouts), the token check and the security headers;
+//! * [`http`]: a small HTTP/1.1 server (GET and HEAD only, one thread per connection, a bounded
+//!   request head with a deadline for all of it, connections still sending it capped apart from
+//!   live ones, a back-off when accepting runs out of descriptors), the Host check against DNS
+//!   rebinding, the token check and the security headers;
 //! * [`page`]: the HTML pages — board, task, cron, health, 401 and 404 — with every value from a
 //!   board escaped by [`page::escape`];
 //! * [`live`]: one watcher per board polls the board's change signal (SQLite's `data_version`, the

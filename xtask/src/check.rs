@@ -9,8 +9,8 @@ use anyhow::{Context, bail};
 /// One step of the check.
 type Step = fn(&Path) -> anyhow::Result<()>;
 
-/// Runs fmt, clippy, drift, lint and the link check over the workspace at `root`, then the tests
-/// if `tests`.
+/// Runs fmt, clippy, drift, lint and the link check over the workspace at `root`, then, if
+/// `tests`, prepares what the tests need and runs them.
 pub fn run(root: &Path, tests: bool) -> anyhow::Result<()> {
     let mut steps: Vec<(&str, Step)> = vec![
         ("fmt", fmt),
@@ -20,6 +20,7 @@ pub fn run(root: &Path, tests: bool) -> anyhow::Result<()> {
         ("links", crate::links::check),
     ];
     if tests {
+        steps.push(("test prerequisites", prerequisites));
         steps.push(("test", test));
     }
     let mut failed = Vec::new();
@@ -56,6 +57,39 @@ fn clippy(root: &Path) -> anyhow::Result<()> {
         ],
     )
     .context("clippy found warnings — fix them (the messages above say how)")
+}
+
+/// Installs what the tests need, once, before they run (rather than each test binary racing to
+/// install it): the headless Chromium of the browser tests (`.ci/chromium`) and the PostgreSQL
+/// server of the PostgreSQL tests (a throwaway cluster started and stopped, which installs the
+/// server when it is missing). Each fails saying what to install when it cannot; the tests would
+/// then fail (PostgreSQL) or, outside `CI=true`, skip (the browser).
+fn prerequisites(root: &Path) -> anyhow::Result<()> {
+    let script = root.join(".ci/chromium");
+    let chromium = Command::new("bash")
+        .arg(&script)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    let mut missing = Vec::new();
+    if !chromium.success() {
+        missing.push(format!(
+            "{} found no headless Chromium and could not install it (the messages above say \
+             why); the browser tests need it",
+            script.display()
+        ));
+    }
+    if let Err(e) = kanban_pgwire::cluster::TestCluster::start() {
+        missing.push(format!(
+            "the PostgreSQL tests' server cannot be started (see the README's Testing \
+             section): {:#}",
+            anyhow::Error::new(e)
+        ));
+    }
+    if !missing.is_empty() {
+        bail!("{}", missing.join("; "));
+    }
+    Ok(())
 }
 
 /// `cargo test --workspace`.

@@ -45,8 +45,14 @@ pub struct ServeArgs {
     /// Read the token from this file (surrounding whitespace ignored).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
-    /// Open connections at most (live pages included).
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    /// A host name (or IP address) the Host header may carry besides localhost and the
+    /// server's address: the name a DNS entry or a proxy gives it. Repeatable. Requests for any
+    /// other host are refused (421), which stops DNS rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_host: Vec<String>,
+    /// Live connections at most (pages being answered and open live pages); more get 503.
+    /// Connections still sending their request are counted apart (see docs/web.md).
+    #[arg(long, value_name = "N", default_value_t = ServeConfig::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 }
 
@@ -75,9 +81,10 @@ pub fn run(args: ServeArgs, globals: &Globals) -> CmdResult {
     });
     let server = Server::bind(
         &ServeConfig {
-            listen: args.listen,
             token,
+            allowed_hosts: args.allow_host,
             max_connections: args.max_connections,
+            ..ServeConfig::new(args.listen)
         },
         source,
     )?;

@@ -174,22 +174,60 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Optio
     }
 }
 
-/// Chromium and chromedriver from `.ci/chromium` (which installs them when missing and it can),
-/// or `None`, with the reason printed, when they cannot be had on this machine.
-pub fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/chromium");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stderr(Stdio::inherit())
+/// The script that finds or installs the browser.
+pub fn chromium_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/chromium")
+}
+
+/// Runs `.ci/chromium` through `bash` (the caller may set the child's environment first): the
+/// chromium and chromedriver paths it prints, or why it found none (its last line on stderr,
+/// which is also passed on to the test's output).
+pub fn run_chromium_script(bash: &mut Command) -> Result<(PathBuf, PathBuf), String> {
+    let out = bash
+        .arg(chromium_script())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .output()
         .unwrap();
-    if !out.status.success() {
-        eprintln!("SKIPPED: no headless Chromium on this machine (see .ci/chromium)");
-        return None;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprint!("{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    match (out.status.success(), lines.next(), lines.next()) {
+        (true, Some(chromium), Some(driver)) => Ok((chromium.into(), driver.into())),
+        _ => Err(stderr
+            .lines()
+            .last()
+            .unwrap_or("no reason given")
+            .to_owned()),
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    Some((lines.next()?.into(), lines.next()?.into()))
+}
+
+/// Whether the tests run under CI (`CI=true`, as CI services set it, or `CI=1`).
+pub fn in_ci() -> bool {
+    matches!(std::env::var("CI").as_deref(), Ok("true" | "1"))
+}
+
+/// What a browser test does when there is no browser: under CI it fails (a run that tested
+/// nothing must not pass); elsewhere it says SKIPPED, with the reason, and passes.
+pub fn missing_browser(reason: &str, ci: bool) -> Option<(PathBuf, PathBuf)> {
+    assert!(
+        !ci,
+        "CI is set and there is no headless Chromium: {reason} (see .ci/chromium; \
+         `cargo xtask ci` installs it before the tests)"
+    );
+    eprintln!("SKIPPED: no headless Chromium on this machine: {reason} (see .ci/chromium)");
+    None
+}
+
+/// Chromium and chromedriver from `.ci/chromium` (which installs them when missing and it can),
+/// or, when they cannot be had on this machine, [`missing_browser`]'s answer.
+pub fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
+    match run_chromium_script(&mut Command::new("bash")) {
+        Ok(found) => Some(found),
+        Err(reason) => missing_browser(&reason, in_ci()),
+    }
 }
 
 /// A headless Chromium driven over WebDriver; the browser and its driver are stopped on drop.
