@@ -2,6 +2,9 @@
 //! an earlier build broke (issue 24) — an external claim is never stolen, `--max-spawn 0` is a
 //! tick that spawns nothing, a PostgreSQL board named only in `kanban.toml` dispatches.
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
+
 mod dispatch_support;
 
 use dispatch_support::{Home, config, now};

@@ -994,6 +994,7 @@ mod tests {
             full_disks: 6,
             reclaims: 7,
             systemic_unblocks: 8,
+            external_completions: 9,
         };
         assert_eq!(c.kills(), 10);
         assert_eq!(c.faults(), 18);
