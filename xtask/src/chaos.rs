@@ -39,7 +39,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use rusqlite::OptionalExtension as _;
+
+use crate::chaos_store::{Cell, Param, Store};
 
 /// What `cargo xtask chaos` runs with.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +48,9 @@ pub struct Options {
     pub tasks: u32,
     pub kills: u32,
     pub seed: u64,
+    /// The board lives in a PostgreSQL database of a throwaway server (`--postgres`) instead of
+    /// the home's SQLite file.
+    pub postgres: bool,
 }
 
 /// The short run (`.ci/run`): a few dozen tasks, a dozen kills.
@@ -179,6 +183,8 @@ struct Run {
     duplicates: BTreeSet<String>,
     /// The external claimer's claim in progress.
     external: Option<ExternalClaim>,
+    /// The PostgreSQL board's URL (`--postgres`); `None` for the home's SQLite file.
+    pg_url: Option<String>,
     tmpfs: bool,
 }
 
@@ -220,6 +226,16 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
     std::fs::copy(&built, &bin)
         .with_context(|| format!("cannot copy {} to {}", built.display(), bin.display()))?;
     let tmpfs = mount_tmpfs(&home);
+    // `--postgres`: a throwaway server for the run (stopped when it is dropped, after the run).
+    let cluster = if options.postgres {
+        Some(kanban_pgwire::cluster::TestCluster::start().context("chaos: a PostgreSQL server")?)
+    } else {
+        None
+    };
+    let pg_url = match &cluster {
+        Some(c) => Some(c.url(&c.fresh_database("chaos").context("chaos: a database")?)),
+        None => None,
+    };
     let mut run = Run {
         bin,
         db: home.join("kanban.db"),
@@ -234,6 +250,7 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
         attempts: 0,
         duplicates: BTreeSet::new(),
         external: None,
+        pg_url,
         tmpfs,
     };
     let result = run.go(options, started);
@@ -366,15 +383,19 @@ impl Run {
         Ok(true)
     }
 
-    fn connect(&self) -> anyhow::Result<rusqlite::Connection> {
-        let conn = rusqlite::Connection::open(&self.db)
-            .with_context(|| format!("cannot open {}", self.db.display()))?;
-        conn.busy_timeout(Duration::from_secs(10))?;
-        Ok(conn)
+    fn connect(&self) -> anyhow::Result<Store> {
+        match &self.pg_url {
+            Some(url) => Store::postgres(url),
+            None => Store::sqlite(&self.db),
+        }
     }
 
     fn go(&mut self, options: Options, started: Instant) -> anyhow::Result<Summary> {
-        std::fs::write(self.home.join("kanban.toml"), CONFIG)?;
+        let config = match &self.pg_url {
+            Some(url) => format!("{CONFIG}\n[boards.default]\nurl = \"{url}\"\n"),
+            None => CONFIG.to_owned(),
+        };
+        std::fs::write(self.home.join("kanban.toml"), config)?;
         let init = self.kanban(&["init"]).output()?;
         if !init.status.success() {
             bail!(
@@ -451,19 +472,18 @@ impl Run {
     /// One step of the external claimer: claim a ready task (now and then), else heartbeat the
     /// claim it holds, and complete it after its last heartbeat. While it holds a claim, a
     /// `kanban worker` of that task, or a refused heartbeat or completion, is a stolen claim.
-    fn external_step(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
+    fn external_step(&mut self, conn: &Store) -> anyhow::Result<()> {
         let Some(claim) = self.external.clone() else {
             if self.rng.range(0, 1) != 0 {
                 return Ok(());
             }
             let ready: Option<String> = conn
-                .query_row(
+                .value(
                     "SELECT id FROM tasks WHERE status = 'ready' AND claim_lock IS NULL \
                      ORDER BY created_at DESC LIMIT 1",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()?;
+                    &[],
+                )?
+                .and_then(|c| c.text());
             let Some(task) = ready else {
                 return Ok(());
             };
@@ -500,13 +520,12 @@ impl Run {
             .env("HERMES_KANBAN_RUN_ID", claim.run.to_string())
             .env("HERMES_KANBAN_CLAIM_LOCK", &claim.lock)
             .output()?;
-        let still_ours: Option<Option<String>> = conn
-            .query_row(
+        let still_ours: Option<String> = conn
+            .value(
                 "SELECT claim_lock FROM tasks WHERE id = ?1 AND current_run_id = ?2",
-                rusqlite::params![claim.task, claim.run],
-                |r| r.get(0),
-            )
-            .optional()?;
+                &[Param::Text(&claim.task), Param::Int(claim.run)],
+            )?
+            .and_then(|c| c.text());
         if out.status.success() {
             if claim.beats_left == 0 {
                 self.counts.external_completions += 1;
@@ -514,15 +533,9 @@ impl Run {
             } else if let Some(c) = self.external.as_mut() {
                 c.beats_left -= 1;
             }
-        } else if still_ours.flatten().as_deref() != Some(claim.lock.as_str()) {
+        } else if still_ours.as_deref() != Some(claim.lock.as_str()) {
             // Refused because the claim is no longer ours: somebody took it.
-            let status: Option<String> = conn
-                .query_row(
-                    "SELECT status FROM tasks WHERE id = ?1",
-                    [&claim.task],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let status = task_status(conn, &claim.task)?;
             if status.as_deref() != Some("done") || claim.beats_left > 0 {
                 self.duplicates.insert(claim.task.clone());
             }
@@ -535,16 +548,18 @@ impl Run {
     /// What an operator does once the environment is healthy again: `kanban unblock` the tasks
     /// the systemic crash breaker parked (several workers dying alike in one tick — a full disk
     /// does that — blocks their tasks, sticky, until an operator unblocks them).
-    fn unblock_systemic(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
-        let ids: Vec<String> = {
-            let mut stmt = conn.prepare(
-                "SELECT t.id FROM tasks t WHERE t.status = 'blocked' AND EXISTS \
-                 (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'gave_up' \
-                  AND json_extract(e.payload, '$.limit_source') = 'systemic') ORDER BY t.id",
-            )?;
-            let rows = stmt.query_map([], |r| r.get(0))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
+    fn unblock_systemic(&mut self, conn: &Store) -> anyhow::Result<()> {
+        let sql = format!(
+            "SELECT t.id FROM tasks t WHERE t.status = 'blocked' AND EXISTS \
+             (SELECT 1 FROM task_events e WHERE e.task_id = t.id AND e.kind = 'gave_up' \
+              AND {} = 'systemic') ORDER BY t.id",
+            conn.json_field("e.payload", "limit_source")?
+        );
+        let ids: Vec<String> = conn
+            .rows(&sql, &[])?
+            .into_iter()
+            .filter_map(|row| row.first().and_then(Cell::text))
+            .collect();
         for id in ids {
             if self.kanban(&["unblock", &id]).output()?.status.success() {
                 self.counts.systemic_unblocks += 1;
@@ -555,7 +570,7 @@ impl Run {
 
     /// One fault (kills count towards `--kills`): the first ones go through every kind once, so
     /// that even the short run covers each; then at random.
-    fn fault(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
+    fn fault(&mut self, conn: &Store) -> anyhow::Result<()> {
         /// A roll in each kind's range below: lock, full disk, between claim and spawn, worker,
         /// agent, operator reclaim, dispatcher.
         const EACH_KIND_ONCE: [u64; 7] = [72, 82, 60, 0, 35, 90, 95];
@@ -588,9 +603,7 @@ impl Run {
             72..=81 => {
                 let hold = self.rng.millis(300, 2 * BUSY_TIMEOUT_MS);
                 let locker = self.connect()?;
-                locker.execute_batch("BEGIN IMMEDIATE")?;
-                std::thread::sleep(hold);
-                locker.execute_batch("ROLLBACK")?;
+                conn.hold_lock(&locker, hold)?;
                 self.counts.locks += 1;
             }
             82..=89 if self.tmpfs => {
@@ -695,7 +708,7 @@ impl Run {
     }
 
     /// Waits for the workers of the run to exit (all tasks are done by now), then kills any left.
-    fn wait_workers_gone(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
+    fn wait_workers_gone(&mut self, conn: &Store) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             self.sample(conn)?;
@@ -760,19 +773,18 @@ impl Run {
     }
 
     /// Records every task with two active workers (their run rows carry their pids) right now.
-    fn sample(&mut self, conn: &rusqlite::Connection) -> anyhow::Result<()> {
+    fn sample(&mut self, conn: &Store) -> anyhow::Result<()> {
         let workers = self.workers()?;
         let mut active: BTreeMap<String, u32> = BTreeMap::new();
         for w in &workers {
-            let pid: Option<Option<i64>> = conn
-                .query_row(
+            let pid: Option<i64> = conn
+                .value(
                     "SELECT worker_pid FROM task_runs WHERE id = ?1 AND task_id = ?2",
-                    rusqlite::params![w.run, w.task],
-                    |r| r.get(0),
-                )
-                .optional()?;
+                    &[Param::Int(w.run), Param::Text(&w.task)],
+                )?
+                .and_then(|c| c.int());
             // Still alive after the reads? (A process that exited meanwhile is not a duplicate.)
-            if pid.flatten() == Some(i64::from(w.pid)) && alive(w.pid) {
+            if pid == Some(i64::from(w.pid)) && alive(w.pid) {
                 *active.entry(w.task.clone()).or_default() += 1;
             }
         }
@@ -786,7 +798,7 @@ impl Run {
 
     fn check(
         &mut self,
-        conn: &rusqlite::Connection,
+        conn: &Store,
         options: Options,
         recovered: Option<Duration>,
         started: Instant,
@@ -797,19 +809,19 @@ impl Run {
         let mut stuck = 0u32;
         let mut twice = 0u32;
         for id in &ids {
-            let status: Option<String> = conn
-                .query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0))
-                .optional()?;
+            let status = task_status(conn, id)?;
             match status.as_deref() {
                 None => lost += 1,
                 Some("done") => {}
                 Some(_) => stuck += 1,
             }
-            let completed: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM task_events WHERE task_id = ?1 AND kind = 'completed'",
-                [id],
-                |r| r.get(0),
-            )?;
+            let completed = conn
+                .value(
+                    "SELECT COUNT(*) FROM task_events WHERE task_id = ?1 AND kind = 'completed'",
+                    &[Param::Text(id)],
+                )?
+                .and_then(|c| c.int())
+                .unwrap_or(0);
             if completed > 1 {
                 twice += 1;
             }
@@ -839,8 +851,8 @@ impl Run {
                 String::from_utf8_lossy(&fsck.stderr).trim()
             ));
         }
-        let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
-        if integrity != "ok" {
+        let integrity = conn.integrity()?;
+        if integrity != "ok" && !conn.is_postgres() {
             failures.push(format!("PRAGMA integrity_check: {integrity}"));
         }
         let c = &self.counts;
@@ -857,11 +869,16 @@ impl Run {
             "skipped".to_owned()
         };
         let line = format!(
-            "chaos: seed = {}, tasks = {}, kills = {} (dispatchers {}, workers {}, agents {}, \
+            "chaos: store = {}, seed = {}, tasks = {}, kills = {} (dispatchers {}, workers {}, agents {}, \
              between claim and spawn {}), faults = {} (locked board {}, full disk {full_disk}, \
              operator reclaims {}), \
              dispatchers = 2, external completions = {}, systemic unblocks = {}, lost = {lost}, duplicates = {duplicates}, stuck = {stuck}, \
              fsck = {}, integrity = {integrity}, recover = {recover}, elapsed = {:.1} s",
+            if conn.is_postgres() {
+                "postgres"
+            } else {
+                "sqlite"
+            },
             options.seed,
             ids.len(),
             c.kills(),
@@ -885,13 +902,17 @@ impl Run {
     }
 }
 
-fn count_not_done(conn: &rusqlite::Connection, ids: &[String]) -> anyhow::Result<usize> {
+/// The task's status; `None` when there is no such task.
+fn task_status(conn: &Store, id: &str) -> anyhow::Result<Option<String>> {
+    Ok(conn
+        .value("SELECT status FROM tasks WHERE id = ?1", &[Param::Text(id)])?
+        .and_then(|c| c.text()))
+}
+
+fn count_not_done(conn: &Store, ids: &[String]) -> anyhow::Result<usize> {
     let mut n = 0;
     for id in ids {
-        let status: Option<String> = conn
-            .query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?;
-        if status.as_deref() != Some("done") {
+        if task_status(conn, id)?.as_deref() != Some("done") {
             n += 1;
         }
     }

@@ -8,7 +8,7 @@ usage: cargo xtask <task> [--root DIR]
 tasks:
   check   cargo fmt --check, cargo clippy -D warnings, drift, lint, links (the relative
           links of README.md, ARCHITECTURE.md and docs/ name existing files and headings)
-  ci      check + cargo test --workspace + a short chaos run + the loom models run
+  ci      check + cargo test --workspace + a short chaos run on SQLite and one on PostgreSQL + the loom models run
           with --cfg loom: the README's test command, what .ci/run runs
   drift   env-key drift guard over dispatch::default_spawn
   lint    syn-based rules over runtime/src
@@ -24,7 +24,8 @@ options:
   --target-dir DIR   loom: where the --cfg loom build goes (default <target>/loom)
   --tasks N          chaos: tasks to run (default 24)
   --kills N          chaos: processes to SIGKILL (default 12)
-  --seed S           chaos: the seed every random choice follows (default 1)";
+  --seed S           chaos: the seed every random choice follows (default 1)
+  --postgres         chaos: the board in a PostgreSQL database (a throwaway server) instead of SQLite";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
@@ -60,6 +61,8 @@ pub struct ChaosFlags {
     pub tasks: Option<u32>,
     pub kills: Option<u32>,
     pub seed: Option<u64>,
+    /// `--postgres`: the board in a PostgreSQL database of a throwaway server.
+    pub postgres: bool,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, value: Option<String>) -> Result<T, String> {
@@ -101,6 +104,7 @@ impl Flags {
                 "--tasks" => chaos.tasks = Some(number("--tasks", args.next())?),
                 "--kills" => chaos.kills = Some(number("--kills", args.next())?),
                 "--seed" => chaos.seed = Some(number("--seed", args.next())?),
+                "--postgres" => chaos.postgres = true,
                 "chaos" if task.is_none() => task = Some(Task::Chaos),
                 "loom" if task.is_none() => task = Some(Task::Loom),
                 "ci" if task.is_none() => task = Some(Task::Ci),

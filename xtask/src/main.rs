@@ -8,6 +8,7 @@
 
 mod bench;
 mod chaos;
+mod chaos_store;
 mod check;
 mod flags;
 mod links;
@@ -50,14 +51,18 @@ fn run() -> anyhow::Result<()> {
         // takes about two minutes on two cores, their run a few seconds).
         flags::Task::Ci => check::run(&root, true)
             .and_then(|()| {
-                chaos::run(
-                    &root,
-                    chaos::Options {
-                        tasks: chaos::DEFAULT_TASKS,
-                        kills: chaos::DEFAULT_KILLS,
-                        seed: 1,
-                    },
-                )
+                // The short fault run on each store.
+                [false, true].into_iter().try_for_each(|postgres| {
+                    chaos::run(
+                        &root,
+                        chaos::Options {
+                            tasks: chaos::DEFAULT_TASKS,
+                            kills: chaos::DEFAULT_KILLS,
+                            seed: 1,
+                            postgres,
+                        },
+                    )
+                })
             })
             .and_then(|()| {
                 loom::run(
@@ -77,6 +82,7 @@ fn run() -> anyhow::Result<()> {
                 tasks: flags.chaos.tasks.unwrap_or(chaos::DEFAULT_TASKS),
                 kills: flags.chaos.kills.unwrap_or(chaos::DEFAULT_KILLS),
                 seed: flags.chaos.seed.unwrap_or(1),
+                postgres: flags.chaos.postgres,
             },
         ),
         flags::Task::Loom => loom::run(
