@@ -41,6 +41,8 @@ fn run_slash_create_and_list() {
 fn run_slash_create_with_parent_and_cascade() {
     let home = Home::new();
     let parent = home.ok(&["create", "parent", "--assignee", "alice"]);
+    // Differences table, "The command line, not a chat command": the child's status is in
+    // `create --json`'s answer.
     let child = home.json(&["create", "child", "--assignee", "bob", "--parent", &parent]);
     assert_eq!(child["status"], "todo", "{child}");
     home.ok(&["complete", &parent]);
@@ -52,7 +54,7 @@ fn run_slash_create_with_parent_and_cascade() {
 fn run_slash_show_includes_comments() {
     let home = Home::new();
     let id = home.create("x", &[]);
-    // kanban's comment text is `--body`.
+    // Differences table, "The command line, not a chat command": the text is `--body`.
     home.ok(&["comment", &id, "--body", "source is paywalled"]);
     let show = home.ok(&["show", &id]);
     assert!(show.contains("source is paywalled"), "{show}");
@@ -95,6 +97,7 @@ fn run_slash_dispatch_dry_run_counts() {
     let home = Home::new();
     let a = home.create("a", &["--assignee", "done"]);
     let b = home.create("b", &["--assignee", "done"]);
+    // Differences table, "The command line, not a chat command": a line per task it would spawn.
     let out = home.ok(&["dispatch", "--dry-run"]);
     for id in [&a, &b] {
         assert!(out.contains(&format!("would spawn {id}")), "{out}");
@@ -120,6 +123,7 @@ fn run_slash_usage_error_returns_message() {
 fn run_slash_assign_reassigns() {
     let home = Home::new();
     let id = home.create("x", &["--assignee", "alice"]);
+    // Differences table, "The command line, not a chat command": kanban's wording.
     let out = home.ok(&["assign", &id, "bob"]);
     assert!(out.contains("assigned to bob"), "{out}");
     let show = home.ok(&["show", &id]);
@@ -131,6 +135,7 @@ fn run_slash_link_unlink() {
     let home = Home::new();
     let a = home.create("a", &[]);
     let b = home.create("b", &[]);
+    // Differences table, "The command line, not a chat command": kanban's wording.
     let linked = home.ok(&["link", &a, &b]);
     assert!(linked.contains(&format!("{b} depends on {a}")), "{linked}");
     let show = home.ok(&["show", &b]);
@@ -159,6 +164,7 @@ fn run_slash_reclaim_running_task() {
     let id = home.ok(&["create", "stuck worker task", "--assignee", "broken-model"]);
     home.stage_running(&id, "5e1f0c2a", 4242);
     assert_eq!(home.status(&id), "running");
+    // Differences table, "The command line, not a chat command": kanban's wording.
     let out = home.ok(&["reclaim", &id, "--reason", "test"]);
     assert!(out.contains("reclaimed"), "{out}");
     let show = home.ok(&["show", &id]);
@@ -199,6 +205,7 @@ fn run_slash_help_aliases_match_bare() {
 #[test]
 fn run_slash_subcommand_help_returns_help_text() {
     let home = Home::new();
+    // Differences table, "The command line, not a chat command": `kanban show` and `[ID]`.
     let out = home.ok(&["show", "-h"]);
     assert!(out.contains("kanban show"), "{out}");
     assert!(out.contains("[ID]"), "{out}");
@@ -208,6 +215,7 @@ fn run_slash_subcommand_help_returns_help_text() {
 #[test]
 fn run_slash_unknown_action_friendly_error() {
     let home = Home::new();
+    // Differences table, "The command line, not a chat command": clap's usage error.
     let run = home.run(&["frobnicate"]);
     assert_eq!(run.code, 2, "{run:?}");
     let err = run.stderr;
@@ -221,6 +229,8 @@ fn run_slash_unknown_action_friendly_error() {
 #[test]
 fn run_slash_missing_required_arg_friendly_error() {
     let home = Home::new();
+    // Differences table, "The command line, not a chat command": outside a worker a bare
+    // `kanban show` is a usage error asking for the task id.
     let run = home.run(&["show"]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("kanban show"), "{}", run.stderr);
