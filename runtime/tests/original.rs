@@ -16,6 +16,8 @@
 mod original {
     pub mod support;
     mod test_kanban_block_kinds;
+    mod test_kanban_cli;
     mod test_kanban_core_functionality;
     mod test_kanban_db;
+    mod test_kanban_dispatch_lock;
 }

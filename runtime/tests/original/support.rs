@@ -374,3 +374,28 @@ pub fn alive(pid: i64) -> bool {
             .is_some_and(|s| s != "Z" && s != "X")
     })
 }
+
+impl Home {
+    /// `kanban ARGS…` with the variables `env` added (a worker's identity, a board selection),
+    /// as the original's tests `monkeypatch.setenv` before a call.
+    pub fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        let mut cmd = self.k.cmd();
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        cmd.args(args).output().unwrap().into()
+    }
+
+    /// Stages the original's "running claim outside the dispatcher" with SQL: the task running
+    /// under `lock` with worker pid `pid` and a claim an hour ahead, and its open run.
+    pub fn stage_running(&self, id: &str, lock: &str, pid: i64) {
+        let (at, expires) = (now(), now() + 3600);
+        self.sql(&format!(
+            "INSERT INTO task_runs (task_id, status, claim_lock, claim_expires, worker_pid, started_at)
+              VALUES ('{id}', 'running', '{lock}', {expires}, {pid}, {at});
+             UPDATE tasks SET status = 'running', claim_lock = '{lock}', claim_expires = {expires},
+              worker_pid = {pid}, started_at = {at}, current_run_id = last_insert_rowid()
+              WHERE id = '{id}';"
+        ));
+    }
+}
