@@ -51,6 +51,9 @@ pub struct Options {
     /// The board lives in a PostgreSQL database of a throwaway server (`--postgres`) instead of
     /// the home's SQLite file.
     pub postgres: bool,
+    /// Owner admission (`[dispatch] mode = "owner"`, `--owner`): the faults also kill owners
+    /// and submitters, and the managed workers are the workers.
+    pub owner: bool,
 }
 
 /// The short run (`.ci/run`): a few dozen tasks, a dozen kills.
@@ -136,11 +139,19 @@ struct Counts {
     systemic_unblocks: u32,
     /// Tasks the external claimer claimed and completed itself.
     external_completions: u32,
+    /// Owner mode: owners (`kanban owner serve`) and submitters (`kanban submit`) killed.
+    owner_kills: u32,
+    submitter_kills: u32,
 }
 
 impl Counts {
     fn kills(&self) -> u32 {
-        self.dispatcher_kills + self.worker_kills + self.agent_kills + self.before_spawn_kills
+        self.dispatcher_kills
+            + self.worker_kills
+            + self.agent_kills
+            + self.before_spawn_kills
+            + self.owner_kills
+            + self.submitter_kills
     }
     fn faults(&self) -> u32 {
         self.locks + self.full_disks + self.reclaims
@@ -185,6 +196,8 @@ struct Run {
     external: Option<ExternalClaim>,
     /// The PostgreSQL board's URL (`--postgres`); `None` for the home's SQLite file.
     pg_url: Option<String>,
+    /// Owner admission (`--owner`).
+    owner: bool,
     tmpfs: bool,
 }
 
@@ -251,6 +264,7 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
         duplicates: BTreeSet::new(),
         external: None,
         pg_url,
+        owner: options.owner,
         tmpfs,
     };
     let result = run.go(options, started);
@@ -391,10 +405,13 @@ impl Run {
     }
 
     fn go(&mut self, options: Options, started: Instant) -> anyhow::Result<Summary> {
-        let config = match &self.pg_url {
-            Some(url) => format!("{CONFIG}\n[boards.default]\nurl = \"{url}\"\n"),
-            None => CONFIG.to_owned(),
-        };
+        let mut config = CONFIG.to_owned();
+        if self.owner {
+            config = config.replace("[dispatch]\n", "[dispatch]\nmode = \"owner\"\n");
+        }
+        if let Some(url) = &self.pg_url {
+            config.push_str(&format!("\n[boards.default]\nurl = \"{url}\"\n"));
+        }
         std::fs::write(self.home.join("kanban.toml"), config)?;
         let init = self.kanban(&["init"]).output()?;
         if !init.status.success() {
@@ -574,8 +591,15 @@ impl Run {
         /// A roll in each kind's range below: lock, full disk, between claim and spawn, worker,
         /// agent, operator reclaim, dispatcher.
         const EACH_KIND_ONCE: [u64; 7] = [72, 82, 60, 0, 35, 90, 95];
+        /// Owner mode: an owner and a submitter too (in the agents' range).
+        const EACH_KIND_ONCE_OWNER: [u64; 8] = [72, 82, 60, 0, 35, 48, 90, 95];
         let workers = self.workers()?;
-        let roll = match EACH_KIND_ONCE.get(self.attempts) {
+        let once: &[u64] = if self.owner {
+            &EACH_KIND_ONCE_OWNER
+        } else {
+            &EACH_KIND_ONCE
+        };
+        let roll = match once.get(self.attempts) {
             Some(roll) => *roll,
             None => self.rng.range(0, 99),
         };
@@ -585,6 +609,24 @@ impl Run {
                 let w = &workers[self.rng.range(0, workers.len() as u64 - 1) as usize];
                 if kill(w.pid) {
                     self.counts.worker_kills += 1;
+                }
+            }
+            35..=47 if self.owner => {
+                let owners = self.processes(&["owner", "serve"])?;
+                if !owners.is_empty() {
+                    let pid = owners[self.rng.range(0, owners.len() as u64 - 1) as usize];
+                    if kill(pid) {
+                        self.counts.owner_kills += 1;
+                    }
+                }
+            }
+            48..=59 if self.owner => {
+                let submitters = self.processes(&["submit"])?;
+                if !submitters.is_empty() {
+                    let pid = submitters[self.rng.range(0, submitters.len() as u64 - 1) as usize];
+                    if kill(pid) {
+                        self.counts.submitter_kills += 1;
+                    }
                 }
             }
             35..=59 if !workers.is_empty() => {
@@ -700,6 +742,23 @@ impl Run {
             let _ = child.wait();
         }
         self.stop_dispatchers();
+        // Owners outlive the dispatchers by design, and a waiting submitter starts its owner
+        // again: the run ends its submitters, then its owners, until none is left.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let mut left = Vec::new();
+            for words in [&["submit"][..], &["owner", "serve"][..]] {
+                left.extend(self.processes(words).unwrap_or_default());
+            }
+            if left.is_empty() {
+                break;
+            }
+            for pid in left {
+                kill_group(pid);
+                kill(pid);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         if let Ok(workers) = self.workers() {
             for w in workers {
                 kill_group(w.pid);
@@ -724,6 +783,37 @@ impl Run {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The live `kanban` processes of this run's home whose arguments contain every word of
+    /// `words` (`["owner", "serve"]`, `["submit"]`).
+    fn processes(&self, words: &[&str]) -> anyhow::Result<Vec<i32>> {
+        let home = self.home.to_string_lossy().into_owned();
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir("/proc")?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if args.contains(&home)
+                && words.iter().all(|w| args.iter().any(|a| a == w))
+                && alive(pid)
+            {
+                out.push(pid);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
     }
 
     /// The live `kanban worker` processes of this run's home, with their task and run.
@@ -869,8 +959,8 @@ impl Run {
             "skipped".to_owned()
         };
         let line = format!(
-            "chaos: store = {}, seed = {}, tasks = {}, kills = {} (dispatchers {}, workers {}, agents {}, \
-             between claim and spawn {}), faults = {} (locked board {}, full disk {full_disk}, \
+            "chaos: store = {}, mode = {}, seed = {}, tasks = {}, kills = {} (dispatchers {}, workers {}, agents {}, \
+             owners {}, submitters {}, between claim and spawn {}), faults = {} (locked board {}, full disk {full_disk}, \
              operator reclaims {}), \
              dispatchers = 2, external completions = {}, systemic unblocks = {}, lost = {lost}, duplicates = {duplicates}, stuck = {stuck}, \
              fsck = {}, integrity = {integrity}, recover = {recover}, elapsed = {:.1} s",
@@ -879,12 +969,15 @@ impl Run {
             } else {
                 "sqlite"
             },
+            if self.owner { "owner" } else { "direct" },
             options.seed,
             ids.len(),
             c.kills(),
             c.dispatcher_kills,
             c.worker_kills,
             c.agent_kills,
+            c.owner_kills,
+            c.submitter_kills,
             c.before_spawn_kills,
             c.faults(),
             c.locks,
@@ -1016,8 +1109,10 @@ mod tests {
             reclaims: 7,
             systemic_unblocks: 8,
             external_completions: 9,
+            owner_kills: 10,
+            submitter_kills: 11,
         };
-        assert_eq!(c.kills(), 10);
+        assert_eq!(c.kills(), 31);
         assert_eq!(c.faults(), 18);
     }
 }

@@ -25,7 +25,8 @@ options:
   --tasks N          chaos: tasks to run (default 24)
   --kills N          chaos: processes to SIGKILL (default 12)
   --seed S           chaos: the seed every random choice follows (default 1)
-  --postgres         chaos: the board in a PostgreSQL database (a throwaway server) instead of SQLite";
+  --postgres         chaos: the board in a PostgreSQL database (a throwaway server) instead of SQLite
+  --owner            chaos: owner admission ([dispatch] mode = \"owner\"); owners and submitters are killed too";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
@@ -63,6 +64,8 @@ pub struct ChaosFlags {
     pub seed: Option<u64>,
     /// `--postgres`: the board in a PostgreSQL database of a throwaway server.
     pub postgres: bool,
+    /// `--owner`: owner admission, with owners and submitters among the processes killed.
+    pub owner: bool,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, value: Option<String>) -> Result<T, String> {
@@ -105,6 +108,7 @@ impl Flags {
                 "--kills" => chaos.kills = Some(number("--kills", args.next())?),
                 "--seed" => chaos.seed = Some(number("--seed", args.next())?),
                 "--postgres" => chaos.postgres = true,
+                "--owner" => chaos.owner = true,
                 "chaos" if task.is_none() => task = Some(Task::Chaos),
                 "loom" if task.is_none() => task = Some(Task::Loom),
                 "ci" if task.is_none() => task = Some(Task::Ci),

@@ -60,6 +60,7 @@ fn run() -> anyhow::Result<()> {
                             kills: chaos::DEFAULT_KILLS,
                             seed: 1,
                             postgres,
+                            owner: false,
                         },
                     )
                 })
@@ -83,6 +84,7 @@ fn run() -> anyhow::Result<()> {
                 kills: flags.chaos.kills.unwrap_or(chaos::DEFAULT_KILLS),
                 seed: flags.chaos.seed.unwrap_or(1),
                 postgres: flags.chaos.postgres,
+                owner: flags.chaos.owner,
             },
         ),
         flags::Task::Loom => loom::run(
