@@ -610,6 +610,7 @@ impl Owner {
                     "pid": std::process::id(),
                     "epoch": self.epoch,
                     "draining": self.draining.load(Ordering::SeqCst),
+                    "connections": self.connections.load(Ordering::SeqCst),
                     "turns": rows.iter().map(receipt).collect::<Vec<_>>(),
                 })))
             }
@@ -1077,13 +1078,34 @@ pub fn book(evidence: &TurnEvidence) -> Booking {
         exit_code,
         output: output.to_owned(),
     };
-    if let Some((code, out)) = &evidence.result {
-        let out = out.as_deref().unwrap_or_default();
-        return if *code == code::OK {
-            booking("completed", Some(code::OK), out)
-        } else {
-            booking("failed", Some(*code), out)
-        };
+    let lost = booking(
+        "interrupted",
+        Some(code::INTERRUPTED),
+        "the claim was lost after the managed worker bound (reclaimed, timed out or superseded)",
+    );
+    let superseded = evidence.run == Some(RunStatus::Superseded);
+    match &evidence.result {
+        Some((code, out)) if *code != code::OK => {
+            return booking("failed", Some(*code), out.as_deref().unwrap_or_default());
+        }
+        // An exit 0 whose run was taken away: the agent's work did not land on the card.
+        Some((_, out)) if superseded => {
+            return Booking {
+                output: match out {
+                    Some(o) => format!("{}: {o}", lost.output),
+                    None => lost.output,
+                },
+                ..lost
+            };
+        }
+        Some((_, out)) => {
+            return booking(
+                "completed",
+                Some(code::OK),
+                out.as_deref().unwrap_or_default(),
+            );
+        }
+        None => {}
     }
     if !evidence.bound_here {
         return booking(
@@ -1092,12 +1114,8 @@ pub fn book(evidence: &TurnEvidence) -> Booking {
             "the claim was no longer current when the managed worker bound",
         );
     }
-    if evidence.run == Some(RunStatus::Superseded) {
-        return booking(
-            "interrupted",
-            Some(code::INTERRUPTED),
-            "the claim was lost after the managed worker bound (reclaimed, timed out or superseded)",
-        );
+    if superseded {
+        return lost;
     }
     match evidence.exit {
         WorkerExit::Exited { code: 0 } => booking(
@@ -1200,6 +1218,13 @@ mod tests {
             (b.status, b.exit_code, b.output.as_str()),
             ("failed", Some(4), "out")
         );
+        // A worker that reports 0 although its completion was refused (the run was reclaimed).
+        e.result = Some((0, Some("could not complete".into())));
+        let b = book(&e);
+        assert_eq!(b.status, "interrupted");
+        assert!(b.output.ends_with(": could not complete"), "{}", b.output);
+        e.run = Some(RunStatus::Done);
+        assert_eq!(book(&e).status, "completed");
         let mut e = evidence(WorkerExit::Exited { code: 0 }, Some(RunStatus::Superseded));
         e.bound_here = false;
         assert_eq!(book(&e).status, "failed");
