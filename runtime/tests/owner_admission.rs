@@ -835,5 +835,7 @@ fn a_draining_owner_refuses_new_runs_and_exits_once_its_turns_ended() {
     assert!(!home.root.join("owner/done/owner.sock").exists());
     let turns = state(&home).list().unwrap();
     assert_eq!(turns.len(), 1);
-    assert_eq!(turns[0].status, "unknown");
+    // The owner reaped its worker: killed by SIGKILL, booked as that, not `unknown`.
+    assert_eq!(turns[0].status, "failed", "{:?}", turns[0]);
+    assert_eq!(turns[0].exit_code, Some(128 + 9), "{:?}", turns[0]);
 }

@@ -134,7 +134,11 @@ const REACH_FOR: Duration = Duration::from_secs(60);
 /// Pause between receipt polls and reconnection attempts.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Starts `kanban owner serve --profile P --home ROOT` detached, without any worker identity.
+/// How long an owner a submitter started lives without a turn, a connection or a request.
+pub const SUBMITTER_OWNER_IDLE_EXIT: Duration = Duration::from_secs(600);
+
+/// Starts `kanban owner serve --profile P --home ROOT --idle-exit 600` detached, without any
+/// worker identity.
 #[allow(clippy::disallowed_methods, clippy::disallowed_types)] // the owner's launch boundary
 fn start_owner(root: &Path, profile: &str, log: &Path) -> std::io::Result<()> {
     let exe = std::env::current_exe()?;
@@ -150,6 +154,9 @@ fn start_owner(root: &Path, profile: &str, log: &Path) -> std::io::Result<()> {
         .arg(profile)
         .arg("--home")
         .arg(root)
+        // An owner started here ends on its own once unused (a later submitter starts it again).
+        .arg("--idle-exit")
+        .arg(SUBMITTER_OWNER_IDLE_EXIT.as_secs().to_string())
         .stdin(std::process::Stdio::null())
         .stdout(out)
         .stderr(err);
@@ -222,12 +229,9 @@ fn submit_inner(
         .get_task(&identity.task)
         .map_err(|e| crate::error_chain(&e))?;
     drop(b);
-    let profile = task
-        .assignee
-        .as_deref()
-        .map(|a| a.trim().to_lowercase())
-        .filter(|a| !a.is_empty())
-        .unwrap_or_else(|| config.dispatch.default_profile.trim().to_lowercase());
+    // The name becomes `<root>/owner/<profile>`: a profile name, never a path.
+    let profile = super::profile_for(task.assignee.as_deref(), &config.dispatch.default_profile)
+        .map_err(|e| format!("task {}: {e}", identity.task))?;
     let params = json!({
         "board": board,
         "task_id": identity.task,
@@ -304,20 +308,13 @@ fn submit_inner(
             }
             Err(e) => break Err(crate::error_chain(&e)),
         };
+        if let Some(rc) = settled_exit(&receipt) {
+            if let Some(out) = receipt["last_output"].as_str() {
+                let _ = writeln!(log, "{out}");
+            }
+            break Ok(Some(rc));
+        }
         match receipt["status"].as_str().unwrap_or("") {
-            "completed" | "failed" => {
-                if let Some(out) = receipt["last_output"].as_str() {
-                    let _ = writeln!(log, "{out}");
-                }
-                let rc = receipt["exit_code"]
-                    .as_i64()
-                    .and_then(|c| i32::try_from(c).ok())
-                    .unwrap_or(code::FAILED);
-                break Ok(Some(rc));
-            }
-            "interrupted" if !receipt["requeue"].as_bool().unwrap_or(false) => {
-                break Ok(Some(code::INTERRUPTED));
-            }
             "unknown" | "interrupted" => {
                 // Paused: hold the card until an operator resolves the turn.
                 if heartbeat.is_none() {
@@ -365,6 +362,21 @@ fn submit_inner(
     outcome
 }
 
+/// The exit code of a settled receipt, `None` while the turn is not settled (queued, started,
+/// unknown) or was requeued: `completed` exits 0 and `failed` 1 unless the receipt records the
+/// managed worker's own code, `interrupted` 130.
+pub fn settled_exit(receipt: &Value) -> Option<i32> {
+    let recorded = receipt["exit_code"]
+        .as_i64()
+        .and_then(|c| i32::try_from(c).ok());
+    match receipt["status"].as_str()? {
+        "completed" => Some(recorded.unwrap_or(code::OK)),
+        "failed" => Some(recorded.filter(|c| *c != code::OK).unwrap_or(code::FAILED)),
+        "interrupted" if !receipt["requeue"].as_bool().unwrap_or(false) => Some(code::INTERRUPTED),
+        _ => None,
+    }
+}
+
 /// True when the run is no longer the task's current run under this lock.
 fn run_superseded(db: &Path, task: &str, run_id: i64, lock: &str) -> bool {
     Board::open_path(db, &OpenOptions::read_only())
@@ -383,4 +395,29 @@ pub fn stop_owner(root: &Path, profile: &str) -> Option<i64> {
     let pid_t = rustix::process::Pid::from_raw(raw)?;
     rustix::process::kill_process(pid_t, rustix::process::Signal::TERM).ok()?;
     Some(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resolved_turn_exits_with_its_decision_and_a_settled_one_with_its_code() {
+        let r = |status: &str, code: Value, requeue: bool| {
+            settled_exit(&json!({"status": status, "exit_code": code, "requeue": requeue}))
+        };
+        // `owner resolve --as completed` records no worker code: the submitter exits 0.
+        assert_eq!(r("completed", Value::Null, false), Some(0));
+        assert_eq!(r("failed", Value::Null, false), Some(1));
+        assert_eq!(r("interrupted", Value::Null, false), Some(130));
+        assert_eq!(r("completed", json!(0), false), Some(0));
+        assert_eq!(r("failed", json!(3), false), Some(3));
+        assert_eq!(r("failed", json!(75), false), Some(75));
+        // A failed turn never exits 0.
+        assert_eq!(r("failed", json!(0), false), Some(1));
+        for waiting in ["queued", "started", "unknown"] {
+            assert_eq!(r(waiting, Value::Null, false), None, "{waiting}");
+        }
+        assert_eq!(r("interrupted", json!(130), true), None);
+    }
 }

@@ -20,6 +20,30 @@ pub mod server;
 
 use std::path::{Path, PathBuf};
 
+/// A card's assignee that cannot name an owner: it is not a profile name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the card's profile {name:?} is not a profile name (lower-case letters, digits, `_` and `-`, \
+     at most 64, no path separators or `..`): fix the assignee (`kanban assign`)"
+)]
+pub struct InvalidProfile {
+    pub name: String,
+}
+
+/// The profile whose owner runs a card: its assignee (trimmed, lower-case), else `default`.
+/// The name becomes a folder (`<root>/owner/<profile>`), so it is checked as a profile name and
+/// anything else (`/`, `..`, an empty name) is refused.
+pub fn profile_for(assignee: Option<&str>, default: &str) -> Result<String, InvalidProfile> {
+    let profile = assignee
+        .map(|a| a.trim().to_lowercase())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| default.trim().to_lowercase());
+    crate::board::paths::validate_slug(&profile).map_err(|_| InvalidProfile {
+        name: profile.clone(),
+    })?;
+    Ok(profile)
+}
+
 /// The folder of one profile's owner: `<root>/owner/<profile>/`, mode `0700`. It holds the socket
 /// (`owner.sock`), the ticket (`ticket`, `0600`), `state.db` and the owner lock (`owner.lock`).
 pub fn owner_dir(root: &Path, profile: &str) -> PathBuf {
@@ -44,4 +68,24 @@ pub fn state_path(root: &Path, profile: &str) -> PathBuf {
 /// The file whose `flock` proves the one owner of (home, profile).
 pub fn lock_path(root: &Path, profile: &str) -> PathBuf {
     owner_dir(root, profile).join("owner.lock")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_assignee_that_is_no_profile_name_names_no_owner_folder() {
+        assert_eq!(profile_for(Some(" Writer "), "default").unwrap(), "writer");
+        assert_eq!(profile_for(None, "Default").unwrap(), "default");
+        assert_eq!(profile_for(Some("  "), "done").unwrap(), "done");
+        for bad in ["../x", "a/b", "..", "x/../../y", "-x", "a b", "é"] {
+            let err = profile_for(Some(bad), "default").unwrap_err();
+            assert!(
+                err.to_string().contains("not a profile name"),
+                "{bad}: {err}"
+            );
+        }
+        assert!(profile_for(None, "../up").is_err());
+    }
 }

@@ -28,20 +28,22 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::protocol::{self, Capabilities, Code, KanbanRun, RpcError};
 use crate::board::admission::{Admitted, MarkerOutcome, NewAdmission, StateDb};
-use crate::board::{self, Board, BoardError, Event, OpenOptions};
+use crate::board::{self, Board, BoardError, Event, OpenOptions, RunStatus};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::dispatch::exit::WorkerExit;
+use crate::dispatch::exit::code;
 use crate::dispatch::{SpawnRequest, SpawnRole, process};
 
 /// A test-only fault point: the owner kills itself (SIGKILL) right after this commit.
@@ -78,6 +80,60 @@ pub enum OwnerError {
     Config(#[from] crate::config::ConfigError),
 }
 
+/// What the owner's socket accepts from a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; one more is answered `too_many_connections` and closed.
+    pub max_connections: usize,
+    /// The longest request line, in bytes (newline excluded); a longer one is answered
+    /// `request_too_large` and the connection closed.
+    pub max_line: usize,
+    /// How long the owner waits for the next whole request line on a connection (from the end
+    /// of its previous answer, or the connect); then `request_timeout` and the connection closed.
+    pub request_deadline: Duration,
+}
+
+/// The longest request line: 1 MiB.
+pub const MAX_LINE: usize = 1 << 20;
+/// The time a peer has to send a whole request line.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// The fewest connections an owner serves at once.
+pub const MIN_CONNECTIONS: usize = 64;
+
+impl Limits {
+    /// Room for a submitter per spawn slot twice over (a submitter and its reconnection, or a
+    /// second board) plus operators, at least [`MIN_CONNECTIONS`].
+    pub fn for_config(config: &Config) -> Limits {
+        let spawn = usize::try_from(config.dispatch.max_spawn).unwrap_or(usize::MAX);
+        Limits {
+            max_connections: spawn.saturating_mul(2).max(MIN_CONNECTIONS),
+            max_line: MAX_LINE,
+            request_deadline: REQUEST_DEADLINE,
+        }
+    }
+}
+
+/// Why [`serve`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// SIGTERM / SIGINT (`kanban owner stop`): drained, its turns ended.
+    Stopped,
+    /// `--idle-exit`: no turn and no request for that long.
+    Idle,
+    /// Its socket file was removed or replaced (the home deleted, or another owner took over).
+    SocketGone,
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Ended::Stopped => "stopped: drained, every turn ended",
+            Ended::Idle => "idle for its --idle-exit time: exiting (a submitter starts it again)",
+            Ended::SocketGone => "its socket was removed (home deleted?): drained and exiting",
+        })
+    }
+}
+
 /// How to run an owner.
 pub struct ServeOptions {
     pub root: PathBuf,
@@ -87,6 +143,10 @@ pub struct ServeOptions {
     pub fault: Option<Fault>,
     /// Set (by SIGTERM/SIGINT) to drain: refuse new runs, wait for running turns, exit.
     pub stop: Arc<AtomicBool>,
+    /// Exit after this long with no turn running, no connection and no request (owners a
+    /// submitter starts); `None`: run until stopped.
+    pub idle_exit: Option<Duration>,
+    pub limits: Limits,
 }
 
 struct Owner {
@@ -101,6 +161,21 @@ struct Owner {
     draining: AtomicBool,
     fault: Option<Fault>,
     clock: Arc<dyn Clock>,
+    limits: Limits,
+    /// Connections being served now.
+    connections: AtomicUsize,
+    /// When (clock seconds) a request was last answered or a turn last ended.
+    last_activity: AtomicI64,
+}
+
+/// Counts one served connection for as long as it lives.
+struct Served(Arc<Owner>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+        self.0.touch();
+    }
 }
 
 /// Creates `dir` (and parents) and makes it `0700`, refusing one another user owns.
@@ -136,8 +211,9 @@ fn write_ticket(path: &Path, ticket: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Runs the owner until `stop` is set and its running turns ended.
-pub fn serve(opts: ServeOptions) -> Result<(), OwnerError> {
+/// Runs the owner until `stop` is set (or it idled for `idle_exit`, or its socket was removed)
+/// and its running turns ended.
+pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
     let dir = super::owner_dir(&opts.root, &opts.profile);
     private_dir(&dir)?;
     let lock_path = super::lock_path(&opts.root, &opts.profile);
@@ -189,6 +265,12 @@ pub fn serve(opts: ServeOptions) -> Result<(), OwnerError> {
             path: socket.clone(),
             source,
         })?;
+    let socket_inode = std::fs::metadata(&socket)
+        .map_err(|source| OwnerError::Listen {
+            path: socket.clone(),
+            source,
+        })?
+        .ino();
     let owner = Arc::new(Owner {
         root: opts.root.clone(),
         profile: opts.profile.clone(),
@@ -201,29 +283,41 @@ pub fn serve(opts: ServeOptions) -> Result<(), OwnerError> {
         draining: AtomicBool::new(false),
         fault: opts.fault,
         clock: opts.clock.clone(),
+        limits: opts.limits,
+        connections: AtomicUsize::new(0),
+        last_activity: AtomicI64::new(opts.clock.now()),
     });
     eprintln!(
         "kanban owner: serving profile `{}` on {} (epoch {epoch})",
         opts.profile,
         socket.display()
     );
+    let mut ended: Option<Ended> = None;
+    let mut next_socket_check = Instant::now();
     loop {
-        if opts.stop.load(Ordering::SeqCst) {
+        if ended.is_none() && opts.stop.load(Ordering::SeqCst) {
+            ended = Some(Ended::Stopped);
+        }
+        if ended.is_none() && Instant::now() >= next_socket_check {
+            next_socket_check = Instant::now() + SOCKET_CHECK;
+            if std::fs::metadata(&socket).map(|m| m.ino()).ok() != Some(socket_inode) {
+                ended = Some(Ended::SocketGone);
+            }
+        }
+        if ended.is_none()
+            && let Some(idle) = opts.idle_exit
+            && owner.idle_for(idle)
+        {
+            ended = Some(Ended::Idle);
+        }
+        if ended.is_some() {
             owner.draining.store(true, Ordering::SeqCst);
             if owner.executing.lock().map(|e| e.is_empty()).unwrap_or(true) {
                 break;
             }
         }
         match listener.accept() {
-            Ok((stream, _)) => {
-                let owner = Arc::clone(&owner);
-                let _ = stream.set_nonblocking(false);
-                if let Err(e) =
-                    crate::identity::spawn("kanban-owner-conn", move || owner.serve_peer(stream))
-                {
-                    eprintln!("kanban owner: cannot start a connection thread: {e}");
-                }
-            }
+            Ok((stream, _)) => owner.admit_connection(stream),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -233,9 +327,71 @@ pub fn serve(opts: ServeOptions) -> Result<(), OwnerError> {
             }
         }
     }
-    let _ = std::fs::remove_file(&socket);
+    // A socket file another owner bound meanwhile is not ours to remove.
+    if ended != Some(Ended::SocketGone) {
+        let _ = std::fs::remove_file(&socket);
+    }
     drop(lock);
-    Ok(())
+    Ok(ended.unwrap_or(Ended::Stopped))
+}
+
+/// How often the owner checks that its socket file is still the one it bound.
+const SOCKET_CHECK: Duration = Duration::from_secs(1);
+
+/// Reads one request line of at most `limits.max_line` bytes, all of it within
+/// `limits.request_deadline`; `Ok(None)` at the end of the stream.
+fn read_request(
+    reader: &mut BufReader<UnixStream>,
+    limits: &Limits,
+) -> Result<Option<Vec<u8>>, LineError> {
+    let deadline = Instant::now() + limits.request_deadline;
+    let mut line = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(LineError::Timeout);
+        }
+        reader
+            .get_ref()
+            .set_read_timeout(Some(left))
+            .map_err(|_| LineError::Broken)?;
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(LineError::Timeout);
+            }
+            Err(_) => return Err(LineError::Broken),
+        };
+        if buf.is_empty() {
+            return Ok((!line.is_empty()).then_some(line));
+        }
+        let (take, complete) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        if line.len() + take > limits.max_line {
+            return Err(LineError::TooLarge);
+        }
+        line.extend_from_slice(&buf[..take]);
+        reader.consume(if complete { take + 1 } else { take });
+        if complete {
+            return Ok(Some(line));
+        }
+    }
+}
+
+/// Why a request line was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineError {
+    TooLarge,
+    Timeout,
+    Broken,
 }
 
 /// At start: a queued turn whose marker was committed on the board but not confirmed in
@@ -291,21 +447,62 @@ impl Owner {
         }
     }
 
+    /// Serves `stream` on its own thread, unless [`Limits::max_connections`] are served already:
+    /// then it is answered `too_many_connections` and closed (the owner keeps serving the
+    /// others).
+    fn admit_connection(self: &Arc<Self>, stream: UnixStream) {
+        let count = self.connections.fetch_add(1, Ordering::SeqCst) + 1;
+        let served = Served(Arc::clone(self));
+        if count > self.limits.max_connections {
+            // A fresh socket's send buffer takes one short line without blocking.
+            let _ = stream.set_nonblocking(true);
+            refuse(stream, -32000, "too_many_connections");
+            return;
+        }
+        let _ = stream.set_nonblocking(false);
+        if let Err(e) = crate::identity::spawn("kanban-owner-conn", move || {
+            served.0.clone().serve_peer(stream)
+        }) {
+            eprintln!("kanban owner: cannot start a connection thread: {e}");
+        }
+    }
+
+    /// Notes activity now (a request answered, a connection closed, a turn ended).
+    fn touch(&self) {
+        self.last_activity.store(self.clock.now(), Ordering::SeqCst);
+    }
+
+    /// True when no turn runs, no connection is open and nothing happened for `idle`.
+    fn idle_for(&self, idle: Duration) -> bool {
+        let quiet = self.clock.now() - self.last_activity.load(Ordering::SeqCst);
+        self.connections.load(Ordering::SeqCst) == 0
+            && self.executing.lock().map(|e| e.is_empty()).unwrap_or(false)
+            && u64::try_from(quiet).is_ok_and(|q| q >= idle.as_secs())
+    }
+
     fn serve_peer(self: Arc<Self>, stream: UnixStream) {
         let peer = peer(&stream);
         let Ok(read) = stream.try_clone() else {
             return;
         };
         let mut out = stream;
+        let mut reader = BufReader::new(read);
         let mut caps: Option<Capabilities> = None;
-        for line in BufReader::new(read).lines() {
-            let Ok(line) = line else {
-                return;
+        loop {
+            let line = match read_request(&mut reader, &self.limits) {
+                Ok(Some(line)) => line,
+                Ok(None) | Err(LineError::Broken) => return,
+                Err(LineError::TooLarge) => return refuse(out, -32600, "request_too_large"),
+                Err(LineError::Timeout) => return refuse(out, -32600, "request_timeout"),
+            };
+            let Ok(line) = String::from_utf8(line) else {
+                return refuse(out, -32700, "parse_error");
             };
             if line.trim().is_empty() {
                 continue;
             }
             let reply = self.answer(&line, peer, &mut caps);
+            self.touch();
             if out
                 .write_all(reply.as_bytes())
                 .and_then(|()| out.write_all(b"\n"))
@@ -413,6 +610,7 @@ impl Owner {
                     "pid": std::process::id(),
                     "epoch": self.epoch,
                     "draining": self.draining.load(Ordering::SeqCst),
+                    "connections": self.connections.load(Ordering::SeqCst),
                     "turns": rows.iter().map(receipt).collect::<Vec<_>>(),
                 })))
             }
@@ -487,6 +685,7 @@ impl Owner {
             return Err(stale("foreign_owner_marker"));
         }
         let workspace = board::paths::find_workspace(&self.root, &run.board, &run.task_id);
+        let task = b.get_task(&run.task_id)?;
         Ok(json!({
             "source": "kanban",
             "toolset": "kanban",
@@ -496,6 +695,7 @@ impl Owner {
             "db_path": db,
             "request_id": request_id,
             "session_id": session_id,
+            "policy": Policy::of(&task),
         }))
     }
 
@@ -525,6 +725,7 @@ impl Owner {
         };
         let frozen: Value = serde_json::from_str(&receipt_json).unwrap_or(Value::Null);
         let db = PathBuf::from(frozen["db_path"].as_str().unwrap_or_default());
+        let policy = Policy::frozen(&frozen, &db, &run.task_id);
         let payload = protocol::turn_payload(&run.task_id);
         let admission_id = format!("adm-{}", random_ticket().unwrap_or_default());
         let new = NewAdmission {
@@ -592,7 +793,7 @@ impl Owner {
                 .ok_or_else(|| RpcError::new(Code::StorageUnavailable, "admission_vanished"))?;
         }
         if row.status == "queued" && row.marker_confirmed {
-            self.start(&row.admission_id, run.clone(), db, peer_pid)?;
+            self.start(&row.admission_id, run.clone(), db, peer_pid, policy)?;
         }
         let row = self.lock_state()?.get(&row.admission_id)?.unwrap_or(row);
         Ok(json!({"session_id": session_id, "receipt": receipt(&row)}))
@@ -605,6 +806,7 @@ impl Owner {
         run: KanbanRun,
         db: PathBuf,
         submitter_pid: i64,
+        frozen_policy: Result<Policy, RpcError>,
     ) -> Result<(), RpcError> {
         {
             let mut executing = self
@@ -634,7 +836,7 @@ impl Owner {
         let fingerprint = i32::try_from(submitter_pid)
             .ok()
             .and_then(process::fingerprint);
-        let request = self.spawn_request(&run, &db, submitter_pid, fingerprint);
+        let request = self.spawn_request(&run, &db, submitter_pid, fingerprint, frozen_policy);
         let owner = Arc::clone(self);
         let id = admission_id.to_owned();
         let spawned = crate::identity::spawn("kanban-owner-turn", move || {
@@ -658,17 +860,20 @@ impl Owner {
         if let Ok(mut e) = self.executing.lock() {
             e.remove(admission_id);
         }
+        self.touch();
     }
 
+    /// The managed worker's launch: the card's policy as frozen at admission (`policy`), never
+    /// the live card's.
     fn spawn_request(
         &self,
         run: &KanbanRun,
         db: &Path,
         submitter_pid: i64,
         submitter_fingerprint: Option<String>,
-    ) -> Result<SpawnRequest, BoardError> {
-        let b = Board::open_path(db, &OpenOptions::read_only())?;
-        let task = b.get_task(&run.task_id)?;
+        policy: Result<Policy, RpcError>,
+    ) -> Result<SpawnRequest, String> {
+        let policy = policy.map_err(|e| format!("the turn's frozen receipt: {e}"))?;
         let workspace = board::paths::find_workspace(&self.root, &run.board, &run.task_id);
         Ok(SpawnRequest {
             task_id: run.task_id.clone(),
@@ -684,10 +889,10 @@ impl Owner {
             ),
             workspace,
             log: board::paths::log_path(&self.root, &run.board, &run.task_id),
-            branch: task.branch_name.clone(),
-            goal_mode: task.goal_mode,
-            goal_max_turns: task.goal_max_turns,
-            tenant: task.tenant.clone(),
+            branch: policy.branch,
+            goal_mode: policy.goal_mode,
+            goal_max_turns: policy.goal_max_turns,
+            tenant: policy.tenant,
             role: SpawnRole::Managed {
                 submitter_pid,
                 submitter_fingerprint,
@@ -697,12 +902,7 @@ impl Owner {
     }
 
     /// Runs one started turn in a managed worker and settles it from its `worker_result`.
-    fn execute(
-        &self,
-        admission_id: &str,
-        run: &KanbanRun,
-        request: Result<SpawnRequest, BoardError>,
-    ) {
+    fn execute(&self, admission_id: &str, run: &KanbanRun, request: Result<SpawnRequest, String>) {
         let settle = |status: &str, code: Option<i32>, output: Option<&str>| {
             if let Ok(state) = self.state.lock() {
                 let _ = state.settle(
@@ -715,7 +915,7 @@ impl Owner {
                 );
             }
         };
-        let outcome = request.map_err(|e| crate::error_chain(&e)).and_then(|req| {
+        let outcome = request.and_then(|req| {
             crate::dispatch::default_spawn(&req).map_err(|e| crate::error_chain(&e))
         });
         match outcome {
@@ -725,26 +925,27 @@ impl Owner {
                     let _ = state.note_worker(admission_id, i64::from(child.id()));
                 }
                 let pid = i64::from(child.id());
-                let _ = child.wait();
-                match self.board_result(run) {
-                    Some((0, out)) => settle("completed", Some(0), out.as_deref()),
-                    Some((code, out)) => settle("failed", Some(code), out.as_deref()),
-                    // The worker never bound (its bind found the claim gone): nothing ran, a
-                    // clean failure rather than an `unknown` turn.
-                    None if self.bound_pid(run) != Some(pid) => settle(
-                        "failed",
-                        Some(1),
-                        Some("the claim was no longer current when the managed worker bound"),
-                    ),
-                    None => settle(
-                        "unknown",
-                        None,
-                        Some("the managed worker left no worker_result"),
-                    ),
-                }
+                let exit = match child.wait() {
+                    Ok(status) => WorkerExit::from_status(status),
+                    Err(_) => WorkerExit::Unknown,
+                };
+                let booked = book(&TurnEvidence {
+                    result: self.board_result(run),
+                    bound_here: self.bound_pid(run) == Some(pid),
+                    exit,
+                    run: self.run_status(run),
+                });
+                settle(booked.status, booked.exit_code, Some(&booked.output));
             }
         }
         self.done(admission_id);
+    }
+
+    /// Where the run stands on the board now (`None`: unreadable).
+    fn run_status(&self, run: &KanbanRun) -> Option<RunStatus> {
+        let b = Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()?;
+        b.turn_run_status(&run.task_id, run.run_id, &run.claim_lock)
+            .ok()
     }
 
     fn bound_pid(&self, run: &KanbanRun) -> Option<i64> {
@@ -781,8 +982,11 @@ impl Owner {
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| bad("not_a_string:task_id"))?;
-        let status = match params.get("as").and_then(Value::as_str) {
-            Some(s @ ("interrupted" | "failed" | "completed")) => s,
+        // The submitter exits with the decided outcome's code.
+        let (status, exit_code) = match params.get("as").and_then(Value::as_str) {
+            Some("completed") => ("completed", code::OK),
+            Some("failed") => ("failed", code::FAILED),
+            Some("interrupted") => ("interrupted", code::INTERRUPTED),
             _ => return Err(bad("as_not_interrupted_failed_completed")),
         };
         let requeue = params
@@ -791,9 +995,149 @@ impl Owner {
             .unwrap_or(false);
         let row = self
             .lock_state()?
-            .resolve(task, status, requeue, self.clock.now())?
+            .resolve(task, status, exit_code, requeue, self.clock.now())?
             .ok_or_else(|| RpcError::new(Code::NotFound, "no_unknown_turn"))?;
         Ok(receipt(&row))
+    }
+}
+
+/// Answers a peer the owner will not serve (any further) with one protocol error, then closes.
+fn refuse(mut stream: UnixStream, number: i64, message: &str) {
+    let line = protocol::protocol_error(&Value::Null, number, message);
+    let _ = stream
+        .write_all(line.as_bytes())
+        .and_then(|()| stream.write_all(b"\n"));
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// What the card asked of its run when the owner admitted it: frozen in the session's receipt,
+/// so a turn started later (a retry after an owner restart) runs under the policy the claim was
+/// proved with, never an edited card's.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Policy {
+    pub branch: Option<String>,
+    pub goal_mode: bool,
+    pub goal_max_turns: Option<i64>,
+    pub tenant: Option<String>,
+}
+
+impl Policy {
+    /// The card's policy now.
+    pub fn of(task: &board::Task) -> Policy {
+        Policy {
+            branch: task.branch_name.clone(),
+            goal_mode: task.goal_mode,
+            goal_max_turns: task.goal_max_turns,
+            tenant: task.tenant.clone(),
+        }
+    }
+
+    /// The policy frozen in a receipt. A receipt frozen before receipts carried one (an older
+    /// owner's `state.db`) has none: then, and only then, the card is read.
+    fn frozen(receipt: &Value, db: &Path, task_id: &str) -> Result<Policy, RpcError> {
+        match receipt.get("policy") {
+            Some(policy) => serde_json::from_value(policy.clone())
+                .map_err(|_| RpcError::new(Code::StorageUnavailable, "receipt_policy_unreadable")),
+            None => {
+                let b = Board::open_path(db, &OpenOptions::read_only())?;
+                Ok(Policy::of(&b.get_task(task_id)?))
+            }
+        }
+    }
+}
+
+/// What the owner knows when a managed worker has exited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnEvidence {
+    /// The run's `worker_result` from its bound worker under the run's claim lock.
+    pub result: Option<(i32, Option<String>)>,
+    /// Whether the run's latest `worker_bound` names the worker this owner started.
+    pub bound_here: bool,
+    /// The worker's exit status, as reaped.
+    pub exit: WorkerExit,
+    /// Where the run stands on the board now (`None`: unreadable).
+    pub run: Option<RunStatus>,
+}
+
+/// How a turn is booked in `state.db`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Booking {
+    pub status: &'static str,
+    pub exit_code: Option<i32>,
+    pub output: String,
+}
+
+/// Books what happened to a turn whose managed worker exited: its `worker_result`; else, when
+/// it never bound, a clean failure (nothing ran); else a claim lost after the bind (the run
+/// reclaimed, timed out or superseded: `interrupted`); else the worker's own exit status (a
+/// `worker_result` write that failed never turns a real exit into `unknown`). Only a worker
+/// whose status could not be reaped is `unknown`.
+pub fn book(evidence: &TurnEvidence) -> Booking {
+    let booking = |status, exit_code, output: &str| Booking {
+        status,
+        exit_code,
+        output: output.to_owned(),
+    };
+    let lost = booking(
+        "interrupted",
+        Some(code::INTERRUPTED),
+        "the claim was lost after the managed worker bound (reclaimed, timed out or superseded)",
+    );
+    let superseded = evidence.run == Some(RunStatus::Superseded);
+    match &evidence.result {
+        Some((code, out)) if *code != code::OK => {
+            return booking("failed", Some(*code), out.as_deref().unwrap_or_default());
+        }
+        // An exit 0 whose run was taken away: the agent's work did not land on the card.
+        Some((_, out)) if superseded => {
+            return Booking {
+                output: match out {
+                    Some(o) => format!("{}: {o}", lost.output),
+                    None => lost.output,
+                },
+                ..lost
+            };
+        }
+        Some((_, out)) => {
+            return booking(
+                "completed",
+                Some(code::OK),
+                out.as_deref().unwrap_or_default(),
+            );
+        }
+        None => {}
+    }
+    if !evidence.bound_here {
+        return booking(
+            "failed",
+            Some(code::FAILED),
+            "the claim was no longer current when the managed worker bound",
+        );
+    }
+    if superseded {
+        return lost;
+    }
+    match evidence.exit {
+        WorkerExit::Exited { code: 0 } => booking(
+            "completed",
+            Some(code::OK),
+            "the managed worker exited 0 without a worker_result",
+        ),
+        WorkerExit::Exited { code } => booking(
+            "failed",
+            Some(code),
+            &format!("the managed worker exited {code} without a worker_result"),
+        ),
+        WorkerExit::Signaled { signal } => booking(
+            "failed",
+            Some(128 + signal),
+            &format!("the managed worker was killed by signal {signal}"),
+        ),
+        WorkerExit::Unknown => booking(
+            "unknown",
+            None,
+            "the managed worker left no worker_result and no exit status",
+        ),
     }
 }
 
@@ -817,4 +1161,72 @@ pub fn receipt(row: &board::admission::AdmissionRow) -> Value {
         "marker_confirmed": row.marker_confirmed,
         "requeue": row.requeue,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evidence(exit: WorkerExit, run: Option<RunStatus>) -> TurnEvidence {
+        TurnEvidence {
+            result: None,
+            bound_here: true,
+            exit,
+            run,
+        }
+    }
+
+    #[test]
+    fn a_turn_without_a_worker_result_is_booked_by_the_workers_exit_status() {
+        // F8 in owner mode: the worker_result write failed, the worker exited with its code.
+        let b = book(&evidence(
+            WorkerExit::Exited { code: 3 },
+            Some(RunStatus::Running),
+        ));
+        assert_eq!((b.status, b.exit_code), ("failed", Some(3)));
+        let b = book(&evidence(
+            WorkerExit::Exited { code: 0 },
+            Some(RunStatus::Done),
+        ));
+        assert_eq!((b.status, b.exit_code), ("completed", Some(0)));
+        let b = book(&evidence(WorkerExit::Exited { code: 75 }, None));
+        assert_eq!((b.status, b.exit_code), ("failed", Some(75)));
+        let b = book(&evidence(
+            WorkerExit::Signaled { signal: 9 },
+            Some(RunStatus::Running),
+        ));
+        assert_eq!((b.status, b.exit_code), ("failed", Some(137)));
+        // Only a worker nobody could reap is unknown.
+        assert_eq!(
+            book(&evidence(WorkerExit::Unknown, Some(RunStatus::Running))).status,
+            "unknown"
+        );
+    }
+
+    #[test]
+    fn a_claim_lost_after_the_bind_is_booked_interrupted_and_a_result_wins() {
+        let b = book(&evidence(
+            WorkerExit::Exited { code: 0 },
+            Some(RunStatus::Superseded),
+        ));
+        assert_eq!((b.status, b.exit_code), ("interrupted", Some(130)));
+        assert!(b.output.contains("claim was lost"), "{}", b.output);
+        let mut e = evidence(WorkerExit::Exited { code: 0 }, Some(RunStatus::Superseded));
+        e.result = Some((4, Some("out".into())));
+        let b = book(&e);
+        assert_eq!(
+            (b.status, b.exit_code, b.output.as_str()),
+            ("failed", Some(4), "out")
+        );
+        // A worker that reports 0 although its completion was refused (the run was reclaimed).
+        e.result = Some((0, Some("could not complete".into())));
+        let b = book(&e);
+        assert_eq!(b.status, "interrupted");
+        assert!(b.output.ends_with(": could not complete"), "{}", b.output);
+        e.run = Some(RunStatus::Done);
+        assert_eq!(book(&e).status, "completed");
+        let mut e = evidence(WorkerExit::Exited { code: 0 }, Some(RunStatus::Superseded));
+        e.bound_here = false;
+        assert_eq!(book(&e).status, "failed");
+    }
 }

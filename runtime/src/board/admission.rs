@@ -44,6 +44,18 @@ pub struct OwnerTurn {
     pub owner_birth: Option<String>,
 }
 
+/// How [`Board::record_bound_worker_result`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundResult {
+    /// Appended: the writer is the run's bound worker.
+    Recorded,
+    /// Not appended: the run's latest `worker_bound` names another worker (or none).
+    NotBound { bound_pid: Option<i64> },
+}
+
+/// Characters of `last_output` a `worker_result` keeps (as [`Board::record_worker_result`]).
+const RESULT_OUTPUT_CHARS: usize = 2000;
+
 /// How the marker transaction ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MarkerOutcome {
@@ -111,8 +123,18 @@ fn claim_view(conn: &Db, task: &str, run: i64) -> Result<Option<ClaimView>> {
     }))
 }
 
-/// The latest `worker_result` of a run, accepted only for the exact claim lock:
-/// `(exit_code, last_output)`.
+/// The latest `worker_bound` of a run: (pid, claim_lock).
+fn latest_bound(conn: &Db, task: &str, run: i64) -> Result<Option<(i64, String)>> {
+    let Some(v) = latest_event_payload(conn, task, run, "worker_bound")? else {
+        return Ok(None);
+    };
+    let pid = v.get("pid").and_then(serde_json::Value::as_i64);
+    let lock = v.get("claim_lock").and_then(|l| l.as_str());
+    Ok(pid.zip(lock.map(str::to_owned)))
+}
+
+/// The latest `worker_result` of a run, accepted only for the exact claim lock and, once a
+/// managed worker bound to the run, only from that worker: `(exit_code, last_output)`.
 fn worker_result(
     conn: &Db,
     task: &str,
@@ -123,6 +145,11 @@ fn worker_result(
         return Ok(None);
     };
     if v.get("claim_lock").and_then(|l| l.as_str()) != Some(lock) {
+        return Ok(None);
+    }
+    if let Some((bound, _)) = latest_bound(conn, task, run)?
+        && v.get("pid").and_then(serde_json::Value::as_i64) != Some(bound)
+    {
         return Ok(None);
     }
     let code = v
@@ -252,7 +279,73 @@ impl Board {
             .and_then(|v| v.get("pid").and_then(serde_json::Value::as_i64)))
     }
 
-    /// The run's `worker_result` for exactly `lock`, else `None` (read-only).
+    /// A managed worker's `worker_result`, appended only when the writer is the run's bound
+    /// worker (the latest `worker_bound` names its pid and its claim lock); otherwise nothing is
+    /// written and the answer says who is bound.
+    pub fn record_bound_worker_result(
+        &self,
+        result: &super::WorkerResult<'_>,
+        now: i64,
+    ) -> Result<BoundResult> {
+        let Some(run) = result.run_id else {
+            return Ok(BoundResult::NotBound { bound_pid: None });
+        };
+        self.write(|tx| {
+            let bound = latest_bound(tx, result.task_id, run)?;
+            let writer = result.claim_lock.map(|l| (result.pid, l));
+            if bound.as_ref().map(|(p, l)| (*p, l.as_str())) != writer {
+                return Ok(BoundResult::NotBound {
+                    bound_pid: bound.map(|(p, _)| p),
+                });
+            }
+            let event = Event::WorkerResult {
+                pid: result.pid,
+                claim_lock: result.claim_lock.map(str::to_owned),
+                exit_code: result.exit_code,
+                last_output: result
+                    .last_output
+                    .map(|o| o.chars().take(RESULT_OUTPUT_CHARS).collect()),
+            };
+            append_event(tx, result.task_id, Some(run), &event, now)?;
+            Ok(BoundResult::Recorded)
+        })
+    }
+
+    /// Whether a managed worker still holds a live claim on its run (the proof its in-place
+    /// recovery re-takes): the run is open and current under `lock` on the task **and** the run
+    /// row, neither the task's nor the run's claim has expired at `now`, and the run's latest
+    /// `worker_bound` names `pid` with `lock`. Read-only.
+    pub fn bound_claim_is_live(
+        &self,
+        task: &str,
+        run: i64,
+        lock: &str,
+        pid: i64,
+        now: i64,
+    ) -> Result<bool> {
+        let conn = self.conn();
+        if !claim_view(conn, task, run)?.is_some_and(|v| v.is_current(task, run, lock)) {
+            return Ok(false);
+        }
+        let expiries: Option<(Option<i64>, Option<i64>)> = conn
+            .prepare_cached(
+                "SELECT t.claim_expires, r.claim_expires FROM tasks t JOIN task_runs r \
+                 ON r.task_id = t.id WHERE t.id = ?1 AND r.id = ?2",
+            )?
+            .query_row(params![task, run], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let Some((task_expires, run_expires)) = expiries else {
+            return Ok(false);
+        };
+        // The task's lease must be set and live; the run's, when recorded, too.
+        if task_expires.is_none_or(|e| e < now) || run_expires.is_some_and(|e| e < now) {
+            return Ok(false);
+        }
+        Ok(latest_bound(conn, task, run)?.is_some_and(|(p, l)| p == pid && l == lock))
+    }
+
+    /// The run's `worker_result` for exactly `lock` (from its bound worker, once one bound),
+    /// else `None` (read-only).
     pub fn worker_result_for(
         &self,
         task: &str,
@@ -537,11 +630,13 @@ impl StateDb {
     }
 
     /// An operator's decision on an `unknown` (or still `queued`) turn of `task_id`: it becomes
-    /// `status`; `requeue` records that the card was released for a fresh run.
+    /// `status` with `exit_code` (what the submitter exits with); `requeue` records that the card
+    /// was released for a fresh run.
     pub fn resolve(
         &self,
         task_id: &str,
         status: &str,
+        exit_code: i32,
         requeue: bool,
         now: i64,
     ) -> Result<Option<AdmissionRow>> {
@@ -557,8 +652,9 @@ impl StateDb {
                 return Ok(None);
             };
             tx.execute(
-                "UPDATE session_admissions SET status = ?2, requeue = ?3, updated_at = ?4 WHERE admission_id = ?1",
-                params![id, status, i64::from(requeue), now],
+                "UPDATE session_admissions SET status = ?2, requeue = ?3, updated_at = ?4, \
+                 exit_code = ?5 WHERE admission_id = ?1",
+                params![id, status, i64::from(requeue), now, exit_code],
             )?;
             get_in(tx, &id)
         })
@@ -702,8 +798,23 @@ mod tests {
                 .unwrap()
         );
         assert!(!db.mark_started("a1", epoch2, 21).unwrap());
-        let row = db.resolve("t", "interrupted", true, 22).unwrap().unwrap();
+        let row = db
+            .resolve("t", "interrupted", 130, true, 22)
+            .unwrap()
+            .unwrap();
         assert_eq!((row.status.as_str(), row.requeue), ("interrupted", true));
-        assert_eq!(db.resolve("t", "failed", false, 23).unwrap(), None);
+        assert_eq!(row.exit_code, Some(130));
+        assert_eq!(db.resolve("t", "failed", 1, false, 23).unwrap(), None);
+    }
+
+    #[test]
+    fn a_resolved_turn_carries_the_exit_code_of_its_decision() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+        let (epoch, _) = db.begin_epoch(10).unwrap();
+        db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
+        let row = db.resolve("t", "completed", 0, false, 11).unwrap().unwrap();
+        assert_eq!((row.status.as_str(), row.exit_code), ("completed", Some(0)));
+        assert_eq!(db.get("a1").unwrap().unwrap().exit_code, Some(0));
     }
 }

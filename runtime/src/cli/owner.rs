@@ -18,13 +18,16 @@ pub enum OwnerCommand {
     Serve(ServeArgs),
     /// Show the owner's turns.
     Status(ProfileArg),
+    /// Ask the owner to drain (refuse new runs, let running turns end) and exit.
+    Stop(ProfileArg),
     /// Decide an `unknown` turn of TASK (the owner restarted while it ran).
     Resolve(ResolveArgs),
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ProfileArg {
-    /// The profile whose owner to ask (default: [dispatch] default_profile).
+    /// The profile whose owner to ask (default: [dispatch] default_profile; for `resolve`, the
+    /// task's own profile).
     #[arg(long, value_name = "P")]
     pub profile: Option<String>,
 }
@@ -33,6 +36,15 @@ pub struct ProfileArg {
 pub struct ServeArgs {
     #[command(flatten)]
     pub profile: ProfileArg,
+    /// Exit after this many seconds with no turn running and no request (the submitter starts
+    /// its owners with 600); without it the owner runs until `kanban owner stop` or a signal.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub idle_exit: Option<u64>,
+    /// Test-only: the connection cap and the seconds a request line may take.
+    #[arg(long, hide = true)]
+    pub max_connections: Option<usize>,
+    #[arg(long, hide = true)]
+    pub request_deadline_ms: Option<u64>,
     /// Test-only fault point: SIGKILL the owner right after this commit.
     #[arg(long, value_enum, hide = true)]
     pub fault_after: Option<Fault>,
@@ -40,7 +52,7 @@ pub struct ServeArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ResolveArgs {
-    /// The task whose unknown turn to decide.
+    /// The task whose unknown turn to decide (its profile's owner is asked).
     pub task: String,
     /// What the turn is taken to have been.
     #[arg(long = "as", value_parser = ["interrupted", "failed", "completed"])]
@@ -65,24 +77,106 @@ fn profile_of(arg: &ProfileArg, config: &Config) -> anyhow::Result<String> {
     Ok(profile)
 }
 
+/// `kanban owner serve`.
+fn serve(args: ServeArgs, root: std::path::PathBuf, config: Config) -> CmdResult {
+    let profile = profile_of(&args.profile, &config)?;
+    config.profile(&profile, &root)?;
+    let mut limits = server::Limits::for_config(&config);
+    if let Some(n) = args.max_connections {
+        limits.max_connections = n.max(1);
+    }
+    if let Some(ms) = args.request_deadline_ms {
+        limits.request_deadline = std::time::Duration::from_millis(ms.max(1));
+    }
+    let stop = crate::worker::interrupt_flag();
+    let end = server::serve(ServeOptions {
+        root,
+        profile,
+        config,
+        clock: Arc::new(SystemClock),
+        fault: args.fault_after,
+        stop,
+        idle_exit: args.idle_exit.map(std::time::Duration::from_secs),
+        limits,
+    })?;
+    eprintln!("kanban owner: {end}");
+    Ok(Exit::OK)
+}
+
+/// `kanban owner stop`.
+fn stop(arg: &ProfileArg, root: &std::path::Path, config: &Config) -> CmdResult {
+    let profile = profile_of(arg, config)?;
+    match crate::admission::client::stop_owner(root, &profile) {
+        Some(pid) => {
+            println!("asked the owner of `{profile}` (pid {pid}) to drain and exit");
+            Ok(Exit::OK)
+        }
+        None => Err(Refused(format!(
+            "no owner of `{profile}` answered under {} (nothing to stop)",
+            root.display()
+        ))
+        .into()),
+    }
+}
+
+/// `kanban owner resolve`: asks the owner of the task's own profile (`--profile` overrides).
+fn resolve(
+    args: ResolveArgs,
+    globals: &Globals,
+    root: &std::path::Path,
+    config: &Config,
+) -> CmdResult {
+    // A unique id prefix names the task, as everywhere else.
+    let location = board::paths::resolve(root, globals.board.as_deref())?;
+    let b = board::Board::open(&location, &board::OpenOptions::read_only())?;
+    let task_id = b.resolve_task_id(&args.task)?;
+    let profile = match args.profile.profile {
+        Some(_) => profile_of(&args.profile, config)?,
+        None => crate::admission::profile_for(
+            b.get_task(&task_id)?.assignee.as_deref(),
+            &config.dispatch.default_profile,
+        )?,
+    };
+    drop(b);
+    let row = call(
+        root,
+        &profile,
+        true,
+        "owner.resolve",
+        json!({"task_id": task_id, "as": args.as_, "requeue": args.requeue}),
+    )?;
+    let mut line = format!(
+        "turn of task {} run {} resolved as {}",
+        super::escape::line(row["task_id"].as_str().unwrap_or("")),
+        row["run_id"],
+        args.as_
+    );
+    if args.requeue {
+        let b = board::Board::open(&location, &board::OpenOptions::default())?;
+        let task = row["task_id"].as_str().unwrap_or_default();
+        match b.reclaim(task, Some("owner resolve --requeue"), SystemClock.now())? {
+            board::Outcome::Done(r) => {
+                line.push_str(&format!("; card released, now {}", r.retry_status));
+            }
+            board::Outcome::Refused(r) => {
+                line.push_str(&format!("; card not released: {r}"));
+            }
+        }
+    }
+    if globals.json {
+        super::print_json(&row)?;
+    } else {
+        println!("{line}");
+    }
+    Ok(Exit::OK)
+}
+
 pub fn run(command: OwnerCommand, globals: &Globals) -> CmdResult {
     let root = board::paths::root_dir(globals.home.as_deref())?;
     let config = Config::load(&root)?;
     match command {
-        OwnerCommand::Serve(args) => {
-            let profile = profile_of(&args.profile, &config)?;
-            config.profile(&profile, &root)?;
-            let stop = crate::worker::interrupt_flag();
-            server::serve(ServeOptions {
-                root,
-                profile,
-                config,
-                clock: Arc::new(SystemClock),
-                fault: args.fault_after,
-                stop,
-            })?;
-            Ok(Exit::OK)
-        }
+        OwnerCommand::Serve(args) => serve(args, root, config),
+        OwnerCommand::Stop(arg) => stop(&arg, &root, &config),
         OwnerCommand::Status(arg) => {
             let profile = profile_of(&arg, &config)?;
             let status = call(&root, &profile, false, "owner.status", json!({}))?;
@@ -111,45 +205,7 @@ pub fn run(command: OwnerCommand, globals: &Globals) -> CmdResult {
             }
             Ok(Exit::OK)
         }
-        OwnerCommand::Resolve(args) => {
-            let profile = profile_of(&args.profile, &config)?;
-            // A unique id prefix names the task, as everywhere else.
-            let location = board::paths::resolve(&root, globals.board.as_deref())?;
-            let task_id = board::Board::open(&location, &board::OpenOptions::read_only())?
-                .resolve_task_id(&args.task)?;
-            let row = call(
-                &root,
-                &profile,
-                true,
-                "owner.resolve",
-                json!({"task_id": task_id, "as": args.as_, "requeue": args.requeue}),
-            )?;
-            let mut line = format!(
-                "turn of task {} run {} resolved as {}",
-                super::escape::line(row["task_id"].as_str().unwrap_or("")),
-                row["run_id"],
-                args.as_
-            );
-            if args.requeue {
-                let location = board::paths::resolve(&root, globals.board.as_deref())?;
-                let b = board::Board::open(&location, &board::OpenOptions::default())?;
-                let task = row["task_id"].as_str().unwrap_or_default();
-                match b.reclaim(task, Some("owner resolve --requeue"), SystemClock.now())? {
-                    board::Outcome::Done(r) => {
-                        line.push_str(&format!("; card released, now {}", r.retry_status));
-                    }
-                    board::Outcome::Refused(r) => {
-                        line.push_str(&format!("; card not released: {r}"));
-                    }
-                }
-            }
-            if globals.json {
-                super::print_json(&row)?;
-            } else {
-                println!("{line}");
-            }
-            Ok(Exit::OK)
-        }
+        OwnerCommand::Resolve(args) => resolve(args, globals, &root, &config),
     }
 }
 

@@ -23,7 +23,7 @@ pub fn boot_id() -> Option<String> {
 }
 
 /// The fields of `/proc/<pid>/stat` after the command name: (state, start time in clock ticks).
-fn stat_of(pid: i32) -> Option<(char, u64)> {
+pub(crate) fn stat_of(pid: i32) -> Option<(char, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may itself contain ')' or spaces: cut after the last.
     let rest = &text[text.rfind(')')? + 1..];

@@ -140,6 +140,9 @@ struct Bound {
     behaviour: Behaviour,
     /// A managed worker's claim TTL, from the run's `claimed` event (`None`: the settings').
     claim_ttl: Option<i64>,
+    /// The owner's managed worker: its claim proofs and its `worker_result` also need the run's
+    /// latest `worker_bound` to name this process.
+    managed: bool,
 }
 
 impl Bound {
@@ -335,6 +338,7 @@ fn run_as(
             goal_max_turns: identity.goal_max_turns,
         },
         claim_ttl,
+        managed: watch.is_some(),
     };
     // The managed worker's watch: ends the attempt (with a worker_result) when the submitter or
     // the owner is gone.
@@ -411,7 +415,25 @@ fn run_as(
     if let Some(w) = watcher {
         w.stop();
     }
-    if let Err(err) = bound.board.record_worker_result(&result, clock.now()) {
+    if bound.managed {
+        match bound.board.record_bound_worker_result(&result, clock.now()) {
+            Ok(crate::board::admission::BoundResult::Recorded) => {}
+            Ok(crate::board::admission::BoundResult::NotBound { bound_pid }) => {
+                let _ = writeln!(
+                    log,
+                    "kanban worker: worker_result not recorded: the run is bound to {} now",
+                    bound_pid.map_or_else(|| "no worker".to_owned(), |p| format!("pid {p}"))
+                );
+            }
+            Err(err) => {
+                let _ = writeln!(
+                    log,
+                    "kanban worker: could not record worker_result: {}",
+                    crate::error_chain(&err)
+                );
+            }
+        }
+    } else if let Err(err) = bound.board.record_worker_result(&result, clock.now()) {
         let _ = writeln!(
             log,
             "kanban worker: could not record worker_result: {}",
@@ -495,6 +517,15 @@ impl TurnHost for DirectHost<'_> {
     }
 
     fn claim_is_live(&self) -> Result<bool, BoardError> {
+        if self.bound.managed {
+            return self.bound.board.bound_claim_is_live(
+                &self.bound.task,
+                self.bound.run_id,
+                &self.bound.claim_lock,
+                self.bound.pid,
+                self.clock.now(),
+            );
+        }
         self.bound.board.claim_is_live(
             &self.bound.task,
             self.bound.run_id,

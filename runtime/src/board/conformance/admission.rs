@@ -99,3 +99,79 @@ pub(crate) fn a_managed_worker_binds_only_to_the_current_claim_and_learns_its_tt
     );
     assert_clean(&b);
 }
+
+pub(crate) fn only_the_bound_worker_settles_its_run_and_proves_its_live_claim(s: &dyn Store) {
+    use crate::board::admission::BoundResult;
+    let (_d, b) = s.board();
+    let id = create(&b, "t");
+    let run = claim(&b, &id).run_id;
+    let bound = |pid: i64| Event::WorkerBound {
+        pid,
+        claim_lock: "host:1".into(),
+        started_at: Some(format!("boot|{pid}")),
+        submitter_pid: Some(321),
+    };
+    let result = |pid: i64, code: i32| WorkerResult {
+        task_id: &id,
+        run_id: Some(run),
+        pid,
+        claim_lock: Some("host:1"),
+        exit_code: code,
+        last_output: None,
+    };
+    // Nobody bound yet: nobody settles the run.
+    assert_eq!(
+        b.record_bound_worker_result(&result(55, 0), T0).unwrap(),
+        BoundResult::NotBound { bound_pid: None }
+    );
+    assert!(!b.bound_claim_is_live(&id, run, "host:1", 55, T0).unwrap());
+    b.bind_managed_worker(&id, run, "host:1", &bound(55), T0 + 1)
+        .unwrap();
+    assert!(
+        b.bound_claim_is_live(&id, run, "host:1", 55, T0 + 1)
+            .unwrap()
+    );
+    // Another process, another lock, an expired lease: no live claim.
+    assert!(
+        !b.bound_claim_is_live(&id, run, "host:1", 56, T0 + 1)
+            .unwrap()
+    );
+    assert!(
+        !b.bound_claim_is_live(&id, run, "host:2", 55, T0 + 1)
+            .unwrap()
+    );
+    assert!(
+        !b.bound_claim_is_live(&id, run, "host:1", 55, T0 + 901)
+            .unwrap()
+    );
+    // A writer that is not the bound worker appends nothing; a result another path appended
+    // from it is not read.
+    assert_eq!(
+        b.record_bound_worker_result(&result(56, 0), T0 + 2)
+            .unwrap(),
+        BoundResult::NotBound {
+            bound_pid: Some(55)
+        }
+    );
+    assert!(!kinds(&b, &id).iter().any(|k| k == "worker_result"));
+    b.record_worker_result(&result(56, 0), T0 + 2).unwrap();
+    assert_eq!(b.worker_result_for(&id, run, "host:1").unwrap(), None);
+    assert_eq!(
+        b.record_bound_worker_result(&result(55, 3), T0 + 3)
+            .unwrap(),
+        BoundResult::Recorded
+    );
+    assert_eq!(
+        b.worker_result_for(&id, run, "host:1").unwrap(),
+        Some((3, None))
+    );
+    // A later bind by another worker takes the run over: the first one's proof fails.
+    b.bind_managed_worker(&id, run, "host:1", &bound(57), T0 + 4)
+        .unwrap();
+    assert!(
+        !b.bound_claim_is_live(&id, run, "host:1", 55, T0 + 4)
+            .unwrap()
+    );
+    assert_eq!(b.worker_result_for(&id, run, "host:1").unwrap(), None);
+    assert_clean(&b);
+}

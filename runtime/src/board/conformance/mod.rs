@@ -197,6 +197,7 @@ macro_rules! for_each_conformance_test {
             admission {
                 the_owner_marker_is_appended_once_under_the_current_claim,
                 a_managed_worker_binds_only_to_the_current_claim_and_learns_its_ttl,
+                only_the_bound_worker_settles_its_run_and_proves_its_live_claim,
             }
         );
     };
