@@ -83,6 +83,7 @@ fn claim(board: &Board, id: &str) -> (i64, String) {
     let spec = ClaimSpec {
         lock: format!("test:{}", std::process::id()),
         ttl_seconds: 900,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     };
     match board.claim(id, &spec, now()).unwrap() {
         ClaimOutcome::Claimed(c) => (c.run_id, c.claim_lock),
