@@ -785,8 +785,8 @@ impl Run {
         }
     }
 
-    /// The live `kanban` processes of this run's home whose arguments contain every word of
-    /// `words` (`["owner", "serve"]`, `["submit"]`).
+    /// The live processes of this run's home (their arguments name it) whose arguments contain
+    /// every word of `words` (`["owner", "serve"]`, `["submit"]`, `["worker"]`), by pid.
     fn processes(&self, words: &[&str]) -> anyhow::Result<Vec<i32>> {
         let home = self.home.to_string_lossy().into_owned();
         let mut out = Vec::new();
@@ -818,29 +818,8 @@ impl Run {
 
     /// The live `kanban worker` processes of this run's home, with their task and run.
     fn workers(&self) -> anyhow::Result<Vec<WorkerProc>> {
-        let home = self.home.to_string_lossy().into_owned();
         let mut out = Vec::new();
-        for entry in std::fs::read_dir("/proc")?.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let args: Vec<String> = cmdline
-                .split(|b| *b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            if !args.iter().any(|a| a == "worker") || !args.contains(&home) {
-                continue;
-            }
-            if !alive(pid) {
-                continue;
-            }
+        for pid in self.processes(&["worker"])? {
             let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
                 continue;
             };
