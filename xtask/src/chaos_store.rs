@@ -46,8 +46,9 @@ impl Cell {
 
 pub enum Store {
     Sqlite(rusqlite::Connection),
-    /// A `RefCell`: the client needs `&mut` for a read, the run passes the store by `&`.
-    Postgres(RefCell<Client>),
+    /// A `RefCell`: the client needs `&mut` for a read, the run passes the store by `&`
+    /// (boxed: the client is far larger than a SQLite connection).
+    Postgres(Box<RefCell<Client>>),
 }
 
 impl Store {
@@ -61,7 +62,7 @@ impl Store {
     pub fn postgres(url: &str) -> anyhow::Result<Store> {
         let config = kanban_pgwire::Config::parse(url).context("the chaos board's URL")?;
         let client = Client::connect(&config).context("cannot connect to the chaos board")?;
-        Ok(Store::Postgres(RefCell::new(client)))
+        Ok(Store::Postgres(Box::new(RefCell::new(client))))
     }
 
     pub fn is_postgres(&self) -> bool {
