@@ -561,3 +561,16 @@ fn owner_resolve_decides_a_lost_turn_while_the_owner_is_down() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn an_unknown_owner_lost_turn_is_refused_naming_the_key() {
+    let home = Home::new(&shell_config_with("owner", "owner_lost_turn = \"retry\""));
+    let out = home
+        .kanban(&["owner", "serve", "--profile", "done"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("owner_lost_turn"), "{stderr}");
+    assert!(stderr.contains("\"requeue\""), "{stderr}");
+}
