@@ -390,8 +390,9 @@ fn peers_without_the_ticket_or_under_another_uid_are_refused() {
     assert_eq!(v["error"]["data"]["reason"], "peer_uid", "{v}");
 }
 
+/// Owner mode; a turn lost with its owner pauses the card for `kanban owner resolve`.
 fn owner_config() -> String {
-    config("mode = \"owner\"\nmax_spawn = 8")
+    config("mode = \"owner\"\nmax_spawn = 8\nowner_lost_turn = \"pause\"")
 }
 
 /// Stops, on drop, the owner a submitter started.
@@ -486,7 +487,7 @@ fn owner_mode_runs_every_task_once_through_an_owner_the_submitter_started() {
 
 /// A managed turn that runs until killed: profile `done` is `builtin:shell` here.
 fn sleeper_config() -> String {
-    "[dispatch]\nmode = \"owner\"\ncrash_grace_seconds = 0\nkill_wait_seconds = 1.0\n\
+    "[dispatch]\nmode = \"owner\"\nowner_lost_turn = \"pause\"\ncrash_grace_seconds = 0\nkill_wait_seconds = 1.0\n\
      interval_seconds = 0.5\ndefault_profile = \"done\"\n\n[profiles.done]\nagent = \"builtin:shell\"\n"
         .to_owned()
 }

@@ -48,8 +48,13 @@ impl Owner {
 /// `[profiles.done]` and `[profiles.sh]` are both `builtin:shell` here: a turn runs its card's
 /// body. The default profile is `done`.
 fn shell_config(mode: &str) -> String {
+    shell_config_with(mode, "")
+}
+
+/// As [`shell_config`], with more `[dispatch]` lines.
+fn shell_config_with(mode: &str, extra: &str) -> String {
     format!(
-        "[dispatch]\nmode = \"{mode}\"\ncrash_grace_seconds = 0\nkill_wait_seconds = 1.0\n\
+        "[dispatch]\nmode = \"{mode}\"\n{extra}\ncrash_grace_seconds = 0\nkill_wait_seconds = 1.0\n\
          interval_seconds = 0.5\ndefault_profile = \"done\"\n\n\
          [profiles.done]\nagent = \"builtin:shell\"\n\n[profiles.sh]\nagent = \"builtin:shell\"\n"
     )
@@ -163,7 +168,7 @@ impl Drop for Cleanup<'_> {
 
 #[test]
 fn resolve_asks_the_owner_of_the_tasks_own_profile_and_completed_exits_the_submitter_0() {
-    let home = Home::new(&shell_config("owner"));
+    let home = Home::new(&shell_config_with("owner", "owner_lost_turn = \"pause\""));
     let id = home.create(Home::task("on sh", "sh", Some("true"), vec![]));
     // The `sh` owner dies right after the turn is started: the turn will read `unknown`.
     let mut faulty = start_owner(&home, "sh", &["--fault-after", "after-started"]);
@@ -210,7 +215,7 @@ fn resolve_with_a_profile_asks_that_owner() {
     let home = Home::new(&shell_config("owner"));
     let id = home.create(Home::task("on sh", "sh", Some("true"), vec![]));
     let _sh = start_owner(&home, "sh", &[]);
-    // `--profile done` overrides the task's profile: no `done` owner runs.
+    // `--profile done` overrides the task's profile: no `done` owner ever ran.
     let out = home
         .kanban(&[
             "owner",
@@ -225,7 +230,7 @@ fn resolve_with_a_profile_asks_that_owner() {
         .unwrap();
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("is the owner of `done` running?"),
+        String::from_utf8_lossy(&out.stderr).contains("the owner of `done` does not answer"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -443,4 +448,130 @@ fn an_owner_whose_home_is_deleted_ends() {
     let mut owner = start_owner(&home, "done", &[]);
     std::fs::remove_dir_all(home.root.join("owner")).unwrap();
     assert!(owner.exits("the orphaned owner to exit").success());
+}
+
+/// A card body that sleeps on its first run and exits 0 on every later one.
+fn sleeps_once(dir: &Path) -> String {
+    let m = dir.join("ran-once");
+    format!(
+        "if [ -f '{m}' ]; then exit 0; fi; touch '{m}'; sleep 120",
+        m = m.display()
+    )
+}
+
+fn owner_lost_turn_is_dispatched_again(kill_submitter_too: bool) {
+    let home = Home::new(&shell_config("owner"));
+    let dir = tempfile::tempdir().unwrap();
+    let id = home.create(Home::task(
+        "lost",
+        "done",
+        Some(&sleeps_once(dir.path())),
+        vec![],
+    ));
+    let _cleanup = Cleanup(&home, &["done"]);
+    let daemon = home.daemon();
+    home.wait_for(
+        "the managed worker to bind",
+        Duration::from_secs(60),
+        |_| has_event(&home, &id, "worker_bound"),
+    );
+    let owner = owner_pid(&home, "done").unwrap();
+    let submitter = home.board().get_task(&id).unwrap().worker_pid.unwrap();
+    kill("-KILL", owner);
+    if kill_submitter_too {
+        kill("-KILL", submitter);
+    }
+    // No operator: the card runs again as a fresh attempt and ends done.
+    home.wait_for("the card to be done", Duration::from_secs(120), |b| {
+        b.get_task(&id).unwrap().status == kanban_runtime::board::Status::Done
+    });
+    let outcomes = home.run_outcomes(&id);
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert_eq!(outcomes[1], "completed", "{outcomes:?}");
+    // The lost attempt counted as a failure (the breaker sees it).
+    assert_ne!(outcomes[0], "completed", "{outcomes:?}");
+    drop(daemon);
+    assert_eq!(home.board().fsck().unwrap(), []);
+}
+
+#[test]
+fn an_owner_killed_mid_turn_leaves_no_stalled_card() {
+    owner_lost_turn_is_dispatched_again(false);
+}
+
+#[test]
+fn an_owner_and_its_submitter_killed_mid_turn_leave_no_stalled_card() {
+    owner_lost_turn_is_dispatched_again(true);
+}
+
+#[test]
+fn a_restarted_owner_settles_a_lost_turn_interrupted() {
+    let home = Home::new(&shell_config("direct"));
+    let id = home.create(Home::task("lost", "done", Some("true"), vec![]));
+    let board = home.board();
+    let (run, lock) = claim(&board, &id);
+    let mut faulty = start_owner(&home, "done", &["--fault-after", "after-started"]);
+    let mut client = Client::open(&home.root, "done", false).unwrap();
+    assert!(client.call("kanban.run", params(&id, run, &lock)).is_err());
+    faulty.exits("the faulty owner to die");
+    let _owner = start_owner(&home, "done", &[]);
+    let turn = state(&home, "done").list().unwrap().remove(0);
+    assert_eq!(
+        (turn.status.as_str(), turn.exit_code),
+        ("interrupted", Some(130)),
+        "{turn:?}"
+    );
+    assert!(
+        turn.last_output
+            .as_deref()
+            .is_some_and(|o| o.contains("may have had effects")),
+        "{turn:?}"
+    );
+}
+
+#[test]
+fn owner_resolve_decides_a_lost_turn_while_the_owner_is_down() {
+    let home = Home::new(&shell_config_with("direct", "owner_lost_turn = \"pause\""));
+    let id = home.create(Home::task("lost", "done", Some("true"), vec![]));
+    let board = home.board();
+    let (run, lock) = claim(&board, &id);
+    let mut faulty = start_owner(&home, "done", &["--fault-after", "after-started"]);
+    let mut client = Client::open(&home.root, "done", false).unwrap();
+    assert!(client.call("kanban.run", params(&id, run, &lock)).is_err());
+    faulty.exits("the faulty owner to die");
+    // No owner runs: the decision is written to its state.db directly.
+    let out = home
+        .kanban(&["owner", "resolve", &id, "--as", "failed"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let turn = state(&home, "done").list().unwrap().remove(0);
+    assert_eq!(
+        (turn.status.as_str(), turn.exit_code),
+        ("failed", Some(1)),
+        "{turn:?}"
+    );
+    // A second decision finds nothing left to decide.
+    let out = home
+        .kanban(&["owner", "resolve", &id, "--as", "failed"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn an_unknown_owner_lost_turn_is_refused_naming_the_key() {
+    let home = Home::new(&shell_config_with("owner", "owner_lost_turn = \"retry\""));
+    let out = home
+        .kanban(&["owner", "serve", "--profile", "done"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("owner_lost_turn"), "{stderr}");
+    assert!(stderr.contains("\"requeue\""), "{stderr}");
 }

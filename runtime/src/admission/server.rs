@@ -236,12 +236,22 @@ pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
     let state =
         StateDb::open(&super::state_path(&opts.root, &opts.profile)).map_err(OwnerError::State)?;
     let now = opts.clock.now();
-    let (epoch, lost) = state.begin_epoch(now).map_err(OwnerError::State)?;
+    let pause = opts.config.dispatch.owner_lost_turn == "pause";
+    let (epoch, lost) = state
+        .begin_epoch(now, &lost_turn(pause))
+        .map_err(OwnerError::State)?;
     for row in &lost {
-        eprintln!(
-            "kanban owner: turn {} of task {} run {} was started by an earlier owner: now unknown (never replayed; `kanban owner resolve {}`)",
-            row.admission_id, row.task_id, row.run_id, row.task_id
-        );
+        if pause {
+            eprintln!(
+                "kanban owner: turn {} of task {} run {} was started by an earlier owner: now unknown (never replayed; `kanban owner resolve {}`)",
+                row.admission_id, row.task_id, row.run_id, row.task_id
+            );
+        } else {
+            eprintln!(
+                "kanban owner: turn {} of task {} run {} was started by an earlier owner: now interrupted (never replayed; the card runs again as a new attempt)",
+                row.admission_id, row.task_id, row.run_id
+            );
+        }
     }
     reconcile_markers(&opts.root, &state, now);
 
@@ -392,6 +402,76 @@ enum LineError {
     TooLarge,
     Timeout,
     Broken,
+}
+
+/// The exit code an operator's decision on a turn carries (`owner.resolve`'s `as`).
+pub fn decision_exit_code(status: &str) -> Option<i32> {
+    match status {
+        "completed" => Some(code::OK),
+        "failed" => Some(code::FAILED),
+        "interrupted" => Some(code::INTERRUPTED),
+        _ => None,
+    }
+}
+
+/// `kanban owner resolve` while no owner of `profile` runs: under the owner's lock (so none
+/// starts meanwhile; a submitter's launch finds it held and tries again later) the decision is
+/// written to `state.db` directly, as the owner would. `Ok(None)`: no `unknown` turn of the task.
+pub fn resolve_offline(
+    root: &Path,
+    profile: &str,
+    task_id: &str,
+    status: &str,
+    requeue: bool,
+    now: i64,
+) -> Result<Option<board::admission::AdmissionRow>, OwnerError> {
+    let exit_code = decision_exit_code(status).unwrap_or(code::FAILED);
+    let lock_path = super::lock_path(root, profile);
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&lock_path)
+        .map_err(|source| OwnerError::Folder {
+            path: lock_path.clone(),
+            source,
+        })?;
+    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        return Err(OwnerError::AlreadyRunning {
+            profile: profile.to_owned(),
+            path: lock_path,
+        });
+    }
+    let state = StateDb::open(&super::state_path(root, profile)).map_err(OwnerError::State)?;
+    // Holding the lock proves no owner runs: a turn still `started` was lost with its owner and
+    // is the operator's to decide, as `unknown` is.
+    state
+        .begin_epoch(now, &lost_turn(true))
+        .map_err(OwnerError::State)?;
+    let row = state
+        .resolve(task_id, status, exit_code, requeue, now)
+        .map_err(OwnerError::State)?;
+    drop(lock);
+    Ok(row)
+}
+
+/// What a turn lost with an earlier owner becomes (`[dispatch] owner_lost_turn`): `interrupted`
+/// with exit 130 — its submitter exits 130, a crash the dispatcher counts, and the card runs again
+/// as a fresh attempt — or, with `"pause"`, `unknown` for `kanban owner resolve`.
+fn lost_turn(pause: bool) -> board::admission::LostTurn {
+    if pause {
+        board::admission::LostTurn {
+            status: "unknown",
+            exit_code: None,
+            output: None,
+        }
+    } else {
+        board::admission::LostTurn {
+            status: "interrupted",
+            exit_code: Some(code::INTERRUPTED),
+            output: Some(
+                "the owner stopped while this turn ran: lost (it may have had effects before it was lost), not replayed",
+            ),
+        }
+    }
 }
 
 /// At start: a queued turn whose marker was committed on the board but not confirmed in
@@ -984,10 +1064,11 @@ impl Owner {
             .ok_or_else(|| bad("not_a_string:task_id"))?;
         // The submitter exits with the decided outcome's code.
         let (status, exit_code) = match params.get("as").and_then(Value::as_str) {
-            Some("completed") => ("completed", code::OK),
-            Some("failed") => ("failed", code::FAILED),
-            Some("interrupted") => ("interrupted", code::INTERRUPTED),
-            _ => return Err(bad("as_not_interrupted_failed_completed")),
+            Some(s) => match decision_exit_code(s) {
+                Some(c) => (s, c),
+                None => return Err(bad("as_not_interrupted_failed_completed")),
+            },
+            None => return Err(bad("as_not_interrupted_failed_completed")),
         };
         let requeue = params
             .get("requeue")

@@ -448,6 +448,14 @@ pub enum Admitted {
     Conflict,
 }
 
+/// What a turn lost with its owner becomes at the next owner's start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostTurn {
+    pub status: &'static str,
+    pub exit_code: Option<i32>,
+    pub output: Option<&'static str>,
+}
+
 /// The owner's `state.db`.
 #[derive(Debug)]
 pub struct StateDb {
@@ -468,8 +476,10 @@ impl StateDb {
     }
 
     /// Starts a new owner epoch: the epoch is incremented, and every `started` turn of an older
-    /// epoch becomes `unknown` (never replayed). Answers (epoch, turns made unknown).
-    pub fn begin_epoch(&self, now: i64) -> Result<(i64, Vec<AdmissionRow>)> {
+    /// epoch — lost with the owner that ran it, never replayed — becomes `settle_as.status` with its
+    /// exit code and output (`interrupted` 130, or `unknown` for the operator). Answers (epoch,
+    /// the turns so settled, as they were).
+    pub fn begin_epoch(&self, now: i64, settle_as: &LostTurn) -> Result<(i64, Vec<AdmissionRow>)> {
         self.db.write(|tx| {
             tx.execute(
                 "INSERT INTO runtime_epoch (singleton, epoch) VALUES (1, 1) \
@@ -487,9 +497,9 @@ impl StateDb {
                 .query_map(params![epoch], row)?
                 .collect::<sql::Result<_>>()?;
             tx.execute(
-                "UPDATE session_admissions SET status = 'unknown', updated_at = ?2 \
-                 WHERE status = 'started' AND owner_epoch < ?1",
-                params![epoch, now],
+                "UPDATE session_admissions SET status = ?3, exit_code = ?4, last_output = ?5, \
+                 updated_at = ?2 WHERE status = 'started' AND owner_epoch < ?1",
+                params![epoch, now, settle_as.status, settle_as.exit_code, settle_as.output],
             )?;
             Ok((epoch, lost))
         })
@@ -732,6 +742,12 @@ fn get_in(conn: &Db, admission_id: &str) -> Result<Option<AdmissionRow>> {
 mod tests {
     use super::*;
 
+    const PAUSE: LostTurn = LostTurn {
+        status: "unknown",
+        exit_code: None,
+        output: None,
+    };
+
     fn new<'a>(payload: &'a str, receipt: &'a str, id: &'a str) -> NewAdmission<'a> {
         NewAdmission {
             principal_id: "uid:1",
@@ -749,7 +765,7 @@ mod tests {
     fn a_replay_returns_the_original_row_and_a_changed_payload_conflicts() {
         let dir = tempfile::tempdir().unwrap();
         let db = StateDb::open(&dir.path().join("state.db")).unwrap();
-        let (epoch, lost) = db.begin_epoch(10).unwrap();
+        let (epoch, lost) = db.begin_epoch(10, &PAUSE).unwrap();
         assert_eq!((epoch, lost.len()), (1, 0));
         let first = match db.admit(&new("{\"p\":1}", "{}", "a1"), epoch, 10).unwrap() {
             Admitted::Created(row) => row,
@@ -776,7 +792,7 @@ mod tests {
     fn started_work_of_an_older_epoch_becomes_unknown_and_only_an_operator_settles_it() {
         let dir = tempfile::tempdir().unwrap();
         let db = StateDb::open(&dir.path().join("state.db")).unwrap();
-        let (epoch, _) = db.begin_epoch(10).unwrap();
+        let (epoch, _) = db.begin_epoch(10, &PAUSE).unwrap();
         db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
         // Not confirmed: it cannot start.
         assert!(!db.mark_started("a1", epoch, 11).unwrap());
@@ -788,7 +804,7 @@ mod tests {
         );
         drop(db);
         let db = StateDb::open(&dir.path().join("state.db")).unwrap();
-        let (epoch2, lost) = db.begin_epoch(20).unwrap();
+        let (epoch2, lost) = db.begin_epoch(20, &PAUSE).unwrap();
         assert_eq!(epoch2, 2);
         assert_eq!(lost.len(), 1);
         assert_eq!(db.get("a1").unwrap().unwrap().status, "unknown");
@@ -808,10 +824,41 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_lost_with_its_owner_settles_as_the_next_owner_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let db = StateDb::open(&path).unwrap();
+        let (epoch, _) = db.begin_epoch(10, &PAUSE).unwrap();
+        db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
+        db.confirm_marker("a1", 11).unwrap();
+        assert!(db.mark_started("a1", epoch, 11).unwrap());
+        drop(db);
+        let db = StateDb::open(&path).unwrap();
+        let requeue = LostTurn {
+            status: "interrupted",
+            exit_code: Some(130),
+            output: Some("lost with its owner"),
+        };
+        let (_, lost) = db.begin_epoch(20, &requeue).unwrap();
+        assert_eq!(lost.len(), 1);
+        let row = db.get("a1").unwrap().unwrap();
+        assert_eq!(
+            (
+                row.status.as_str(),
+                row.exit_code,
+                row.last_output.as_deref()
+            ),
+            ("interrupted", Some(130), Some("lost with its owner"))
+        );
+        // Settled: a later start leaves it alone.
+        assert!(db.begin_epoch(30, &PAUSE).unwrap().1.is_empty());
+    }
+
+    #[test]
     fn a_resolved_turn_carries_the_exit_code_of_its_decision() {
         let dir = tempfile::tempdir().unwrap();
         let db = StateDb::open(&dir.path().join("state.db")).unwrap();
-        let (epoch, _) = db.begin_epoch(10).unwrap();
+        let (epoch, _) = db.begin_epoch(10, &PAUSE).unwrap();
         db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
         let row = db.resolve("t", "completed", 0, false, 11).unwrap().unwrap();
         assert_eq!((row.status.as_str(), row.exit_code), ("completed", Some(0)));

@@ -138,13 +138,35 @@ fn resolve(
         )?,
     };
     drop(b);
-    let row = call(
-        root,
-        &profile,
-        true,
-        "owner.resolve",
-        json!({"task_id": task_id, "as": args.as_, "requeue": args.requeue}),
-    )?;
+    let params = json!({"task_id": task_id, "as": args.as_, "requeue": args.requeue});
+    let row = match Client::open(root, &profile, true) {
+        Ok(mut client) => match client.call("owner.resolve", params) {
+            Ok(v) => v,
+            Err(ClientError::Refused { code, reason }) => {
+                return Err(Refused(format!("the owner refused: {code} ({reason})")).into());
+            }
+            Err(e) => return Err(e.into()),
+        },
+        // No owner answers: decide in its state.db directly, under its lock.
+        Err(e) if e.is_transport() || matches!(e, ClientError::Ticket { .. }) => {
+            let row = server::resolve_offline(
+                root,
+                &profile,
+                &task_id,
+                &args.as_,
+                args.requeue,
+                SystemClock.now(),
+            )
+            .with_context(|| format!("the owner of `{profile}` does not answer"))?
+            .ok_or_else(|| {
+                Refused(format!(
+                    "the `{profile}` owner's state.db has no unknown turn of task {task_id}"
+                ))
+            })?;
+            server::receipt(&row)
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut line = format!(
         "turn of task {} run {} resolved as {}",
         super::escape::line(row["task_id"].as_str().unwrap_or("")),

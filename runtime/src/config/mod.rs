@@ -86,6 +86,10 @@ pub struct DispatchConfig {
     pub default_profile: String,
     /// "direct" (spawn workers) or "owner" (admission through the owner daemon).
     pub mode: String,
+    /// Owner mode: what a turn its owner lost (the owner died while it ran) becomes:
+    /// "requeue" (settled `interrupted`, the card dispatched again as a fresh run, counted by the
+    /// failure breaker) or "pause" (`unknown`, the card held until `kanban owner resolve`).
+    pub owner_lost_turn: String,
     /// Dispatch the review lane: a `review` task whose profile is defined is claimed for its
     /// reviewer after the ready lane (default on).
     pub review_dispatch: bool,
@@ -111,6 +115,7 @@ impl Default for DispatchConfig {
             interval_seconds: 5.0,
             default_profile: "default".to_owned(),
             mode: "direct".to_owned(),
+            owner_lost_turn: "requeue".to_owned(),
             review_dispatch: true,
             turn_recovery: 3,
             turn_recovery_backoff_seconds: vec![15.0, 45.0, 90.0],

@@ -151,6 +151,16 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
             ));
         }
     }
+    match d.owner_lost_turn.as_str() {
+        "requeue" | "pause" => {}
+        other => {
+            return Err(Problem::new(
+                "[dispatch] owner_lost_turn",
+                format!("{other:?}"),
+                "the accepted values are \"requeue\" (a turn its owner lost settles interrupted and the card runs again) and \"pause\" (the card waits for `kanban owner resolve`)",
+            ));
+        }
+    }
     check_profiles(&config.profiles)?;
     let c = &config.cron;
     check_int("[cron] max_parallel", c.max_parallel, MAX_PARALLEL, "")?;

@@ -74,6 +74,9 @@ pub struct Settings {
     /// `[dispatch] mode = "owner"`: start `kanban submit` (admission through the profile's
     /// owner) instead of `kanban worker`.
     pub owner_mode: bool,
+    /// `[dispatch] owner_lost_turn = "pause"`: a turn whose owner died is held for the operator
+    /// (else it is released by the usual rules once its owner is gone).
+    pub owner_lost_turn_pauses: bool,
 }
 
 fn env_seconds(setting: Setting, min: i64) -> Result<Option<i64>, SettingsError> {
@@ -134,6 +137,7 @@ impl Settings {
             dry_run: false,
             review_dispatch: d.review_dispatch,
             owner_mode: d.mode == "owner",
+            owner_lost_turn_pauses: d.owner_lost_turn == "pause",
         })
     }
 

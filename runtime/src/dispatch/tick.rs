@@ -449,14 +449,7 @@ impl Tick<'_> {
             let Some(turn) = self.board.owner_turn(&task.id, run)? else {
                 continue;
             };
-            let paused = match turn.status.as_deref() {
-                Some("unknown") => true,
-                Some("started") => turn.owner_pid.is_none_or(|pid| {
-                    !super::process::liveness(pid, turn.owner_birth.as_deref()).may_be_running()
-                }),
-                _ => false,
-            };
-            if paused {
+            if owner_turn_paused(&turn, self.settings.owner_lost_turn_pauses) {
                 self.handled.insert(task.id.clone());
             }
         }
@@ -1332,5 +1325,23 @@ impl Tick<'_> {
         // A refusal means the claim vanished in between (an operator): nothing to do.
         self.board.record_spawns(&records, self.now)?;
         Ok(())
+    }
+}
+
+/// Whether an owner-admitted run is held back from every reclaim phase this tick (README "Owner
+/// admission"): a turn the owner recorded `unknown` always is (an operator decides); a turn
+/// `started` under an owner that is gone only with `[dispatch] owner_lost_turn = "pause"` —
+/// otherwise the run is released by the usual rules (a dead submitter is a crash, counted by the
+/// failure breaker; a live one restarts the owner, which settles the lost turn `interrupted`).
+fn owner_turn_paused(turn: &crate::board::admission::OwnerTurn, lost_turn_pauses: bool) -> bool {
+    match turn.status.as_deref() {
+        Some("unknown") => true,
+        Some("started") => {
+            lost_turn_pauses
+                && turn.owner_pid.is_none_or(|pid| {
+                    !super::process::liveness(pid, turn.owner_birth.as_deref()).may_be_running()
+                })
+        }
+        _ => false,
     }
 }
