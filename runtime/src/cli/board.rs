@@ -879,6 +879,20 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
                 .map_or("-".to_owned(), |r| r.to_string())
         );
     }
+    // Owner mode: the turn the owner admitted for the open run, and a pause an operator ends.
+    if let Some(run) = task.current_run_id
+        && let Some(turn) = o.board.owner_turn(id, run)?
+    {
+        let status = turn.status.as_deref().unwrap_or("admitted");
+        if status == "unknown" {
+            println!(
+                "paused: the owner turn of run {run} is unknown (it may have had effects); \
+                 `kanban owner resolve {id} --as interrupted|failed|completed` decides"
+            );
+        } else {
+            println!("owner turn of run {run}: {}", line(status));
+        }
+    }
     if let Some(body) = &task.body {
         println!("\n  {}\n", block(body));
     }
