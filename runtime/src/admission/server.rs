@@ -724,6 +724,9 @@ impl Owner {
         let stale = |reason: &str| RpcError::new(Code::StaleKanbanClaim, reason);
         board::paths::validate_slug(&run.board).map_err(|_| claim("invalid_board_slug"))?;
         let db = match &run.db {
+            // A PostgreSQL board is named by its URL (without a password: the owner finds it
+            // where libpq would), opened as it is.
+            Some(url) if board::location::is_postgres_url(url) => PathBuf::from(url),
             Some(db) => std::fs::canonicalize(db).map_err(|_| claim("db_not_found"))?,
             None => {
                 let path = board::paths::db_path(&self.root, &run.board);
