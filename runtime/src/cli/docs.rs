@@ -39,7 +39,9 @@ fn without_hidden_subcommands(cmd: Command) -> Command {
     if !cmd.get_subcommands().any(Command::is_hide_set) {
         return cmd;
     }
-    let mut level = Command::new(cmd.get_name().to_owned())
+    // (`default().name()`, clap's own `new`, reads as what it is: no child process.)
+    let mut level = Command::default()
+        .name(cmd.get_name().to_owned())
         .args(cmd.get_arguments().cloned())
         .groups(cmd.get_groups().cloned())
         .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
