@@ -39,7 +39,7 @@ fn without_hidden_subcommands(cmd: Command) -> Command {
     if !cmd.get_subcommands().any(Command::is_hide_set) {
         return cmd;
     }
-    // (`default().name()`, clap's own `new`, reads as what it is: no child process.)
+    // clap's `Command::default().name(..)`, what its `new` does: a command line, no process.
     let mut level = Command::default()
         .name(cmd.get_name().to_owned())
         .args(cmd.get_arguments().cloned())
