@@ -31,21 +31,11 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let flags = match flags::Flags::parse(std::env::args().skip(1)) {
-        Ok(flags) => flags,
-        Err(msg) => {
-            eprintln!("{msg}\n\n{}", flags::USAGE);
-            std::process::exit(2);
-        }
-    };
-    if flags.task == flags::Task::Help {
-        println!("{}", flags::USAGE);
-        return Ok(());
-    }
+    // A usage error prints clap's message and exits 2; `--help` prints the help and exits 0.
+    let flags = flags::Flags::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let ws = Workspace::discover(flags.root.as_deref())?;
     let root = ws.root.clone();
     match flags.task {
-        flags::Task::Help => Ok(()),
         flags::Task::Check => check::run(&ws, flags.tests),
         // What `.ci/run` runs and the README's test command: the static checks, every test, a
         // short fault run, and the loom models at the default preemption bound (their build
@@ -81,16 +71,16 @@ fn run() -> anyhow::Result<()> {
         flags::Task::Chaos => chaos::run(
             &root,
             chaos::Options {
-                tasks: flags.chaos.tasks.unwrap_or(chaos::DEFAULT_TASKS),
-                kills: flags.chaos.kills.unwrap_or(chaos::DEFAULT_KILLS),
-                seed: flags.chaos.seed.unwrap_or(1),
+                tasks: flags.chaos.tasks,
+                kills: flags.chaos.kills,
+                seed: flags.chaos.seed,
                 postgres: flags.chaos.postgres,
                 owner: flags.chaos.owner,
             },
         ),
         flags::Task::Loom => loom::run(
             &ws,
-            flags.preemptions.unwrap_or(loom::DEFAULT_PREEMPTIONS),
+            flags.preemptions,
             flags.target_dir.as_deref(),
             flags.no_run,
         ),

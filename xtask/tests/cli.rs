@@ -125,7 +125,9 @@ fn outside_any_workspace_without_root_is_a_clear_error() {
 fn unknown_task_is_a_usage_error() {
     let out = xtask(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: cargo xtask"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Usage: cargo xtask"), "{stderr}");
+    assert!(stderr.contains("frobnicate"), "{stderr}");
 }
 
 /// The file of the scratch tree that defines `default_spawn`.
