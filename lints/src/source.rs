@@ -7,8 +7,9 @@
 //! still a contract (ARCHITECTURE.md §1): the rules name `runtime/src/identity/` and friends.
 //!
 //! Test code is removed before any rule sees it: items under `#[cfg(test)]` (or `#[test]`),
-//! files declared by `#[cfg(test)] mod name;`, and any directory named `tests`. This module never
-//! writes a file.
+//! files and folders declared by `#[cfg(test)] mod name;`, and a crate's `tests/` folder. A
+//! folder named `tests` inside `src/` that no `#[cfg(test)]` declaration covers is read like any
+//! other. This module never writes a file.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -115,7 +116,10 @@ impl Tree {
         let mut test_files = BTreeSet::new();
         for (path, text) in sources {
             let path: String = path.into();
-            if path.split('/').any(|c| c == "tests") {
+            // A crate's integration tests (`<crate>/tests/…`); a folder named `tests` inside
+            // `src/` is test code only when a `#[cfg(test)] mod tests;` declares it (below), or
+            // `pub mod tests;` would hide real code from every rule.
+            if path.split('/').nth(1) == Some("tests") {
                 continue;
             }
             let mut ast = syn::parse_file(text.as_ref()).map_err(|e| {
@@ -157,9 +161,7 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
         let path = entry.path();
         let kind = entry.file_type().map_err(io)?;
         if kind.is_dir() {
-            if entry.file_name() != "tests" {
-                collect_rs(&path, out)?;
-            }
+            collect_rs(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
