@@ -4,7 +4,7 @@
 //! `vec![("HERMES_KANBAN_TASK", id)]` would hide what the rules look for. This pass rewrites every
 //! expression or statement macro whose body parses as comma-separated expressions into a call of
 //! the same path (`vec![a, b]` becomes `vec(a, b)`; the spans stay the original ones), and turns
-//! `thread_local! { static … }` into the `static` items it declares. Macros whose bodies are not
+//! `thread_local! { static … }` into the `static` items it declares (marked `#[thread_local]`). Macros whose bodies are not
 //! expressions (`matches!`, `macro_rules!`) are left alone. The arguments of
 //! `#[kanban_identity_gated(fallback = <expr>)]` become the first statement of the function's body
 //! (they run in it after expansion), so a rule sees an env read or a cache hidden there. It never
@@ -50,7 +50,19 @@ fn thread_local_items(mac: &syn::Macro) -> Option<Vec<syn::Item>> {
         return None;
     }
     let file: syn::File = mac.parse_body().ok()?;
-    Some(file.items)
+    // Marked `#[thread_local]` (what the items are), so a rule can tell them from plain statics.
+    let marker: syn::Attribute = syn::parse_quote!(#[thread_local]);
+    Some(
+        file.items
+            .into_iter()
+            .map(|mut item| {
+                if let syn::Item::Static(s) = &mut item {
+                    s.attrs.push(marker.clone());
+                }
+                item
+            })
+            .collect(),
+    )
 }
 
 fn expand_items(items: &mut Vec<syn::Item>) {

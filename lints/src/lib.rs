@@ -1,9 +1,9 @@
-//! `kanban-lints`: syn-based checks over the sources of `kanban-runtime` that the compiler and
-//! clippy cannot express.
+//! `kanban-lints`: syn-based checks over the sources of `kanban-runtime` and the other checked
+//! workspace members ([`scope`]) that the compiler and clippy cannot express.
 //!
 //! * [`rules`]: one rule per file — identity keys read outside `identity`, ungated identity
 //!   consumers, cached gated verdicts, threads and subprocesses started outside the sanctioned
-//!   helpers;
+//!   helpers, global mutable state outside `identity/` and `sync/`;
 //! * [`drift`]: the env-key drift guard over `dispatch::default_spawn`.
 //!
 //! The library only reads and reports ([`Diagnostic`]s); `xtask` decides exit codes and prints.
@@ -14,14 +14,31 @@ pub mod drift;
 pub mod expand;
 pub mod resolve;
 pub mod rules;
+pub mod scope;
 pub mod source;
 
 pub use diag::{Diagnostic, Severity};
 pub use source::{LoadError, Tree};
 
-/// Every lint finding in the tree under `root` (the workspace root).
+/// Every lint finding in `runtime/src` under `root` (a scratch copy of the runtime's sources).
 pub fn lint_root(root: &std::path::Path) -> Result<Vec<Diagnostic>, LoadError> {
     Ok(rules::run(&Tree::load(root)?))
+}
+
+/// Every lint finding in the checked members of the workspace at `root` ([`scope`]).
+pub fn lint_workspace(
+    root: &std::path::Path,
+    members: &[scope::Member],
+) -> Result<Vec<Diagnostic>, LoadError> {
+    Ok(rules::run(&Tree::load_workspace(root, members)?))
+}
+
+/// The drift guard's findings over the checked members of the workspace at `root`.
+pub fn drift_workspace(
+    root: &std::path::Path,
+    members: &[scope::Member],
+) -> Result<Vec<Diagnostic>, LoadError> {
+    Ok(drift::check(&Tree::load_workspace(root, members)?))
 }
 
 /// The drift guard's findings for the tree under `root` (the workspace root).

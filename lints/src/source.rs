@@ -1,13 +1,15 @@
-//! The sources the checks read: every non-test `.rs` file of `runtime/src`, parsed with syn.
+//! The sources the checks read: every non-test `.rs` file of the checked workspace members
+//! ([`crate::scope`]: the folders of their targets, as `cargo metadata` lists them), parsed with
+//! syn; or of `runtime/src` alone ([`Tree::load`]).
 //!
-//! Decision: the tree is found by walking `<root>/runtime/src` directly rather than asking
-//! `cargo metadata` for the package's targets. The checks only ever concern one crate whose
-//! folder is a contract (ARCHITECTURE.md §1), and walking it keeps `cargo xtask lint` a pure function of
-//! the files (fast, works on a scratch copy with `--root`, no cargo subprocess).
+//! This module never runs cargo: `xtask` asks `cargo metadata` for the members and hands them
+//! over, so the checks stay a pure function of the files they are given. The runtime's folder is
+//! still a contract (ARCHITECTURE.md §1): the rules name `runtime/src/identity/` and friends.
 //!
 //! Test code is removed before any rule sees it: items under `#[cfg(test)]` (or `#[test]`),
-//! files declared by `#[cfg(test)] mod name;`, and any directory named `tests`. This module never
-//! writes a file.
+//! files and folders declared by `#[cfg(test)] mod name;`, and a crate's `tests/` folder. A
+//! folder named `tests` inside `src/` that no `#[cfg(test)]` declaration covers is read like any
+//! other. This module never writes a file.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ pub enum LoadError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Scope(#[from] crate::scope::ScopeError),
     #[error(
         "{path}:{line}:{col}: cannot parse: {message} — fix the syntax error (cargo build shows it)"
     )]
@@ -62,10 +66,27 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// Reads and parses every `.rs` file under `<root>/runtime/src`.
+    /// Reads and parses every `.rs` file under `<root>/runtime/src` (the runtime alone: a
+    /// scratch copy of its sources, the drift guard).
     pub fn load(root: &Path) -> Result<Tree, LoadError> {
+        Tree::load_dirs(root, &[RUNTIME_SRC.to_owned()])
+    }
+
+    /// Reads and parses the non-test code of every checked member of the workspace at `root`
+    /// (see [`crate::scope`]).
+    pub fn load_workspace(
+        root: &Path,
+        members: &[crate::scope::Member],
+    ) -> Result<Tree, LoadError> {
+        Tree::load_dirs(root, &crate::scope::checked_dirs(root, members)?)
+    }
+
+    /// Reads and parses every `.rs` file under each of `dirs` (relative to `root`).
+    pub fn load_dirs(root: &Path, dirs: &[String]) -> Result<Tree, LoadError> {
         let mut paths = Vec::new();
-        collect_rs(&root.join(RUNTIME_SRC), &mut paths)?;
+        for dir in dirs {
+            collect_rs(&root.join(dir), &mut paths)?;
+        }
         paths.sort();
         let mut sources = Vec::new();
         for path in paths {
@@ -95,7 +116,10 @@ impl Tree {
         let mut test_files = BTreeSet::new();
         for (path, text) in sources {
             let path: String = path.into();
-            if path.split('/').any(|c| c == "tests") {
+            // A crate's integration tests (`<crate>/tests/…`); a folder named `tests` inside
+            // `src/` is test code only when a `#[cfg(test)] mod tests;` declares it (below), or
+            // `pub mod tests;` would hide real code from every rule.
+            if path.split('/').nth(1) == Some("tests") {
                 continue;
             }
             let mut ast = syn::parse_file(text.as_ref()).map_err(|e| {
@@ -137,9 +161,7 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
         let path = entry.path();
         let kind = entry.file_type().map_err(io)?;
         if kind.is_dir() {
-            if entry.file_name() != "tests" {
-                collect_rs(&path, out)?;
-            }
+            collect_rs(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }

@@ -159,6 +159,11 @@ fn uncarried_job_fixtures() {
 }
 
 #[test]
+fn global_mutable_state_fixtures() {
+    check_rule("global-mutable-state");
+}
+
+#[test]
 fn unheld_guard_fixtures() {
     check_rule("unheld-guard");
 }

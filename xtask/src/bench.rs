@@ -32,7 +32,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     if !status.success() {
         bail!("bench: the release build failed ({status})");
     }
-    let target = target_dir(root);
+    let target = target_dir(root)?;
     let out_dir = target.join("bench");
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -58,10 +58,10 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `$CARGO_TARGET_DIR`, or `<root>/target`.
-fn target_dir(root: &Path) -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => root.join("target"),
-    }
+/// The target folder `cargo metadata` reports (honouring `build.target-dir` and the
+/// `CARGO_*TARGET_DIR` variables).
+fn target_dir(root: &Path) -> anyhow::Result<PathBuf> {
+    Ok(crate::workspace::Workspace::discover(Some(root))?
+        .target_dir()?
+        .to_path_buf())
 }

@@ -222,10 +222,9 @@ pub fn run(root: &Path, options: Options) -> anyhow::Result<()> {
     if !status.success() {
         bail!("chaos: building kanban failed ({status})");
     }
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => root.join("target"),
-    };
+    let target = crate::workspace::Workspace::discover(Some(root))?
+        .target_dir()?
+        .to_path_buf();
     let built = target.join("debug").join("kanban");
     // The figures leave the build out.
     let started = Instant::now();

@@ -6,27 +6,29 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-/// One step of the check.
-type Step = fn(&Path) -> anyhow::Result<()>;
+use crate::workspace::Workspace;
 
-/// Runs fmt, clippy, drift, lint and the link check over the workspace at `root`, then, if
+/// One step of the check.
+type Step = fn(&Workspace) -> anyhow::Result<()>;
+
+/// Runs fmt, clippy, drift, lint and the link check over the workspace `ws`, then, if
 /// `tests`, prepares what the tests need and runs them.
-pub fn run(root: &Path, tests: bool) -> anyhow::Result<()> {
+pub fn run(ws: &Workspace, tests: bool) -> anyhow::Result<()> {
     let mut steps: Vec<(&str, Step)> = vec![
-        ("fmt", fmt),
-        ("clippy", clippy),
+        ("fmt", |ws| fmt(&ws.root)),
+        ("clippy", |ws| clippy(&ws.root)),
         ("drift", crate::drift),
         ("lint", crate::lint),
-        ("links", crate::links::check),
+        ("links", |ws| crate::links::check(&ws.root)),
     ];
     if tests {
-        steps.push(("test prerequisites", prerequisites));
-        steps.push(("test", test));
+        steps.push(("test prerequisites", |ws| prerequisites(&ws.root)));
+        steps.push(("test", |ws| test(&ws.root)));
     }
     let mut failed = Vec::new();
     for (name, step) in steps {
         eprintln!("== xtask check: {name}");
-        if let Err(e) = step(root) {
+        if let Err(e) = step(ws) {
             eprintln!("{name}: FAILED: {e:#}");
             failed.push(name);
         }

@@ -2,7 +2,7 @@
 //!
 //! It runs `cargo test -p kanban-loom-tests --release --no-fail-fast -- --nocapture` with `--cfg loom` added to
 //! `RUSTFLAGS`, `LOOM_MAX_PREEMPTIONS` set (the bound keeps the whole suite within a few
-//! minutes on two cores) and a target dir of its own (`<target>/loom`), because a `--cfg loom`
+//! minutes on two cores) and a target dir of its own (`<target>/loom`, `<target>` as `cargo metadata` reports it), because a `--cfg loom`
 //! build recompiles every dependency and would otherwise evict the normal build's artifacts.
 //! Failures pass through: cargo's output streams unchanged and the task fails with it. It also
 //! fails when no model ran at all — a build that lost the `--cfg loom` flag compiles the models
@@ -11,30 +11,33 @@
 //! It never edits sources and never touches the normal target dir.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 
+use crate::workspace::Workspace;
+
 /// Preemption bound when `--preemptions` is not given.
 pub const DEFAULT_PREEMPTIONS: usize = 3;
 
-/// Runs the models at `root` with `preemptions` as loom's preemption bound, building in
-/// `target_dir` (default: `loom` under `CARGO_TARGET_DIR`, or under `<root>/target`).
+/// Runs the models of `ws` with `preemptions` as loom's preemption bound, building in
+/// `target_dir` (default: `loom` under the target folder `cargo metadata` reports).
 /// With `no_run`, only builds the models (`cargo test --no-run`; `cargo xtask loom --no-run`),
 /// so a model that no longer compiles against the runtime fails fast; `cargo xtask ci` builds
 /// and runs them.
 pub fn run(
-    root: &Path,
+    ws: &Workspace,
     preemptions: usize,
     target_dir: Option<&Path>,
     no_run: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
+    let root = ws.root.as_path();
     let target = match target_dir {
         Some(dir) => dir.to_path_buf(),
-        None => default_target_dir(root),
+        None => ws.target_dir()?.join("loom"),
     };
     let mut rustflags = std::env::var("RUSTFLAGS").unwrap_or_default();
     if !rustflags.contains("--cfg loom") && !rustflags.contains("--cfg=loom") {
@@ -101,14 +104,6 @@ pub fn run(
         "loom: ok, {passed} model(s) passed, preemption bound {preemptions} ({elapsed:.0} s)"
     );
     Ok(())
-}
-
-/// `<CARGO_TARGET_DIR>/loom`, or `<root>/target/loom`.
-fn default_target_dir(root: &Path) -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("loom"),
-        _ => root.join("target").join("loom"),
-    }
 }
 
 /// The `N` of a libtest summary line `test result: ok. N passed; …`, else 0.

@@ -13,12 +13,14 @@ mod check;
 mod flags;
 mod links;
 mod loom;
+mod workspace;
 
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use kanban_lints::Diagnostic;
+
+use crate::workspace::Workspace;
 
 fn main() {
     // Print the chain of causes only: a failed check is not a crash, no backtrace.
@@ -29,27 +31,16 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let flags = match flags::Flags::parse(std::env::args().skip(1)) {
-        Ok(flags) => flags,
-        Err(msg) => {
-            eprintln!("{msg}\n\n{}", flags::USAGE);
-            std::process::exit(2);
-        }
-    };
-    let root = match &flags.root {
-        Some(root) => root.clone(),
-        None => project_root()?,
-    };
+    // A usage error prints clap's message and exits 2; `--help` prints the help and exits 0.
+    let flags = flags::Flags::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let ws = Workspace::discover(flags.root.as_deref())?;
+    let root = ws.root.clone();
     match flags.task {
-        flags::Task::Help => {
-            println!("{}", flags::USAGE);
-            Ok(())
-        }
-        flags::Task::Check => check::run(&root, flags.tests),
+        flags::Task::Check => check::run(&ws, flags.tests),
         // What `.ci/run` runs and the README's test command: the static checks, every test, a
         // short fault run, and the loom models at the default preemption bound (their build
         // takes about two minutes on two cores, their run a few seconds).
-        flags::Task::Ci => check::run(&root, true)
+        flags::Task::Ci => check::run(&ws, true)
             .and_then(|()| {
                 // The short fault run on each store, in direct mode and in owner mode.
                 [(false, false), (true, false), (false, true), (true, true)]
@@ -69,70 +60,47 @@ fn run() -> anyhow::Result<()> {
             })
             .and_then(|()| {
                 loom::run(
-                    &root,
+                    &ws,
                     loom::DEFAULT_PREEMPTIONS,
                     flags.target_dir.as_deref(),
                     false,
                 )
             }),
-        flags::Task::Drift if flags.verbose => drift_verbose(&root),
-        flags::Task::Drift => drift(&root),
-        flags::Task::Lint => lint(&root),
+        flags::Task::Drift if flags.verbose => drift_verbose(&ws),
+        flags::Task::Drift => drift(&ws),
+        flags::Task::Lint => lint(&ws),
         flags::Task::Bench => bench::run(&root),
         flags::Task::Chaos => chaos::run(
             &root,
             chaos::Options {
-                tasks: flags.chaos.tasks.unwrap_or(chaos::DEFAULT_TASKS),
-                kills: flags.chaos.kills.unwrap_or(chaos::DEFAULT_KILLS),
-                seed: flags.chaos.seed.unwrap_or(1),
+                tasks: flags.chaos.tasks,
+                kills: flags.chaos.kills,
+                seed: flags.chaos.seed,
                 postgres: flags.chaos.postgres,
                 owner: flags.chaos.owner,
             },
         ),
         flags::Task::Loom => loom::run(
-            &root,
-            flags.preemptions.unwrap_or(loom::DEFAULT_PREEMPTIONS),
+            &ws,
+            flags.preemptions,
             flags.target_dir.as_deref(),
             flags.no_run,
         ),
     }
 }
 
-/// The workspace being checked: the nearest folder, from the current directory up, whose
-/// `Cargo.toml` declares `[workspace]` — found at run time, never the folder this binary was
-/// built in (with a shared target dir that would be another checkout, and a false green).
-fn project_root() -> anyhow::Result<PathBuf> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    workspace_root_above(&cwd).with_context(|| {
-        format!(
-            "{} is not inside a cargo workspace (no Cargo.toml with [workspace] here or above) — \
-             run from the workspace or pass --root DIR",
-            cwd.display()
-        )
-    })
-}
-
-/// The nearest ancestor of `dir` (itself included) with a `Cargo.toml` declaring `[workspace]`.
-fn workspace_root_above(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| {
-            std::fs::read_to_string(d.join("Cargo.toml"))
-                .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"))
-        })
-        .map(Path::to_path_buf)
-}
-
 /// `cargo xtask drift`: the env-key drift guard over `dispatch::default_spawn`.
-pub fn drift(root: &Path) -> anyhow::Result<()> {
+pub fn drift(ws: &Workspace) -> anyhow::Result<()> {
     let started = Instant::now();
-    let diags = kanban_lints::drift_root(root).context("drift guard")?;
+    let tree = ws.tree().context("drift guard")?;
+    let diags = kanban_lints::drift::check(&tree);
     report("drift", &diags, started)
 }
 
 /// `cargo xtask drift -v`: the guard, listing every key it found first.
-fn drift_verbose(root: &Path) -> anyhow::Result<()> {
+fn drift_verbose(ws: &Workspace) -> anyhow::Result<()> {
     let started = Instant::now();
-    let tree = kanban_lints::Tree::load(root).context("drift guard")?;
+    let tree = ws.tree().context("drift guard")?;
     let mut found = kanban_lints::drift::analyze(&tree);
     found.injections.sort_by_key(|i| {
         let start = i.span.start();
@@ -159,10 +127,10 @@ fn drift_verbose(root: &Path) -> anyhow::Result<()> {
     report("drift", &diags, started)
 }
 
-/// `cargo xtask lint`: the syn-based rules over `runtime/src`.
-pub fn lint(root: &Path) -> anyhow::Result<()> {
+/// `cargo xtask lint`: the syn-based rules over the checked workspace members.
+pub fn lint(ws: &Workspace) -> anyhow::Result<()> {
     let started = Instant::now();
-    let diags = kanban_lints::lint_root(root).context("lint")?;
+    let diags = ws.lint().context("lint")?;
     report("lint", &diags, started)
 }
 

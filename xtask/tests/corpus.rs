@@ -94,6 +94,9 @@ fn every_syn_fixture_is_rejected_by_lint_or_drift_naming_its_rule() {
         if header(&fixture, "replace") != Some("true") {
             assert!(!path.exists(), "{name}: {target} exists; use a new file");
         }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("fixture folder");
+        }
         std::fs::write(&path, &fixture).expect("write fixture");
         let root = dir.path().to_str().expect("utf-8 path");
         let mut seen = String::new();

@@ -2,9 +2,11 @@
 //! kebab-case name that appears in its diagnostics and fixtures under
 //! `lints/tests/fixtures/<name>/{fail,pass}/`.
 //!
-//! Rules see only non-test code of `runtime/src` (see [`crate::source`]) and never modify it.
+//! Rules see only non-test code of the checked crates (see [`crate::source`] and
+//! [`crate::scope`], which also names the exemptions) and never modify it.
 
 mod cached_gated_verdict;
+pub mod global_mutable_state;
 mod identity_key_read;
 mod raw_command;
 mod raw_thread_spawn;
@@ -44,6 +46,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(raw_command::RawCommand),
         Box::new(unheld_guard::UnheldGuard),
         Box::new(uncarried_job::UncarriedJob),
+        Box::new(global_mutable_state::GlobalMutableState),
     ]
 }
 
@@ -63,6 +66,11 @@ pub struct Context<'a> {
     /// Functions that pass one of their parameters straight to `env::var`/`var_os`: name →
     /// positions of those parameters (a call of one with a key is a read of that key).
     pub env_readers: HashMap<String, Vec<usize>>,
+    /// Type aliases, structs and enums of the crate by name: the aliased type, or each field's
+    /// type, with the file it is written in (for `global-mutable-state`).
+    pub type_defs: HashMap<String, Vec<(syn::Type, String)>>,
+    /// Each file's imports, by path.
+    pub imports: HashMap<String, Imports>,
 }
 
 /// One file with its imports.
@@ -85,6 +93,20 @@ impl<'a> Context<'a> {
         struct Collect<'c> {
             gated: &'c mut HashSet<String>,
             statics: &'c mut HashSet<String>,
+            type_defs: &'c mut HashMap<String, Vec<(syn::Type, String)>>,
+            path: &'c str,
+        }
+        impl Collect<'_> {
+            fn add_fields<'f>(
+                &mut self,
+                name: &syn::Ident,
+                fields: impl IntoIterator<Item = &'f syn::Field>,
+            ) {
+                let entry = self.type_defs.entry(name.to_string()).or_default();
+                for f in fields {
+                    entry.push((f.ty.clone(), self.path.to_owned()));
+                }
+            }
         }
         impl Visit<'_> for Collect<'_> {
             fn visit_item_fn(&mut self, f: &syn::ItemFn) {
@@ -103,12 +125,33 @@ impl<'a> Context<'a> {
                 self.statics.insert(s.ident.to_string());
                 visit::visit_item_static(self, s);
             }
+            fn visit_item_type(&mut self, t: &syn::ItemType) {
+                self.type_defs
+                    .entry(t.ident.to_string())
+                    .or_default()
+                    .push(((*t.ty).clone(), self.path.to_owned()));
+                visit::visit_item_type(self, t);
+            }
+            fn visit_item_struct(&mut self, s: &syn::ItemStruct) {
+                self.add_fields(&s.ident, &s.fields);
+                visit::visit_item_struct(self, s);
+            }
+            fn visit_item_enum(&mut self, e: &syn::ItemEnum) {
+                self.add_fields(&e.ident, e.variants.iter().flat_map(|v| &v.fields));
+                visit::visit_item_enum(self, e);
+            }
+            fn visit_item_union(&mut self, u: &syn::ItemUnion) {
+                self.add_fields(&u.ident, &u.fields.named);
+                visit::visit_item_union(self, u);
+            }
         }
         let mut gated_fns: HashSet<String> = IDENTITY_READS.iter().map(|s| s.to_string()).collect();
         let mut surface_fns: Vec<(String, &syn::Block)> = Vec::new();
         let mut gates_fns: HashSet<String> = HashSet::new();
         let mut statics = HashSet::new();
         let mut env_readers = HashMap::new();
+        let mut type_defs = HashMap::new();
+        let mut all_imports = HashMap::new();
         for file in &tree.files {
             let imports = Imports::of(&file.ast);
             // Every function of the crate: a helper or memo function outside `gates/` that
@@ -129,8 +172,11 @@ impl<'a> Context<'a> {
             Collect {
                 gated: &mut gated_fns,
                 statics: &mut statics,
+                type_defs: &mut type_defs,
+                path: &file.path,
             }
             .visit_file(&file.ast);
+            all_imports.insert(file.path.clone(), imports);
         }
         // Functions of the identity surface that derive their result from a verdict.
         loop {
@@ -152,6 +198,8 @@ impl<'a> Context<'a> {
             gated_fns,
             statics,
             env_readers,
+            type_defs,
+            imports: all_imports,
         }
     }
 }
@@ -289,8 +337,19 @@ pub fn run(tree: &Tree) -> Vec<Diagnostic> {
     run_rules(tree, &all())
 }
 
-/// Runs `rules` over `tree`; findings sorted by place.
+/// Runs `rules` over `tree`, less the exemptions of [`crate::scope::EXEMPT`]; findings sorted by
+/// place.
 pub fn run_rules(tree: &Tree, rules: &[Box<dyn Rule>]) -> Vec<Diagnostic> {
+    run_rules_with(tree, rules, true)
+}
+
+/// Every rule over `tree`, the exemptions of [`crate::scope::EXEMPT`] ignored (to prove each
+/// one is still needed).
+pub fn run_ignoring_exemptions(tree: &Tree) -> Vec<Diagnostic> {
+    run_rules_with(tree, &all(), false)
+}
+
+fn run_rules_with(tree: &Tree, rules: &[Box<dyn Rule>], exempt: bool) -> Vec<Diagnostic> {
     let cx = Context::new(tree);
     let mut out = Vec::new();
     for file in &tree.files {
@@ -299,6 +358,9 @@ pub fn run_rules(tree: &Tree, rules: &[Box<dyn Rule>]) -> Vec<Diagnostic> {
             imports: Imports::of(&file.ast),
         };
         for rule in rules {
+            if exempt && crate::scope::is_exempt(&file.path, rule.name()) {
+                continue;
+            }
             rule.check_file(&cx, &fcx, &mut out);
         }
     }
