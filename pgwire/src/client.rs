@@ -9,9 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, Host};
-use crate::crypto::{base64_encode, hex, md5};
+use bytes::BytesMut;
+use postgres_protocol::authentication::sasl::ChannelBinding;
+use postgres_protocol::authentication::{self, sasl};
+use postgres_protocol::escape;
+use postgres_protocol::message::frontend;
+
 use crate::error::{DbError, Error, Result};
-use crate::scram::Scram;
 use crate::value::{Column, Row, Value};
 
 /// The number of prepared statements a connection keeps by default.
@@ -151,6 +155,22 @@ pub struct Client {
     queued_failed: bool,
 }
 
+/// Where the authentication exchange stands during startup.
+enum Auth {
+    /// The server asked for nothing yet.
+    None,
+    /// A cleartext or md5 password was sent.
+    Sent,
+    /// The SCRAM client-first-message was sent.
+    ScramStarted(Box<sasl::ScramSha256>),
+    /// The SCRAM client-final-message was sent; the server must prove itself next.
+    ScramFinal(Box<sasl::ScramSha256>),
+    /// The server's SCRAM signature was verified.
+    ScramDone,
+    /// `AuthenticationOk` received.
+    Ok,
+}
+
 /// A statement queued in the pipeline: what registering its prepared statement needs.
 struct Deferred {
     key: StatementKey,
@@ -171,8 +191,9 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects, authenticates (trust, cleartext password, md5 or SCRAM-SHA-256 without
-    /// channel binding) and waits until the server is ready. The connect timeout of `config`
+    /// Connects, authenticates (trust, SCRAM-SHA-256 without channel binding, and md5 or a
+    /// cleartext password over a Unix socket or where [`Config::allow_weak_auth`] says so) and
+    /// waits until the server is ready. The connect timeout of `config`
     /// bounds the TCP connect and each read of the handshake.
     pub fn connect(config: &Config) -> Result<Client> {
         let timeout = config.connect_timeout();
@@ -273,8 +294,6 @@ impl Client {
     }
 
     fn startup(&mut self, config: &Config) -> Result<()> {
-        let mut body = Vec::new();
-        body.extend_from_slice(&196_608_i32.to_be_bytes()); // protocol 3.0
         let mut params = vec![
             ("user", config.user()),
             ("database", config.dbname()),
@@ -284,106 +303,17 @@ impl Client {
         if let Some(name) = config.application_name() {
             params.push(("application_name", name));
         }
-        for (k, v) in params {
-            body.extend_from_slice(k.as_bytes());
-            body.push(0);
-            body.extend_from_slice(v.as_bytes());
-            body.push(0);
-        }
-        body.push(0);
-        let len = i32::try_from(body.len() + 4)
-            .map_err(|_| Error::Config("the startup parameters are too long".into()))?;
-        self.out.extend_from_slice(&len.to_be_bytes());
-        self.out.extend_from_slice(&body);
+        self.encode(|b| frontend::startup_message(params, b))?;
         self.flush()?;
 
-        let mut scram: Option<Scram> = None;
+        let mut auth = Auth::None;
         loop {
             let msg = self.next()?;
             match msg.tag {
                 b'R' => {
                     let mut r = Reader::new(&msg.body);
                     let code = r.i32()?;
-                    match code {
-                        0 => {}
-                        3 => {
-                            let pw = need_password(config, "password")?;
-                            self.password_message(pw.as_bytes());
-                            self.flush()?;
-                        }
-                        5 => {
-                            let salt = r.bytes(4)?;
-                            let pw = need_password(config, "md5")?;
-                            let inner =
-                                hex(&md5(&[pw.as_bytes(), config.user().as_bytes()].concat()));
-                            let outer = hex(&md5(&[inner.as_bytes(), salt].concat()));
-                            self.password_message(format!("md5{outer}").as_bytes());
-                            self.flush()?;
-                        }
-                        10 => {
-                            let mut mechanisms = Vec::new();
-                            while r.remaining() > 0 {
-                                let m = r.cstr()?;
-                                if m.is_empty() {
-                                    break;
-                                }
-                                mechanisms.push(m);
-                            }
-                            if !mechanisms.iter().any(|m| m == "SCRAM-SHA-256") {
-                                return Err(self.fail_auth(format!(
-                                    "the server offers only the SASL mechanisms {mechanisms:?} \
-                                     (this client speaks SCRAM-SHA-256 without channel binding)"
-                                )));
-                            }
-                            need_password(config, "scram-sha-256")?;
-                            let s = Scram::new(client_nonce()?);
-                            let first = s.client_first();
-                            self.message(b'p', |b| {
-                                b.extend_from_slice(b"SCRAM-SHA-256\0");
-                                b.extend_from_slice(&len_i32(first.len()).to_be_bytes());
-                                b.extend_from_slice(first.as_bytes());
-                            });
-                            self.flush()?;
-                            scram = Some(s);
-                        }
-                        11 => {
-                            let server_first = String::from_utf8_lossy(r.rest()).into_owned();
-                            let pw = need_password(config, "scram-sha-256")?;
-                            let Some(s) = scram.as_mut() else {
-                                return Err(
-                                    self.fail_protocol("SASL continue without a SASL start")
-                                );
-                            };
-                            let fin = match s.client_final(pw.as_bytes(), &server_first) {
-                                Ok(f) => f,
-                                Err(e) => return Err(self.fail_auth(e.0)),
-                            };
-                            self.message(b'p', |b| b.extend_from_slice(fin.as_bytes()));
-                            self.flush()?;
-                        }
-                        12 => {
-                            let server_final = String::from_utf8_lossy(r.rest()).into_owned();
-                            let Some(s) = scram.as_ref() else {
-                                return Err(self.fail_protocol("SASL final without a SASL start"));
-                            };
-                            if let Err(e) = s.verify_server_final(&server_final) {
-                                return Err(self.fail_auth(e.0));
-                            }
-                        }
-                        other => {
-                            let name = match other {
-                                2 => "Kerberos V5",
-                                6 => "SCM credentials",
-                                7 | 8 => "GSSAPI",
-                                9 => "SSPI",
-                                _ => "an unknown method",
-                            };
-                            return Err(self.fail_auth(format!(
-                                "the server asks for {name} (code {other}); this client supports \
-                                 trust, password, md5 and scram-sha-256"
-                            )));
-                        }
-                    }
+                    auth = self.authenticate(config, code, r.rest(), auth)?;
                 }
                 b'E' => {
                     let e = DbError::parse(&msg.body);
@@ -396,6 +326,9 @@ impl Client {
                 }
                 b'v' => {} // NegotiateProtocolVersion: we asked for no protocol options.
                 b'Z' => {
+                    if !matches!(auth, Auth::Ok) {
+                        return Err(self.fail_protocol("ReadyForQuery before AuthenticationOk"));
+                    }
                     self.status = transaction_status(&msg.body)?;
                     return Ok(());
                 }
@@ -409,11 +342,113 @@ impl Client {
         }
     }
 
-    fn password_message(&mut self, pw: &[u8]) {
-        self.message(b'p', |b| {
-            b.extend_from_slice(pw);
-            b.push(0);
-        });
+    /// Answers one authentication request (`code`, the rest of the message in `body`) and
+    /// returns where the exchange stands.
+    fn authenticate(
+        &mut self,
+        config: &Config,
+        code: i32,
+        body: &[u8],
+        auth: Auth,
+    ) -> Result<Auth> {
+        match (code, auth) {
+            (0, Auth::None | Auth::Sent | Auth::ScramDone) => Ok(Auth::Ok),
+            (0, Auth::ScramStarted(_) | Auth::ScramFinal(_)) => Err(self.fail_auth(
+                "the server sent AuthenticationOk before proving it knows the password (no \
+                 SCRAM server signature): refusing a server that may be an impostor"
+                    .into(),
+            )),
+            (3 | 5, Auth::None) => {
+                let method = if code == 3 { "password" } else { "md5" };
+                if matches!(config.host(), Host::Tcp(_)) && !config.allow_weak_auth() {
+                    return Err(self.fail_auth(format!(
+                        "the server asks for the `{method}` method over TCP, which exposes the \
+                         password to the network or to a spoofed server; use scram-sha-256 on \
+                         the server, or add allow_weak_auth=true to the URL to accept it"
+                    )));
+                }
+                let pw = need_password(config, method)?;
+                let answer = if code == 3 {
+                    pw.as_bytes().to_vec()
+                } else {
+                    let salt = Reader::new(body).array::<4>()?;
+                    authentication::md5_hash(config.user().as_bytes(), pw.as_bytes(), salt)
+                        .into_bytes()
+                };
+                self.encode(|b| frontend::password_message(&answer, b))?;
+                self.flush()?;
+                Ok(Auth::Sent)
+            }
+            (10, Auth::None) => {
+                let mut r = Reader::new(body);
+                let mut mechanisms = Vec::new();
+                while r.remaining() > 0 {
+                    let m = r.cstr()?;
+                    if m.is_empty() {
+                        break;
+                    }
+                    mechanisms.push(m);
+                }
+                if !mechanisms.iter().any(|m| m == sasl::SCRAM_SHA_256) {
+                    return Err(self.fail_auth(format!(
+                        "the server offers only the SASL mechanisms {mechanisms:?} (this client \
+                         speaks SCRAM-SHA-256)"
+                    )));
+                }
+                let pw = need_password(config, "scram-sha-256")?;
+                let scram = sasl::ScramSha256::new(pw.as_bytes(), ChannelBinding::unsupported());
+                self.encode(|b| {
+                    frontend::sasl_initial_response(sasl::SCRAM_SHA_256, scram.message(), b)
+                })?;
+                self.flush()?;
+                Ok(Auth::ScramStarted(Box::new(scram)))
+            }
+            (11, Auth::ScramStarted(mut scram)) => {
+                if let Err(e) = scram.update(body) {
+                    return Err(self.fail_auth(format!(
+                        "the server's SCRAM-SHA-256 challenge is refused: {e}"
+                    )));
+                }
+                self.encode(|b| frontend::sasl_response(scram.message(), b))?;
+                self.flush()?;
+                Ok(Auth::ScramFinal(scram))
+            }
+            (12, Auth::ScramFinal(mut scram)) => match scram.finish(body) {
+                Ok(()) => Ok(Auth::ScramDone),
+                Err(e) => Err(self.fail_auth(format!(
+                    "the server's SCRAM-SHA-256 signature is refused, it does not know the \
+                     password: {e}"
+                ))),
+            },
+            (10..=12, _) => Err(self.fail_auth(format!(
+                "the server sent the SASL message {code} out of order"
+            ))),
+            (0 | 3 | 5, _) => Err(self.fail_auth(format!(
+                "the server asked for authentication (code {code}) twice"
+            ))),
+            (other, _) => {
+                let name = match other {
+                    2 => "Kerberos V5",
+                    6 => "SCM credentials",
+                    7 | 8 => "GSSAPI",
+                    9 => "SSPI",
+                    _ => "an unknown method",
+                };
+                Err(self.fail_auth(format!(
+                    "the server asks for {name} (code {other}); this client supports trust, \
+                     password, md5 and scram-sha-256"
+                )))
+            }
+        }
+    }
+
+    /// Appends a message written by `postgres-protocol`'s encoder to the output buffer.
+    fn encode(&mut self, write: impl FnOnce(&mut BytesMut) -> std::io::Result<()>) -> Result<()> {
+        let mut buf = BytesMut::new();
+        write(&mut buf)
+            .map_err(|e| self.fail_protocol(&format!("cannot encode a message: {e}")))?;
+        self.out.extend_from_slice(&buf);
+        Ok(())
     }
 
     /// True once an I/O, protocol or fatal server error ended the connection.
@@ -1283,15 +1318,6 @@ fn need_password<'c>(config: &'c Config, method: &str) -> Result<&'c str> {
     })
 }
 
-/// 18 random bytes from the kernel, base64: the SCRAM client nonce.
-fn client_nonce() -> Result<String> {
-    let mut bytes = [0u8; 18];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Error::io("cannot read /dev/urandom for the SCRAM nonce", e))?;
-    Ok(base64_encode(&bytes))
-}
-
 /// Quotes an identifier (`"…"`, inner quotes doubled).
 pub fn quote_identifier(name: &str) -> Result<String> {
     if name.is_empty() || name.contains('\0') {
@@ -1299,18 +1325,18 @@ pub fn quote_identifier(name: &str) -> Result<String> {
             "an identifier must be non-empty and free of NUL bytes".into(),
         ));
     }
-    Ok(format!("\"{}\"", name.replace('"', "\"\"")))
+    Ok(escape::escape_identifier(name))
 }
 
-/// Quotes a string literal (`'…'`, inner quotes doubled; `standard_conforming_strings` is on
-/// in every supported server).
+/// Quotes a string literal (`'…'`, inner quotes doubled; one with a backslash is written
+/// ` E'…'` with the backslashes doubled, right whatever `standard_conforming_strings` says).
 pub fn quote_literal(value: &str) -> Result<String> {
     if value.contains('\0') {
         return Err(Error::Config(
             "a string literal must be free of NUL bytes".into(),
         ));
     }
-    Ok(format!("'{}'", value.replace('\'', "''")))
+    Ok(escape::escape_literal(value))
 }
 
 fn len_i32(n: usize) -> i32 {
@@ -1463,5 +1489,6 @@ mod tests {
         assert_eq!(quote_literal("it's").unwrap(), "'it''s'");
         assert!(quote_identifier("").is_err());
         assert!(quote_literal("a\0b").is_err());
+        assert_eq!(quote_literal("a\\b").unwrap(), " E'a\\\\b'");
     }
 }

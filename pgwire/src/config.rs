@@ -58,6 +58,7 @@ pub struct Config {
     application_name: Option<String>,
     connect_timeout: Option<Duration>,
     ssl_mode: SslMode,
+    allow_weak_auth: bool,
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -69,7 +70,9 @@ impl Config {
     /// `postgresql://`). Components are percent-decoded; a host that decodes to an absolute
     /// path (`%2Ftmp%2Fpg`) is a Unix-socket directory. Parameters: `host`, `port`, `user`,
     /// `password`, `dbname`, `sslmode` (`disable`/`allow`/`prefer`; the TLS modes are refused),
-    /// `application_name`, `connect_timeout` (whole seconds, 0 = none). Without a host the
+    /// `application_name`, `connect_timeout` (whole seconds, 0 = none), `allow_weak_auth`
+    /// (`true`/`false`, default `false`: whether a TCP connection may answer a server that asks
+    /// for the cleartext `password` or `md5` method; see [`Config::allow_weak_auth`]). Without a host the
     /// socket directory is [`DEFAULT_SOCKET_DIR`]; the database defaults to the user name. A user
     /// is required (the library does not guess the operating-system user).
     ///
@@ -128,6 +131,7 @@ impl Config {
         let mut ssl_mode = SslMode::default();
         let mut application_name = None;
         let mut connect_timeout = None;
+        let mut allow_weak_auth = false;
         if let Some(query) = query {
             for pair in query.split('&').filter(|p| !p.is_empty()) {
                 let (k, v) = pair
@@ -156,10 +160,21 @@ impl Config {
                         })?;
                         connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
                     }
+                    "allow_weak_auth" => {
+                        allow_weak_auth = match value.as_str() {
+                            "true" => true,
+                            "false" => false,
+                            _ => {
+                                return Err(bad(format!(
+                                    "allow_weak_auth must be `true` or `false`, not `{value}`"
+                                )));
+                            }
+                        }
+                    }
                     other => {
                         return Err(bad(format!(
                             "unknown URL parameter `{other}` (supported: host, port, user, password, \
-                             dbname, sslmode, application_name, connect_timeout)"
+                             dbname, sslmode, application_name, connect_timeout, allow_weak_auth)"
                         )));
                     }
                 }
@@ -190,6 +205,7 @@ impl Config {
             application_name,
             connect_timeout,
             ssl_mode,
+            allow_weak_auth,
         })
     }
 
@@ -226,6 +242,21 @@ impl Config {
     /// The accepted `sslmode`.
     pub fn ssl_mode(&self) -> SslMode {
         self.ssl_mode
+    }
+
+    /// Whether a TCP connection may answer a server that asks for the cleartext `password`
+    /// method (the password crosses the network as it is) or `md5` (a hash an eavesdropper can
+    /// replay or attack offline, and that a spoofed server can collect). `false` unless the URL
+    /// says `allow_weak_auth=true`: such a request is then refused before anything is sent. A
+    /// Unix-socket connection never reaches the network and always answers them.
+    pub fn allow_weak_auth(&self) -> bool {
+        self.allow_weak_auth
+    }
+
+    /// Sets [`Config::allow_weak_auth`].
+    pub fn set_allow_weak_auth(&mut self, yes: bool) -> &mut Self {
+        self.allow_weak_auth = yes;
+        self
     }
 
     /// True when a password is set (the password itself is only handed to the server).
@@ -292,6 +323,9 @@ impl Config {
         }
         if let Some(t) = self.connect_timeout {
             params.push(format!("connect_timeout={}", t.as_secs().max(1)));
+        }
+        if self.allow_weak_auth {
+            params.push("allow_weak_auth=true".into());
         }
         if !params.is_empty() {
             url.push('?');
@@ -439,6 +473,7 @@ impl fmt::Debug for Config {
             .field("dbname", &self.dbname)
             .field("application_name", &self.application_name)
             .field("connect_timeout", &self.connect_timeout)
+            .field("allow_weak_auth", &self.allow_weak_auth)
             .field("ssl_mode", &self.ssl_mode)
             .finish()
     }
@@ -583,6 +618,17 @@ mod tests {
         assert_eq!(c.ssl_mode(), SslMode::Disable);
         assert_eq!(c.application_name(), Some("kanban d"));
         assert_eq!(c.connect_timeout(), Some(Duration::from_secs(7)));
+        assert!(
+            !c.allow_weak_auth(),
+            "weak authentication is off by default"
+        );
+        let c = Config::parse("postgres://u@h/db?allow_weak_auth=true").unwrap();
+        assert!(c.allow_weak_auth());
+        assert_eq!(
+            Config::parse(&c.redacted()).unwrap(),
+            c,
+            "the redacted URL keeps the opt-in"
+        );
     }
 
     #[test]
@@ -660,6 +706,10 @@ mod tests {
                 "neither a host name",
             ),
             ("postgres://u:hunter2@h/d%00b", "NUL"),
+            (
+                "postgres://u:hunter2@h/db?allow_weak_auth=yes",
+                "allow_weak_auth must be `true` or `false`",
+            ),
         ];
         for (url, want) in cases {
             let err = Config::parse(url).expect_err(url);

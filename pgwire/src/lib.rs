@@ -29,7 +29,12 @@
 //!   and `prefer` connect in plaintext; `require` and `verify-*` are refused (no TLS here).
 //! * Secrets: [`Config`]'s `Display` and `Debug` and [`Config::redacted`] leave the password
 //!   out, and no [`Error`] message contains it; log the redacted URL.
-//! * Authentication: trust, cleartext `password`, `md5`, `scram-sha-256` (no channel binding).
+//! * Authentication (on the `postgres-protocol` crate): trust, `scram-sha-256` (SASLprep, at
+//!   most 100 000 PBKDF2 iterations, the server's signature checked in constant time and
+//!   required before `AuthenticationOk` is accepted; no channel binding yet), and `md5` and
+//!   cleartext `password` over a Unix socket. Over TCP those two are refused unless the URL
+//!   says `allow_weak_auth=true` (md5 can be replayed or attacked offline, cleartext is the
+//!   password itself, and both hand it to a spoofed server).
 //!
 //! # Statements
 //!
@@ -80,9 +85,7 @@
 
 mod client;
 mod config;
-mod crypto;
 mod error;
-mod scram;
 mod value;
 
 #[cfg(feature = "cluster")]
