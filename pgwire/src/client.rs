@@ -248,9 +248,11 @@ impl Client {
                     }
                 };
                 // Small request/response messages: do not wait to coalesce them.
-                s.set_nodelay(true).map_err(|e| {
-                    Error::io(format!("cannot configure the socket to {target}"), e)
-                })?;
+                s.set_nodelay(true)
+                    .and_then(|()| keep_alive(&s))
+                    .map_err(|e| {
+                        Error::io(format!("cannot configure the socket to {target}"), e)
+                    })?;
                 (Stream::Tcp(s), target)
             }
         };
@@ -279,9 +281,10 @@ impl Client {
             closing: Vec::new(),
             queued_failed: false,
         };
-        client.set_timeouts(timeout)?;
+        client.set_timeouts(timeout.or(config.read_timeout()))?;
         client.startup(config)?;
-        client.set_timeouts(None)?;
+        client.query_timeout = config.read_timeout();
+        client.set_timeouts(client.query_timeout)?;
         Ok(client)
     }
 
@@ -476,8 +479,8 @@ impl Client {
         &self.target
     }
 
-    /// Bounds each wait for the server during a statement (`None`, the default: wait as long as
-    /// it takes). When it expires the connection is closed and the call returns an
+    /// Bounds each wait for the server during a statement (`None`: wait as long as it takes;
+    /// it starts as the connection's [`Config::read_timeout`]). When it expires the connection is closed and the call returns an
     /// [`Error::Io`] with kind `TimedOut`/`WouldBlock`: the statement may or may not have run.
     pub fn set_query_timeout(&mut self, timeout: Option<Duration>) -> Result<()> {
         self.check_open()?;
@@ -1309,6 +1312,29 @@ fn check_statement(sql: &str, params: &[Value]) -> Result<()> {
     Ok(())
 }
 
+/// A TCP connection idle this long is probed…
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// …every this long…
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// …and given up after this many unanswered probes.
+const KEEPALIVE_PROBES: u32 = 3;
+/// Data sent and not acknowledged for this long also ends the connection (`TCP_USER_TIMEOUT`,
+/// in milliseconds: keepalive alone does not cover a peer gone while a statement is in flight).
+const TCP_USER_TIMEOUT_MS: u32 = 60_000;
+
+/// Turns on TCP keepalive, so a half-open connection (the server's host gone, a NAT or
+/// firewall that forgot it) fails within about a minute instead of the operating system's
+/// two hours, and bounds how long sent data may stay unacknowledged.
+fn keep_alive(s: &TcpStream) -> std::io::Result<()> {
+    use rustix::net::sockopt;
+    sockopt::set_socket_keepalive(s, true)?;
+    sockopt::set_tcp_keepidle(s, KEEPALIVE_IDLE)?;
+    sockopt::set_tcp_keepintvl(s, KEEPALIVE_INTERVAL)?;
+    sockopt::set_tcp_keepcnt(s, KEEPALIVE_PROBES)?;
+    sockopt::set_tcp_user_timeout(s, TCP_USER_TIMEOUT_MS)?;
+    Ok(())
+}
+
 fn need_password<'c>(config: &'c Config, method: &str) -> Result<&'c str> {
     config.password().ok_or_else(|| {
         Error::Auth(format!(
@@ -1481,6 +1507,20 @@ mod tests {
         assert_eq!(rows_affected(b"UPDATE 12\0"), 12);
         assert_eq!(rows_affected(b"SELECT 0\0"), 0);
         assert_eq!(rows_affected(b"CREATE TABLE\0"), 0);
+    }
+
+    #[test]
+    fn tcp_connections_get_keepalive() {
+        use rustix::net::sockopt;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(!sockopt::socket_keepalive(&s).unwrap(), "off by default");
+        keep_alive(&s).unwrap();
+        assert!(sockopt::socket_keepalive(&s).unwrap());
+        assert_eq!(sockopt::tcp_keepidle(&s).unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(sockopt::tcp_keepintvl(&s).unwrap(), KEEPALIVE_INTERVAL);
+        assert_eq!(sockopt::tcp_keepcnt(&s).unwrap(), KEEPALIVE_PROBES);
+        assert_eq!(sockopt::tcp_user_timeout(&s).unwrap(), TCP_USER_TIMEOUT_MS);
     }
 
     #[test]

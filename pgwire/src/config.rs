@@ -14,6 +14,12 @@ pub const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
 /// The default port (also names the Unix socket `<dir>/.s.PGSQL.<port>`).
 pub const DEFAULT_PORT: u16 = 5432;
 
+/// How long a connection waits for each answer of the server when the URL sets no
+/// `read_timeout`: a server that stops answering (a half-open connection keepalive has not yet
+/// found dead, a server stuck) fails the call instead of stalling it. Waiting for a
+/// notification is bounded by its own timeout instead.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Host {
@@ -57,6 +63,7 @@ pub struct Config {
     dbname: String,
     application_name: Option<String>,
     connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
     ssl_mode: SslMode,
     allow_weak_auth: bool,
 }
@@ -70,7 +77,8 @@ impl Config {
     /// `postgresql://`). Components are percent-decoded; a host that decodes to an absolute
     /// path (`%2Ftmp%2Fpg`) is a Unix-socket directory. Parameters: `host`, `port`, `user`,
     /// `password`, `dbname`, `sslmode` (`disable`/`allow`/`prefer`; the TLS modes are refused),
-    /// `application_name`, `connect_timeout` (whole seconds, 0 = none), `allow_weak_auth`
+    /// `application_name`, `connect_timeout` (whole seconds, 0 = none), `read_timeout` (whole
+    /// seconds, 0 = none, default [`DEFAULT_READ_TIMEOUT`]), `allow_weak_auth`
     /// (`true`/`false`, default `false`: whether a TCP connection may answer a server that asks
     /// for the cleartext `password` or `md5` method; see [`Config::allow_weak_auth`]). Without a host the
     /// socket directory is [`DEFAULT_SOCKET_DIR`]; the database defaults to the user name. A user
@@ -131,6 +139,7 @@ impl Config {
         let mut ssl_mode = SslMode::default();
         let mut application_name = None;
         let mut connect_timeout = None;
+        let mut read_timeout = Some(DEFAULT_READ_TIMEOUT);
         let mut allow_weak_auth = false;
         if let Some(query) = query {
             for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -153,13 +162,9 @@ impl Config {
                     "sslmode" => ssl_mode = parse_ssl_mode(&value)?,
                     "application_name" => application_name = Some(value),
                     "connect_timeout" => {
-                        let secs: u64 = value.trim().parse().map_err(|_| {
-                            bad(format!(
-                                "connect_timeout must be a whole number of seconds, not `{value}`"
-                            ))
-                        })?;
-                        connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+                        connect_timeout = parse_seconds("connect_timeout", &value)?
                     }
+                    "read_timeout" => read_timeout = parse_seconds("read_timeout", &value)?,
                     "allow_weak_auth" => {
                         allow_weak_auth = match value.as_str() {
                             "true" => true,
@@ -174,7 +179,8 @@ impl Config {
                     other => {
                         return Err(bad(format!(
                             "unknown URL parameter `{other}` (supported: host, port, user, password, \
-                             dbname, sslmode, application_name, connect_timeout, allow_weak_auth)"
+                             dbname, sslmode, application_name, connect_timeout, read_timeout, \
+                             allow_weak_auth)"
                         )));
                     }
                 }
@@ -204,6 +210,7 @@ impl Config {
             port: port.unwrap_or(DEFAULT_PORT),
             application_name,
             connect_timeout,
+            read_timeout,
             ssl_mode,
             allow_weak_auth,
         })
@@ -280,6 +287,18 @@ impl Config {
         self
     }
 
+    /// How long the connection waits for each answer of the server once connected (`None`:
+    /// as long as it takes); [`DEFAULT_READ_TIMEOUT`] unless the URL sets `read_timeout`.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.read_timeout
+    }
+
+    /// Sets [`Config::read_timeout`].
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
+        self.read_timeout = timeout;
+        self
+    }
+
     /// Sets the connect timeout (`None`: wait as long as the operating system does).
     pub fn set_connect_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
         self.connect_timeout = timeout;
@@ -323,6 +342,10 @@ impl Config {
         }
         if let Some(t) = self.connect_timeout {
             params.push(format!("connect_timeout={}", t.as_secs().max(1)));
+        }
+        if self.read_timeout != Some(DEFAULT_READ_TIMEOUT) {
+            let secs = self.read_timeout.map_or(0, |t| t.as_secs().max(1));
+            params.push(format!("read_timeout={secs}"));
         }
         if self.allow_weak_auth {
             params.push("allow_weak_auth=true".into());
@@ -473,6 +496,7 @@ impl fmt::Debug for Config {
             .field("dbname", &self.dbname)
             .field("application_name", &self.application_name)
             .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
             .field("allow_weak_auth", &self.allow_weak_auth)
             .field("ssl_mode", &self.ssl_mode)
             .finish()
@@ -551,6 +575,16 @@ fn parse_port(p: &str) -> Result<u16> {
             "the port must be a number from 1 to 65535, not `{p}`"
         ))
     })
+}
+
+/// A `connect_timeout` or `read_timeout` value: whole seconds, `0` for none.
+fn parse_seconds(key: &str, value: &str) -> Result<Option<Duration>> {
+    let secs: u64 = value.trim().parse().map_err(|_| {
+        bad(format!(
+            "{key} must be a whole number of seconds, not `{value}`"
+        ))
+    })?;
+    Ok((secs > 0).then(|| Duration::from_secs(secs)))
 }
 
 fn parse_ssl_mode(v: &str) -> Result<SslMode> {
@@ -706,6 +740,10 @@ mod tests {
                 "neither a host name",
             ),
             ("postgres://u:hunter2@h/d%00b", "NUL"),
+            (
+                "postgres://u:hunter2@h/db?read_timeout=-1",
+                "read_timeout must be a whole number of seconds",
+            ),
             (
                 "postgres://u:hunter2@h/db?allow_weak_auth=yes",
                 "allow_weak_auth must be `true` or `false`",

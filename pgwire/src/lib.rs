@@ -24,7 +24,8 @@
 //!
 //! * URLs: `postgres://` or `postgresql://`, `user[:password]@host[:port]/dbname`, with
 //!   `?host=`, `port`, `user`, `password`, `dbname`, `sslmode`, `application_name`,
-//!   `connect_timeout`. A host that is an absolute path (`%2Ftmp%2Fpg` or `?host=/tmp/pg`) is
+//!   `connect_timeout`, `read_timeout` (each wait for an answer; [`DEFAULT_READ_TIMEOUT`]
+//!   unless set), `allow_weak_auth`. A TCP connection has keepalive on. A host that is an absolute path (`%2Ftmp%2Fpg` or `?host=/tmp/pg`) is
 //!   the directory of the server's Unix socket `.s.PGSQL.<port>`. `sslmode` `disable`, `allow`
 //!   and `prefer` connect in plaintext; `require` and `verify-*` are refused (no TLS here).
 //! * Secrets: [`Config`]'s `Display` and `Debug` and [`Config::redacted`] leave the password
@@ -95,6 +96,6 @@ pub use client::{
     CacheStats, Client, DEFAULT_STATEMENT_CACHE_CAPACITY, Notification, TransactionStatus,
     quote_identifier, quote_literal,
 };
-pub use config::{Config, DEFAULT_PORT, DEFAULT_SOCKET_DIR, Host, SslMode};
+pub use config::{Config, DEFAULT_PORT, DEFAULT_READ_TIMEOUT, DEFAULT_SOCKET_DIR, Host, SslMode};
 pub use error::{DbError, Error, Result};
 pub use value::{Column, Row, Value, oid};
