@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, Host};
+use crate::config::{Config, Host, SslMode};
 use bytes::BytesMut;
 use postgres_protocol::authentication::sasl::ChannelBinding;
 use postgres_protocol::authentication::{self, sasl};
@@ -16,6 +16,7 @@ use postgres_protocol::escape;
 use postgres_protocol::message::frontend;
 
 use crate::error::{DbError, Error, Result};
+use crate::tls::{self, TlsStream};
 use crate::value::{Column, Row, Value};
 
 /// The number of prepared statements a connection keeps by default.
@@ -60,6 +61,7 @@ pub struct CacheStats {
 
 enum Stream {
     Tcp(TcpStream),
+    Tls(Box<TlsStream>),
     Unix(UnixStream),
 }
 
@@ -67,24 +69,28 @@ impl Stream {
     fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => s.sock.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
         }
     }
     fn set_write_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => s.sock.set_write_timeout(t),
             Stream::Unix(s) => s.set_write_timeout(t),
         }
     }
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.write_all(buf),
+            Stream::Tls(s) => s.write_all(buf).and_then(|()| s.flush()),
             Stream::Unix(s) => s.write_all(buf),
         }
     }
@@ -92,6 +98,7 @@ impl Stream {
         // Best effort: the peer may be gone already.
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => s.sock.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
         };
     }
@@ -196,6 +203,21 @@ impl Client {
     /// waits until the server is ready. The connect timeout of `config`
     /// bounds the TCP connect and each read of the handshake.
     pub fn connect(config: &Config) -> Result<Client> {
+        match (config.host(), config.ssl_mode()) {
+            (Host::Unix(_), _) | (Host::Tcp(_), SslMode::Disable) => {
+                Client::connect_with(config, false)
+            }
+            // libpq's `allow`: plaintext, and TLS only when the server refuses it.
+            (Host::Tcp(_), SslMode::Allow) => match Client::connect_with(config, false) {
+                Err(Error::Db(_)) => Client::connect_with(config, true),
+                other => other,
+            },
+            (Host::Tcp(_), _) => Client::connect_with(config, true),
+        }
+    }
+
+    /// One connection attempt; over TCP with `tls`, TLS is asked for first.
+    fn connect_with(config: &Config, tls: bool) -> Result<Client> {
         let timeout = config.connect_timeout();
         let (stream, target) = match config.host() {
             Host::Unix(_) => {
@@ -250,10 +272,17 @@ impl Client {
                 // Small request/response messages: do not wait to coalesce them.
                 s.set_nodelay(true)
                     .and_then(|()| keep_alive(&s))
+                    .and_then(|()| s.set_read_timeout(timeout.or(config.read_timeout())))
+                    .and_then(|()| s.set_write_timeout(timeout.or(config.read_timeout())))
                     .map_err(|e| {
                         Error::io(format!("cannot configure the socket to {target}"), e)
                     })?;
-                (Stream::Tcp(s), target)
+                let stream = if tls {
+                    negotiate_tls(config, host, s, &target)?
+                } else {
+                    Stream::Tcp(s)
+                };
+                (stream, target)
             }
         };
         let mut client = Client {
@@ -452,6 +481,11 @@ impl Client {
             .map_err(|e| self.fail_protocol(&format!("cannot encode a message: {e}")))?;
         self.out.extend_from_slice(&buf);
         Ok(())
+    }
+
+    /// True when the connection runs over TLS.
+    pub fn is_encrypted(&self) -> bool {
+        matches!(self.stream, Stream::Tls(_))
     }
 
     /// True once an I/O, protocol or fatal server error ended the connection.
@@ -1310,6 +1344,31 @@ fn check_statement(sql: &str, params: &[Value]) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Sends PostgreSQL's `SSLRequest` and, when the server agrees, runs the TLS handshake; a
+/// server without TLS is refused under `require` and `verify-*`, kept in plaintext otherwise.
+fn negotiate_tls(config: &Config, host: &str, mut s: TcpStream, target: &str) -> Result<Stream> {
+    let mut request = BytesMut::new();
+    frontend::ssl_request(&mut request);
+    let mut answer = [0u8; 1];
+    s.write_all(&request)
+        .and_then(|()| s.read_exact(&mut answer))
+        .map_err(|e| Error::io(format!("cannot ask PostgreSQL at {target} for TLS"), e))?;
+    match answer[0] {
+        b'S' => Ok(Stream::Tls(Box::new(tls::handshake(
+            config, host, s, target,
+        )?))),
+        b'N' if matches!(config.ssl_mode(), SslMode::Allow | SslMode::Prefer) => Ok(Stream::Tcp(s)),
+        b'N' => Err(Error::Config(format!(
+            "PostgreSQL at {target} does not offer TLS, and sslmode={} requires it",
+            config.ssl_mode()
+        ))),
+        other => Err(Error::Protocol(format!(
+            "PostgreSQL at {target} answered the TLS request with `{}` (neither S nor N)",
+            char::from(other).escape_default()
+        ))),
+    }
 }
 
 /// A TCP connection idle this long is probed…

@@ -29,17 +29,26 @@ pub enum Host {
     Unix(PathBuf),
 }
 
-/// The URL's `sslmode`. Only the modes that allow a plaintext connection are accepted (this
-/// client has no TLS); `require`, `verify-ca` and `verify-full` are refused by [`Config::parse`].
+/// The URL's `sslmode`, libpq's values and default. TLS applies to TCP connections; a Unix
+/// socket never reaches the network and ignores it, as libpq does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SslMode {
-    /// `disable`.
+    /// `disable`: plaintext only.
     Disable,
-    /// `allow`: plaintext here.
+    /// `allow`: plaintext first; TLS only when the server refuses the plaintext connection.
     Allow,
-    /// `prefer` (libpq's default): plaintext here.
+    /// `prefer` (libpq's default): TLS when the server offers it, else plaintext. The server's
+    /// certificate is not checked (as in libpq), unless `sslrootcert` is given.
     #[default]
     Prefer,
+    /// `require`: TLS or no connection. The certificate is not checked unless `sslrootcert`
+    /// is given, which makes it `verify-ca` (as in libpq).
+    Require,
+    /// `verify-ca`: TLS with a certificate signed by a trusted authority (`sslrootcert`, else
+    /// the Mozilla roots built in), for any host name.
+    VerifyCa,
+    /// `verify-full`: `verify-ca`, and the certificate names the host connected to.
+    VerifyFull,
 }
 
 impl SslMode {
@@ -48,7 +57,16 @@ impl SslMode {
             SslMode::Disable => "disable",
             SslMode::Allow => "allow",
             SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
         }
+    }
+}
+
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -65,6 +83,9 @@ pub struct Config {
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
     ssl_mode: SslMode,
+    ssl_root_cert: Option<PathBuf>,
+    ssl_cert: Option<PathBuf>,
+    ssl_key: Option<PathBuf>,
     allow_weak_auth: bool,
 }
 
@@ -76,7 +97,9 @@ impl Config {
     /// Parses `postgres://[user[:password]@][host][:port][/dbname][?param=value&…]` (or
     /// `postgresql://`). Components are percent-decoded; a host that decodes to an absolute
     /// path (`%2Ftmp%2Fpg`) is a Unix-socket directory. Parameters: `host`, `port`, `user`,
-    /// `password`, `dbname`, `sslmode` (`disable`/`allow`/`prefer`; the TLS modes are refused),
+    /// `password`, `dbname`, `sslmode` (see [`SslMode`]), `sslrootcert` (a PEM file of trusted authorities, or
+    /// `system` for the built-in Mozilla roots), `sslcert` and `sslkey` (a client certificate
+    /// and its key, PEM),
     /// `application_name`, `connect_timeout` (whole seconds, 0 = none), `read_timeout` (whole
     /// seconds, 0 = none, default [`DEFAULT_READ_TIMEOUT`]), `allow_weak_auth`
     /// (`true`/`false`, default `false`: whether a TCP connection may answer a server that asks
@@ -140,6 +163,9 @@ impl Config {
         let mut application_name = None;
         let mut connect_timeout = None;
         let mut read_timeout = Some(DEFAULT_READ_TIMEOUT);
+        let mut ssl_root_cert = None;
+        let mut ssl_cert = None;
+        let mut ssl_key = None;
         let mut allow_weak_auth = false;
         if let Some(query) = query {
             for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -160,6 +186,9 @@ impl Config {
                     "password" => password = Some(value),
                     "dbname" => dbname = Some(value),
                     "sslmode" => ssl_mode = parse_ssl_mode(&value)?,
+                    "sslrootcert" => ssl_root_cert = Some(path_param("sslrootcert", value)?),
+                    "sslcert" => ssl_cert = Some(path_param("sslcert", value)?),
+                    "sslkey" => ssl_key = Some(path_param("sslkey", value)?),
                     "application_name" => application_name = Some(value),
                     "connect_timeout" => {
                         connect_timeout = parse_seconds("connect_timeout", &value)?
@@ -179,12 +208,18 @@ impl Config {
                     other => {
                         return Err(bad(format!(
                             "unknown URL parameter `{other}` (supported: host, port, user, password, \
-                             dbname, sslmode, application_name, connect_timeout, read_timeout, \
-                             allow_weak_auth)"
+                             dbname, sslmode, sslrootcert, sslcert, sslkey, application_name, \
+                             connect_timeout, read_timeout, allow_weak_auth)"
                         )));
                     }
                 }
             }
+        }
+        if ssl_cert.is_some() != ssl_key.is_some() {
+            return Err(bad(
+                "sslcert and sslkey go together: give both (the client certificate and its key) \
+                 or neither",
+            ));
         }
         let user = user
             .filter(|u| !u.is_empty())
@@ -212,6 +247,9 @@ impl Config {
             connect_timeout,
             read_timeout,
             ssl_mode,
+            ssl_root_cert,
+            ssl_cert,
+            ssl_key,
             allow_weak_auth,
         })
     }
@@ -246,9 +284,38 @@ impl Config {
         self.connect_timeout
     }
 
-    /// The accepted `sslmode`.
+    /// The `sslmode`.
     pub fn ssl_mode(&self) -> SslMode {
         self.ssl_mode
+    }
+
+    /// The `sslrootcert` file (`None` when not given; `Some("system")` names the built-in
+    /// roots).
+    pub fn ssl_root_cert(&self) -> Option<&Path> {
+        self.ssl_root_cert.as_deref()
+    }
+
+    /// The client certificate and its key (`sslcert`, `sslkey`), when given.
+    pub fn ssl_client_cert(&self) -> Option<(&Path, &Path)> {
+        self.ssl_cert.as_deref().zip(self.ssl_key.as_deref())
+    }
+
+    /// Sets `sslmode`.
+    pub fn set_ssl_mode(&mut self, mode: SslMode) -> &mut Self {
+        self.ssl_mode = mode;
+        self
+    }
+
+    /// Sets `sslrootcert`.
+    pub fn set_ssl_root_cert(&mut self, path: Option<PathBuf>) -> &mut Self {
+        self.ssl_root_cert = path;
+        self
+    }
+
+    /// Sets `sslcert` and `sslkey` together.
+    pub fn set_ssl_client_cert(&mut self, cert_and_key: Option<(PathBuf, PathBuf)>) -> &mut Self {
+        (self.ssl_cert, self.ssl_key) = cert_and_key.unzip();
+        self
     }
 
     /// Whether a TCP connection may answer a server that asks for the cleartext `password`
@@ -336,6 +403,15 @@ impl Config {
         let mut params = Vec::new();
         if self.ssl_mode != SslMode::default() {
             params.push(format!("sslmode={}", self.ssl_mode.as_str()));
+        }
+        for (key, path) in [
+            ("sslrootcert", &self.ssl_root_cert),
+            ("sslcert", &self.ssl_cert),
+            ("sslkey", &self.ssl_key),
+        ] {
+            if let Some(path) = path {
+                params.push(format!("{key}={}", encode(&path.to_string_lossy())));
+            }
         }
         if let Some(name) = &self.application_name {
             params.push(format!("application_name={}", encode(name)));
@@ -499,6 +575,9 @@ impl fmt::Debug for Config {
             .field("read_timeout", &self.read_timeout)
             .field("allow_weak_auth", &self.allow_weak_auth)
             .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_root_cert", &self.ssl_root_cert)
+            .field("ssl_cert", &self.ssl_cert)
+            .field("ssl_key", &self.ssl_key)
             .finish()
     }
 }
@@ -592,14 +671,21 @@ fn parse_ssl_mode(v: &str) -> Result<SslMode> {
         "disable" => Ok(SslMode::Disable),
         "allow" => Ok(SslMode::Allow),
         "prefer" => Ok(SslMode::Prefer),
-        "require" | "verify-ca" | "verify-full" => Err(bad(format!(
-            "sslmode={v}: TLS is not supported by this client; use sslmode=disable (or prefer), \
-             a Unix socket, or a tunnel"
-        ))),
+        "require" => Ok(SslMode::Require),
+        "verify-ca" => Ok(SslMode::VerifyCa),
+        "verify-full" => Ok(SslMode::VerifyFull),
         other => Err(bad(format!(
             "unknown sslmode `{other}` (disable, allow, prefer, require, verify-ca, verify-full)"
         ))),
     }
+}
+
+/// A file named by a TLS parameter: non-empty.
+fn path_param(key: &str, value: String) -> Result<PathBuf> {
+    if value.is_empty() || value.contains('\0') {
+        return Err(bad(format!("{key} must name a file")));
+    }
+    Ok(PathBuf::from(value))
 }
 
 /// Percent-decodes `s` (UTF-8 required). `+` is kept as is.
@@ -707,13 +793,10 @@ mod tests {
             ("postgres://u:hunter2@h:abc/db", "port must be a number"),
             ("postgres://:hunter2@h/db", "names no user"),
             (
-                "postgres://u:hunter2@h/db?sslmode=require",
-                "TLS is not supported",
+                "postgres://u:hunter2@h/db?sslcert=/c.pem",
+                "sslcert and sslkey go together",
             ),
-            (
-                "postgres://u:hunter2@h/db?sslmode=verify-full",
-                "TLS is not supported",
-            ),
+            ("postgres://u:hunter2@h/db?sslrootcert=", "must name a file"),
             ("postgres://u:hunter2@h/db?sslmode=maybe", "unknown sslmode"),
             (
                 "postgres://u:hunter2@h/db?frobnicate=1",

@@ -1,5 +1,5 @@
 //! `kanban-pgwire`: a small, blocking PostgreSQL client speaking the v3 wire protocol over a
-//! Unix socket or TCP, written on std alone (no async runtime, no threads, no TLS), and, behind
+//! Unix socket or TCP (TLS through rustls), with no async runtime and no threads, and, behind
 //! the `cluster` feature, a throwaway server for tests and benchmarks.
 //!
 //! # Connecting
@@ -25,9 +25,10 @@
 //! * URLs: `postgres://` or `postgresql://`, `user[:password]@host[:port]/dbname`, with
 //!   `?host=`, `port`, `user`, `password`, `dbname`, `sslmode`, `application_name`,
 //!   `connect_timeout`, `read_timeout` (each wait for an answer; [`DEFAULT_READ_TIMEOUT`]
-//!   unless set), `allow_weak_auth`. A TCP connection has keepalive on. A host that is an absolute path (`%2Ftmp%2Fpg` or `?host=/tmp/pg`) is
-//!   the directory of the server's Unix socket `.s.PGSQL.<port>`. `sslmode` `disable`, `allow`
-//!   and `prefer` connect in plaintext; `require` and `verify-*` are refused (no TLS here).
+//!   unless set), `allow_weak_auth`. A TCP connection has keepalive on. A host that is an
+//!   absolute path (`%2Ftmp%2Fpg` or `?host=/tmp/pg`) is the directory of the server's Unix socket `.s.PGSQL.<port>`. `sslmode` is libpq's
+//!   (`disable`, `allow`, `prefer` by default, `require`, `verify-ca`, `verify-full`; see
+//!   [`SslMode`]) with `sslrootcert` (else the built-in Mozilla roots), `sslcert` and `sslkey`.
 //! * Secrets: [`Config`]'s `Display` and `Debug` and [`Config::redacted`] leave the password
 //!   out, and no [`Error`] message contains it; log the redacted URL.
 //! * Authentication (on the `postgres-protocol` crate): trust, `scram-sha-256` (SASLprep, at
@@ -66,7 +67,7 @@
 //! refuses to run as root, so as root it runs as `nobody`. Dropping the cluster stops the
 //! server and removes the directory; a watcher process does the same if the test process dies
 //! first. See the module's docs for the builder options (`fsync` for benchmarks, extra
-//! settings, a TCP listener on `127.0.0.1`).
+//! settings, a TCP listener on `127.0.0.1`, TLS with a given certificate and key).
 //!
 //! ```toml
 //! # A crate's tests that need a server:
@@ -87,6 +88,7 @@
 mod client;
 mod config;
 mod error;
+mod tls;
 mod value;
 
 #[cfg(feature = "cluster")]

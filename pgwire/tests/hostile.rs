@@ -59,14 +59,27 @@ fn client_nonce(body: &[u8]) -> String {
     text[at + 2..].trim_end_matches('\0').to_string()
 }
 
+/// The body of a length-prefixed packet without a tag (the startup message, SSLRequest).
+fn startup_packet(s: &mut TcpStream) -> Vec<u8> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("a startup packet");
+    let len = usize::try_from(u32::from_be_bytes(len)).expect("a length");
+    let mut body = vec![0u8; len.checked_sub(4).expect("a sane length")];
+    s.read_exact(&mut body).expect("the startup packet's body");
+    body
+}
+
 /// Plays `script` to one client and returns the tags of the messages the client sent after
 /// its startup message (until it hung up).
 fn serve(listener: TcpListener, script: Script) -> Vec<u8> {
     let (mut s, _) = listener.accept().expect("the client connects");
-    let mut startup = [0u8; 4];
-    s.read_exact(&mut startup).expect("a startup message");
-    let mut rest = vec![0u8; usize::try_from(u32::from_be_bytes(startup)).expect("a length") - 4];
-    s.read_exact(&mut rest).expect("the startup parameters");
+    // The client asks for TLS first (sslmode=prefer): this server has none.
+    let mut first = startup_packet(&mut s);
+    if first == 80_877_103_u32.to_be_bytes() {
+        s.write_all(b"N").expect("refuse TLS");
+        first = startup_packet(&mut s);
+    }
+    assert_eq!(first[..4], 196_608_u32.to_be_bytes(), "protocol 3.0");
     let mut sent = Vec::new();
     let scram_challenge = |s: &mut TcpStream, sent: &mut Vec<u8>, iterations: &str| {
         auth(s, 10, b"SCRAM-SHA-256\0\0");
