@@ -160,6 +160,10 @@ pub struct Client {
     deferred: Vec<Deferred>,
     /// The last call that sent queued statements failed because one of them did.
     queued_failed: bool,
+    /// The TLS channel's `tls-server-end-point` binding, for SCRAM-SHA-256-PLUS.
+    server_end_point: Option<Vec<u8>>,
+    /// SCRAM bound the login to the TLS channel.
+    channel_bound: bool,
 }
 
 /// Where the authentication exchange stands during startup.
@@ -198,7 +202,8 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects, authenticates (trust, SCRAM-SHA-256 without channel binding, and md5 or a
+    /// Connects (over TLS as `sslmode` says), authenticates (trust, SCRAM-SHA-256, bound to the
+    /// TLS channel when the server offers SCRAM-SHA-256-PLUS, and md5 or a
     /// cleartext password over a Unix socket or where [`Config::allow_weak_auth`] says so) and
     /// waits until the server is ready. The connect timeout of `config`
     /// bounds the TCP connect and each read of the handshake.
@@ -285,7 +290,13 @@ impl Client {
                 (stream, target)
             }
         };
+        let server_end_point = match &stream {
+            Stream::Tls(s) => tls::server_end_point(s),
+            Stream::Tcp(_) | Stream::Unix(_) => None,
+        };
         let mut client = Client {
+            server_end_point,
+            channel_bound: false,
             stream,
             target,
             buf: Vec::with_capacity(8192),
@@ -421,18 +432,29 @@ impl Client {
                     }
                     mechanisms.push(m);
                 }
-                if !mechanisms.iter().any(|m| m == sasl::SCRAM_SHA_256) {
+                let offers = |name: &str| mechanisms.iter().any(|m| m == name);
+                let pw = need_password(config, "scram-sha-256")?;
+                // Over TLS, bind the login to the channel when the server can (a man in the
+                // middle then cannot relay it); `y` tells a server that stripped the PLUS
+                // offer that this client could have bound it.
+                let (mechanism, binding) = match &self.server_end_point {
+                    Some(hash) if offers(sasl::SCRAM_SHA_256_PLUS) => (
+                        sasl::SCRAM_SHA_256_PLUS,
+                        ChannelBinding::tls_server_end_point(hash.clone()),
+                    ),
+                    Some(_) => (sasl::SCRAM_SHA_256, ChannelBinding::unrequested()),
+                    None => (sasl::SCRAM_SHA_256, ChannelBinding::unsupported()),
+                };
+                if !offers(mechanism) {
                     return Err(self.fail_auth(format!(
                         "the server offers only the SASL mechanisms {mechanisms:?} (this client \
-                         speaks SCRAM-SHA-256)"
+                         speaks SCRAM-SHA-256 and, over TLS, SCRAM-SHA-256-PLUS)"
                     )));
                 }
-                let pw = need_password(config, "scram-sha-256")?;
-                let scram = sasl::ScramSha256::new(pw.as_bytes(), ChannelBinding::unsupported());
-                self.encode(|b| {
-                    frontend::sasl_initial_response(sasl::SCRAM_SHA_256, scram.message(), b)
-                })?;
+                let scram = sasl::ScramSha256::new(pw.as_bytes(), binding);
+                self.encode(|b| frontend::sasl_initial_response(mechanism, scram.message(), b))?;
                 self.flush()?;
+                self.channel_bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
                 Ok(Auth::ScramStarted(Box::new(scram)))
             }
             (11, Auth::ScramStarted(mut scram)) => {
@@ -481,6 +503,12 @@ impl Client {
             .map_err(|e| self.fail_protocol(&format!("cannot encode a message: {e}")))?;
         self.out.extend_from_slice(&buf);
         Ok(())
+    }
+
+    /// True when the login was bound to the TLS channel (SCRAM-SHA-256-PLUS with
+    /// `tls-server-end-point`): the server proved it saw the same certificate.
+    pub fn is_channel_bound(&self) -> bool {
+        self.channel_bound
     }
 
     /// True when the connection runs over TLS.

@@ -33,7 +33,8 @@
 //!   out, and no [`Error`] message contains it; log the redacted URL.
 //! * Authentication (on the `postgres-protocol` crate): trust, `scram-sha-256` (SASLprep, at
 //!   most 100 000 PBKDF2 iterations, the server's signature checked in constant time and
-//!   required before `AuthenticationOk` is accepted; no channel binding yet), and `md5` and
+//!   required before `AuthenticationOk` is accepted; over TLS bound to the channel with
+//!   SCRAM-SHA-256-PLUS when the server offers it), and `md5` and
 //!   cleartext `password` over a Unix socket. Over TCP those two are refused unless the URL
 //!   says `allow_weak_auth=true` (md5 can be replayed or attacked offline, cleartext is the
 //!   password itself, and both hand it to a spoofed server).

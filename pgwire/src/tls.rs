@@ -164,6 +164,84 @@ pub(crate) fn handshake(
     Ok(StreamOwned::new(conn, sock))
 }
 
+/// The `tls-server-end-point` channel binding (RFC 5929) of the connection: the hash of the
+/// server's certificate, with the hash of its signature algorithm (SHA-256 for MD5 and SHA-1).
+/// `None` when the algorithm has no such hash (Ed25519, RSA-PSS): SCRAM then runs unbound.
+pub(crate) fn server_end_point(stream: &TlsStream) -> Option<Vec<u8>> {
+    use sha2::Digest as _;
+    let cert = stream.conn.peer_certificates()?.first()?;
+    Some(match signature_hash(cert)? {
+        Hash::Sha256 => sha2::Sha256::digest(cert.as_ref()).to_vec(),
+        Hash::Sha384 => sha2::Sha384::digest(cert.as_ref()).to_vec(),
+        Hash::Sha512 => sha2::Sha512::digest(cert.as_ref()).to_vec(),
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hash {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+/// The hash for the channel binding of a certificate signed with its `signatureAlgorithm`
+/// (`Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signatureValue }`).
+fn signature_hash(cert: &[u8]) -> Option<Hash> {
+    let (tag, body, _) = der(cert)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let (_, _, rest) = der(body)?; // tbsCertificate
+    let (tag, algorithm, _) = der(rest)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let (tag, oid, _) = der(algorithm)?;
+    if tag != 0x06 {
+        return None;
+    }
+    const RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01]; // 1.2.840.113549.1.1
+    const ECDSA: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04]; // 1.2.840.10045.4
+    match oid {
+        [rsa @ .., last] if rsa == RSA => match last {
+            4 | 5 | 11 | 14 => Some(Hash::Sha256), // md5, sha1, sha256, sha224 with RSA
+            12 => Some(Hash::Sha384),
+            13 => Some(Hash::Sha512),
+            _ => None,
+        },
+        [ecdsa @ .., 1] if ecdsa == ECDSA => Some(Hash::Sha256), // ecdsa-with-SHA1
+        [ecdsa @ .., 3, last] if ecdsa == ECDSA => match last {
+            1 | 2 => Some(Hash::Sha256),
+            3 => Some(Hash::Sha384),
+            4 => Some(Hash::Sha512),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// One DER element of `data`: its tag, its contents and what follows it.
+fn der(data: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = data.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
+        (len, &rest[n..])
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((tag, &rest[..len], &rest[len..]))
+}
+
 /// Checks the handshake's signatures but not the certificate.
 #[derive(Debug)]
 struct Unchecked {
@@ -256,5 +334,45 @@ impl ServerCertVerifier for Verified {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.webpki.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A certificate's outer layers with only the signature algorithm filled in.
+    fn cert_with_algorithm(oid: &[u8]) -> Vec<u8> {
+        let mut algorithm = vec![0x06, u8::try_from(oid.len()).unwrap()];
+        algorithm.extend_from_slice(oid);
+        let mut body = vec![0x30, 0x00]; // an empty tbsCertificate
+        body.push(0x30);
+        body.push(u8::try_from(algorithm.len()).unwrap());
+        body.extend_from_slice(&algorithm);
+        body.extend_from_slice(&[0x03, 0x01, 0x00]); // the signature
+        let mut cert = vec![0x30, u8::try_from(body.len()).unwrap()];
+        cert.extend_from_slice(&body);
+        cert
+    }
+
+    #[test]
+    fn the_channel_binding_hash_follows_the_signature_algorithm() {
+        let rsa = |n: u8| [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, n];
+        let ecdsa = |n: u8| [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, n];
+        for (oid, want) in [
+            (rsa(5).to_vec(), Some(Hash::Sha256)),
+            (rsa(11).to_vec(), Some(Hash::Sha256)),
+            (rsa(12).to_vec(), Some(Hash::Sha384)),
+            (rsa(13).to_vec(), Some(Hash::Sha512)),
+            (rsa(10).to_vec(), None), // RSA-PSS: the hash is in the parameters
+            (ecdsa(2).to_vec(), Some(Hash::Sha256)),
+            (ecdsa(3).to_vec(), Some(Hash::Sha384)),
+            (ecdsa(4).to_vec(), Some(Hash::Sha512)),
+            (vec![0x2b, 0x65, 0x70], None), // Ed25519
+        ] {
+            assert_eq!(signature_hash(&cert_with_algorithm(&oid)), want, "{oid:x?}");
+        }
+        assert_eq!(signature_hash(&[0x30, 0x05, 0x30]), None, "truncated");
+        assert_eq!(signature_hash(&[]), None);
     }
 }

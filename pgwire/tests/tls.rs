@@ -1,6 +1,6 @@
 //! TLS against the real server: each `sslmode` with a certificate authority made here, a wrong
 //! host name under `verify-full`, a server without TLS under `require`, and authentication
-//! over TLS.
+//! over TLS, bound to the channel (SCRAM-SHA-256-PLUS).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -205,10 +205,17 @@ fn scram_over_tls_and_md5_over_tls_only_when_opted_in() {
     config.set_password("tls-secret");
     let mut c = Client::connect(&config).expect("SCRAM over TLS");
     assert!(c.is_encrypted());
+    // The server offered SCRAM-SHA-256-PLUS and accepted the certificate hash.
+    assert!(c.is_channel_bound());
     assert_eq!(
         c.query_one("SELECT current_user", &[]).unwrap().get(0),
         Some(&Value::Text("tls_scram".into()))
     );
+    config.set_ssl_mode(SslMode::Disable);
+    config.set_password("tls-secret");
+    let c = Client::connect(&config).expect("SCRAM without TLS");
+    assert!(!c.is_encrypted() && !c.is_channel_bound());
+    config.set_ssl_mode(SslMode::Require);
     config.set_password("wrong-guess");
     let err = Client::connect(&config).expect_err("a wrong password over TLS");
     assert_eq!(err.code(), Some("28P01"), "{err:?}");
