@@ -144,9 +144,12 @@ fn the_remaining_commands_work_and_refuse_with_exit_3() {
     assert_eq!(k.status(&t), "archived");
     assert_eq!(k.run(&["archive", &t]).code, 3);
     let bad_kind = k.run(&["block", &b, "--reason", "x", "--kind", "nope"]);
-    assert_eq!(bad_kind.code, 1);
+    assert_eq!(bad_kind.code, 2, "a usage error");
     assert!(
-        bad_kind.stderr.contains("unknown block kind"),
+        bad_kind
+            .stderr
+            .contains("invalid value 'nope' for '--kind <KIND>'")
+            && bad_kind.stderr.contains("needs_input"),
         "{}",
         bad_kind.stderr
     );

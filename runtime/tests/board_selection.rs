@@ -3,7 +3,9 @@
 //! path and as a URL, `boards switch`) × the commands that write files for a board (the
 //! dispatcher's lock, a worker's log and its workspace), on SQLite and PostgreSQL. A board
 //! named only by a URL has no folder in the home until something needs one: each of these
-//! makes what it needs on first use (issue 24: the dispatch lock's folder was never made).
+//! makes what it needs on first use (issue 24: the dispatch lock's folder was never made). The
+//! matrix runs in direct mode and in owner mode (the owner's managed worker writes the log and
+//! the workspace).
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
@@ -98,10 +100,20 @@ fn run_one_task(home: &Home, sel: &Selection) {
 
 #[test]
 fn every_way_to_select_a_board_dispatches_logs_and_makes_workspaces_on_both_stores() {
+    every_way_to_select_a_board("", "direct");
+}
+
+#[test]
+fn in_owner_mode_every_way_to_select_a_board_dispatches_logs_and_makes_workspaces() {
+    every_way_to_select_a_board("mode = \"owner\"", "owner");
+}
+
+/// The matrix under `[dispatch]` lines `dispatch` (each database named after `what`).
+fn every_way_to_select_a_board(dispatch: &str, what: &str) {
     let home = Home::new(&format!(
         "{}\n[boards.pgtoml]\nurl = \"{}\"\n",
-        config(""),
-        fresh_url("sel_toml")
+        config(dispatch),
+        fresh_url(&format!("sel_toml_{what}"))
     ));
     let elsewhere = tempfile::tempdir().unwrap();
     let db_path = elsewhere.path().join("other.db");
@@ -116,7 +128,7 @@ fn every_way_to_select_a_board_dispatches_logs_and_makes_workspaces_on_both_stor
         env: vec![],
     };
     plain("setup").ok(&home, &["boards", "create", "work"]);
-    let pg_url = fresh_url("sel_create");
+    let pg_url = fresh_url(&format!("sel_create_{what}"));
     plain("setup").ok(&home, &["boards", "create", "pgcreated", "--url", &pg_url]);
     let selections = [
         plain("the default board"),
@@ -146,4 +158,8 @@ fn every_way_to_select_a_board_dispatches_logs_and_makes_workspaces_on_both_stor
     // `boards switch` last: it changes what "no flag" means for the rest of the home.
     plain("setup").ok(&home, &["boards", "switch", "pgtoml"]);
     run_one_task(&home, &plain("boards switch to a kanban.toml URL board"));
+    // Owners the submitters started outlive the dispatcher by design: stop them.
+    let _ = plain("teardown")
+        .kanban(&home, &["owner", "stop", "--profile", "sh"])
+        .output();
 }

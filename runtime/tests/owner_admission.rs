@@ -550,7 +550,8 @@ fn a_killed_submitter_ends_its_managed_worker_which_records_its_result() {
 
 #[test]
 fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_resolved() {
-    let home = Home::new(&sleeper_config());
+    // One spawn slot: the paused card must not hold it.
+    let home = Home::new(&sleeper_config().replace("[dispatch]\n", "[dispatch]\nmax_spawn = 1\n"));
     let id = home.create(Home::task("sleeps", "done", Some("sleep 5"), vec![]));
     let owner = start_owner(&home, &[]);
     let daemon = home.daemon();
@@ -584,6 +585,45 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(home.events(&id).last().unwrap().id >= ticks_from);
+    // `show` and a tick name the paused card, and it holds no spawn slot: another card runs.
+    let show = home.kanban(&["show", &id]).output().unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("paused: the owner turn of run"), "{show}");
+    wait_until(
+        "a tick that names the paused card",
+        Duration::from_secs(30),
+        || {
+            let out = home
+                .kanban(&["--json", "dispatch", "--once"])
+                .output()
+                .unwrap();
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok_and(|r| {
+                r["paused"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|t| t == &id))
+            })
+        },
+    );
+    let other = home.create(Home::task(
+        "beside the paused card",
+        "done",
+        Some("echo ok"),
+        vec![],
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while home.board().get_task(&other).unwrap().status != Status::Done {
+        if Instant::now() > deadline {
+            let out = home.kanban(&["dispatch", "--once"]).output().unwrap();
+            let show = home.kanban(&["show", &other]).output().unwrap();
+            panic!(
+                "the other card is not done: {}\n{}{}",
+                String::from_utf8_lossy(&show.stdout),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Even with its submitter killed, the dispatcher keeps the card paused (the owner's turn is
     // unknown): no crash booked, no second run.
     let submitter = home.board().get_task(&id).unwrap().worker_pid.unwrap();
@@ -648,7 +688,8 @@ fn an_owner_restart_mid_turn_leaves_the_turn_unknown_and_the_card_paused_until_r
         .into_iter()
         .map(|t| t.status)
         .collect();
-    assert_eq!(statuses, ["interrupted", "completed"]);
+    // The lost turn, the other card's, the requeued run's.
+    assert_eq!(statuses, ["interrupted", "completed", "completed"]);
     drop(daemon);
     // The submitter may have restarted the owner before the test did.
     drop(StartedOwner(&home));

@@ -60,10 +60,11 @@ fn clippy(root: &Path) -> anyhow::Result<()> {
 }
 
 /// Installs what the tests need, once, before they run (rather than each test binary racing to
-/// install it): the headless Chromium of the browser tests (`.ci/chromium`) and the PostgreSQL
-/// server of the PostgreSQL tests (a throwaway cluster started and stopped, which installs the
-/// server when it is missing). Each fails saying what to install when it cannot; the tests would
-/// then fail (PostgreSQL) or, outside `CI=true`, skip (the browser).
+/// install it): the headless Chromium of the browser tests (`.ci/chromium`), the bash, zsh, fish
+/// and `man` of the completion and man page tests (`.ci/shells`) and the PostgreSQL server of the
+/// PostgreSQL tests (a throwaway cluster started and stopped, which installs the server when it
+/// is missing). Each fails saying what to install when it cannot; the tests would then fail
+/// (PostgreSQL) or, outside `CI=true`, skip (the browser, the shells).
 fn prerequisites(root: &Path) -> anyhow::Result<()> {
     let script = root.join(".ci/chromium");
     let chromium = Command::new("bash")
@@ -76,6 +77,18 @@ fn prerequisites(root: &Path) -> anyhow::Result<()> {
         missing.push(format!(
             "{} found no headless Chromium and could not install it (the messages above say \
              why); the browser tests need it",
+            script.display()
+        ));
+    }
+    let script = root.join(".ci/shells");
+    let shells = Command::new("bash")
+        .arg(&script)
+        .status()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    if !shells.success() {
+        missing.push(format!(
+            "{} found no bash, zsh, fish or man and could not install them (the messages above \
+             say why); the completion and man page tests need them",
             script.display()
         ));
     }

@@ -8,7 +8,7 @@ usage: cargo xtask <task> [--root DIR]
 tasks:
   check   cargo fmt --check, cargo clippy -D warnings, drift, lint, links (the relative
           links of README.md, ARCHITECTURE.md and docs/ name existing files and headings)
-  ci      check + cargo test --workspace + a short chaos run on SQLite and one on PostgreSQL + the loom models run
+  ci      check + cargo test --workspace + short chaos runs on SQLite and PostgreSQL, direct and owner mode + the loom models run
           with --cfg loom: the README's test command, what .ci/run runs
   drift   env-key drift guard over dispatch::default_spawn
   lint    syn-based rules over runtime/src

@@ -51,19 +51,21 @@ fn run() -> anyhow::Result<()> {
         // takes about two minutes on two cores, their run a few seconds).
         flags::Task::Ci => check::run(&root, true)
             .and_then(|()| {
-                // The short fault run on each store.
-                [false, true].into_iter().try_for_each(|postgres| {
-                    chaos::run(
-                        &root,
-                        chaos::Options {
-                            tasks: chaos::DEFAULT_TASKS,
-                            kills: chaos::DEFAULT_KILLS,
-                            seed: 1,
-                            postgres,
-                            owner: false,
-                        },
-                    )
-                })
+                // The short fault run on each store, in direct mode and in owner mode.
+                [(false, false), (true, false), (false, true), (true, true)]
+                    .into_iter()
+                    .try_for_each(|(postgres, owner)| {
+                        chaos::run(
+                            &root,
+                            chaos::Options {
+                                tasks: chaos::DEFAULT_TASKS,
+                                kills: chaos::DEFAULT_KILLS,
+                                seed: 1,
+                                postgres,
+                                owner,
+                            },
+                        )
+                    })
             })
             .and_then(|()| {
                 loom::run(

@@ -94,6 +94,9 @@ pub struct Limits {
 }
 
 /// The longest request line: 1 MiB.
+/// The first and the longest pause between tries to record the end of a turn.
+const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const SETTLE_RETRY_MAX: Duration = Duration::from_secs(2);
 pub const MAX_LINE: usize = 1 << 20;
 /// The time a peer has to send a whole request line.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
@@ -721,6 +724,9 @@ impl Owner {
         let stale = |reason: &str| RpcError::new(Code::StaleKanbanClaim, reason);
         board::paths::validate_slug(&run.board).map_err(|_| claim("invalid_board_slug"))?;
         let db = match &run.db {
+            // A PostgreSQL board is named by its URL (without a password: the owner finds it
+            // where libpq would), opened as it is.
+            Some(url) if board::location::is_postgres_url(url) => PathBuf::from(url),
             Some(db) => std::fs::canonicalize(db).map_err(|_| claim("db_not_found"))?,
             None => {
                 let path = board::paths::db_path(&self.root, &run.board);
@@ -983,9 +989,16 @@ impl Owner {
 
     /// Runs one started turn in a managed worker and settles it from its `worker_result`.
     fn execute(&self, admission_id: &str, run: &KanbanRun, request: Result<SpawnRequest, String>) {
+        // The end of a turn is recorded whatever it takes: a submitter waits for it. A write the
+        // state file refuses for a moment (a full disk, a busy lock) is tried again, backing off;
+        // were this owner to die meanwhile, the next one settles the turn `interrupted`.
         let settle = |status: &str, code: Option<i32>, output: Option<&str>| {
-            if let Ok(state) = self.state.lock() {
-                let _ = state.settle(
+            let mut pause = SETTLE_RETRY_FIRST;
+            loop {
+                let Ok(state) = self.state.lock() else {
+                    return;
+                };
+                let written = state.settle(
                     admission_id,
                     self.epoch,
                     status,
@@ -993,6 +1006,19 @@ impl Owner {
                     output,
                     self.clock.now(),
                 );
+                drop(state);
+                match written {
+                    Ok(_) => return,
+                    Err(e) => {
+                        eprintln!(
+                            "kanban owner: cannot record the end of turn {admission_id} ({}); \
+                             trying again in {pause:?}",
+                            crate::error_chain(&e)
+                        );
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(SETTLE_RETRY_MAX);
+                    }
+                }
             }
         };
         let outcome = request.and_then(|req| {

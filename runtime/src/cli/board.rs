@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use serde::Serialize;
 
 use super::escape::{block, line};
@@ -90,8 +91,8 @@ pub enum BoardCommand {
         #[arg(long)]
         reason: String,
         /// dependency (back to todo), needs_input, capability or transient.
-        #[arg(long, value_name = "KIND")]
-        kind: Option<String>,
+        #[arg(long, value_name = "KIND", value_parser = block_kind_parser())]
+        kind: Option<BlockKind>,
     },
     /// Move blocked tasks back to ready (todo while a parent is unfinished); one line per id.
     Unblock {
@@ -203,11 +204,32 @@ pub struct CreateArgs {
     pub max_turns: Option<u32>,
 }
 
+/// `block --kind`: its values, which the shells complete (`needs-input` is still accepted).
+fn block_kind_parser() -> impl TypedValueParser<Value = BlockKind> {
+    let kinds = [
+        BlockKind::Dependency,
+        BlockKind::NeedsInput,
+        BlockKind::Capability,
+        BlockKind::Transient,
+    ];
+    PossibleValuesParser::new(kinds.map(|kind| match kind {
+        BlockKind::NeedsInput => PossibleValue::new(kind.as_str()).alias("needs-input"),
+        _ => PossibleValue::new(kind.as_str()),
+    }))
+    .try_map(|name| name.parse::<BlockKind>())
+}
+
+/// `list --status`: the statuses, which the shells complete.
+fn status_parser() -> impl TypedValueParser<Value = Status> {
+    PossibleValuesParser::new(Status::ALL.map(Status::as_str))
+        .try_map(|name| name.parse::<Status>())
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// Only this status (repeatable).
-    #[arg(long = "status", value_name = "STATUS")]
-    pub statuses: Vec<String>,
+    #[arg(long = "status", value_name = "STATUS", value_parser = status_parser())]
+    pub statuses: Vec<Status>,
     #[arg(long)]
     pub assignee: Option<String>,
     /// Include archived tasks.
@@ -495,7 +517,6 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             })
         }
         BoardCommand::Block { id, reason, kind } => {
-            let kind = kind.map(|k| k.parse::<BlockKind>()).transpose()?;
             let target = match lifecycle(id.as_deref())? {
                 Ok(target) => target,
                 Err(exit) => return Ok(exit),
@@ -763,14 +784,9 @@ fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
 }
 
 fn list(args: ListArgs, globals: &Globals) -> CmdResult {
-    let statuses = args
-        .statuses
-        .iter()
-        .map(|s| s.parse::<Status>())
-        .collect::<Result<Vec<_>, BoardError>>()?;
     let o = open_read(globals)?;
     let tasks = o.board.list_tasks(&TaskFilter {
-        statuses,
+        statuses: args.statuses,
         assignee: args.assignee,
         include_archived: args.all,
         limit: None,
@@ -878,6 +894,20 @@ fn show(id: &str, events: usize, globals: &Globals) -> CmdResult {
             task.current_run_id
                 .map_or("-".to_owned(), |r| r.to_string())
         );
+    }
+    // Owner mode: the turn the owner admitted for the open run, and a pause an operator ends.
+    if let Some(run) = task.current_run_id
+        && let Some(turn) = o.board.owner_turn(id, run)?
+    {
+        let status = turn.status.as_deref().unwrap_or("admitted");
+        if status == "unknown" {
+            println!(
+                "paused: the owner turn of run {run} is unknown (it may have had effects); \
+                 `kanban owner resolve {id} --as interrupted|failed|completed` decides"
+            );
+        } else {
+            println!("owner turn of run {run}: {}", line(status));
+        }
     }
     if let Some(body) = &task.body {
         println!("\n  {}\n", block(body));

@@ -297,6 +297,21 @@ pub(crate) struct Lines {
 /// Why ready tasks are not being started, if they are not: the spawn budget is full (workers
 /// already running at the configured limits), or every ready task is in a rate-limit cooldown.
 fn wait_line(report: &TickReport) -> Option<String> {
+    let paused = (!report.paused.is_empty() && !report.skipped_locked).then(|| {
+        format!(
+            "paused: {} (owner turn lost or unknown; they hold no spawn slot): \
+             `kanban owner resolve ID --as interrupted|failed|completed` decides",
+            report.paused.join(", ")
+        )
+    });
+    let waiting = budget_wait_line(report);
+    match (paused, waiting) {
+        (Some(p), Some(w)) => Some(format!("{p}\n{w}")),
+        (p, w) => p.or(w),
+    }
+}
+
+fn budget_wait_line(report: &TickReport) -> Option<String> {
     let w = report.workload;
     let startable = w.ready - w.cooling_down;
     if report.dry_run || report.skipped_locked || !report.spawned.is_empty() {

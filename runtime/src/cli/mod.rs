@@ -74,13 +74,19 @@ enum Command {
         #[command(subcommand)]
         command: owner::OwnerCommand,
     },
-    /// Print a shell completion script (bash, zsh or fish) generated from this command line.
+    /// Print a shell completion script (bash, zsh, fish, powershell or elvish) generated from
+    /// this command line.
     Completions {
         #[arg(value_enum)]
-        shell: docs::Shell,
+        shell: clap_complete::Shell,
     },
     /// Print the man page (roff) generated from this command line: `kanban man | man -l -`.
-    Man,
+    Man {
+        /// Write kanban.1 and one page per subcommand (kanban-create.1, kanban-boards-rm.1, ...)
+        /// into DIR instead, creating it when missing; prints each path written.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// The owner-mode submitter the dispatcher spawns (not for interactive use).
     #[command(hide = true)]
     Submit,
@@ -116,7 +122,7 @@ pub fn main() -> ExitCode {
         Command::Owner { command } => owner::run(command, &cli.globals),
         Command::Submit => owner::submit(&cli.globals),
         Command::Completions { shell } => docs::completions(Cli::command(), shell),
-        Command::Man => docs::man(Cli::command()),
+        Command::Man { dir } => docs::man(Cli::command(), dir.as_deref()),
     };
     match result {
         Ok(Exit(code)) => ExitCode::from(code),

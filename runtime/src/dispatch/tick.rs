@@ -163,6 +163,9 @@ pub struct TickReport {
     pub reclaimed: Vec<String>,
     /// Claims whose worker never started, released without counting a failure.
     pub abandoned: Vec<String>,
+    /// Owner mode: running cards whose owner turn is `unknown` (or lost, under
+    /// `owner_lost_turn = "pause"`), left for `kanban owner resolve`; they hold no spawn slot.
+    pub paused: Vec<String>,
     /// Tasks whose superseded worker (a run no longer current) this tick stopped.
     pub superseded: Vec<String>,
     /// Ready tasks not claimed because their previous worker is still alive on this host.
@@ -212,10 +215,12 @@ impl TickReport {
             .count();
         // A task held back for its previous worker (of either lane: a `review` task is not in
         // `workload.ready`) is claimed once that worker is gone.
+        // A paused card waits for an operator, not for a tick.
+        let paused = i64::try_from(self.paused.len()).unwrap_or(i64::MAX);
         !self.skipped_locked
             && self.spawned.is_empty()
             && self.held_back.is_empty()
-            && self.workload.running == 0
+            && self.workload.running <= paused
             && self.workload.cooling_down == 0
             && !cooling
             && self.workload.ready <= self.unspawnable_ready + i64::try_from(held).unwrap_or(0)
@@ -451,6 +456,7 @@ impl Tick<'_> {
             };
             if owner_turn_paused(&turn, self.settings.owner_lost_turn_pauses) {
                 self.handled.insert(task.id.clone());
+                self.report.paused.push(task.id.clone());
             }
         }
         Ok(())
@@ -1081,7 +1087,9 @@ impl Tick<'_> {
     }
 
     fn spawn_budget(&mut self) -> Result<u32, BoardError> {
-        let running = self.board.running_count()?;
+        // A paused owner card (it waits for `kanban owner resolve`) holds no slot.
+        let paused = i64::try_from(self.report.paused.len()).unwrap_or(i64::MAX);
+        let running = self.board.running_count()?.saturating_sub(paused);
         let running = u32::try_from(running.max(0)).unwrap_or(u32::MAX);
         let mut budget = self.settings.max_spawn.saturating_sub(running);
         if let Some(cap) = self.settings.max_in_progress {
