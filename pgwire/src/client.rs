@@ -8,10 +8,15 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, Host};
-use crate::crypto::{base64_encode, hex, md5};
+use crate::config::{Config, Host, SslMode};
+use bytes::BytesMut;
+use postgres_protocol::authentication::sasl::ChannelBinding;
+use postgres_protocol::authentication::{self, sasl};
+use postgres_protocol::escape;
+use postgres_protocol::message::frontend;
+
 use crate::error::{DbError, Error, Result};
-use crate::scram::Scram;
+use crate::tls::{self, TlsStream};
 use crate::value::{Column, Row, Value};
 
 /// The number of prepared statements a connection keeps by default.
@@ -56,6 +61,7 @@ pub struct CacheStats {
 
 enum Stream {
     Tcp(TcpStream),
+    Tls(Box<TlsStream>),
     Unix(UnixStream),
 }
 
@@ -63,24 +69,28 @@ impl Stream {
     fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => s.sock.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
         }
     }
     fn set_write_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => s.sock.set_write_timeout(t),
             Stream::Unix(s) => s.set_write_timeout(t),
         }
     }
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Tcp(s) => s.write_all(buf),
+            Stream::Tls(s) => s.write_all(buf).and_then(|()| s.flush()),
             Stream::Unix(s) => s.write_all(buf),
         }
     }
@@ -88,6 +98,7 @@ impl Stream {
         // Best effort: the peer may be gone already.
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => s.sock.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
         };
     }
@@ -149,6 +160,26 @@ pub struct Client {
     deferred: Vec<Deferred>,
     /// The last call that sent queued statements failed because one of them did.
     queued_failed: bool,
+    /// The TLS channel's `tls-server-end-point` binding, for SCRAM-SHA-256-PLUS.
+    server_end_point: Option<Vec<u8>>,
+    /// SCRAM bound the login to the TLS channel.
+    channel_bound: bool,
+}
+
+/// Where the authentication exchange stands during startup.
+enum Auth {
+    /// The server asked for nothing yet.
+    None,
+    /// A cleartext or md5 password was sent.
+    Sent,
+    /// The SCRAM client-first-message was sent.
+    ScramStarted(Box<sasl::ScramSha256>),
+    /// The SCRAM client-final-message was sent; the server must prove itself next.
+    ScramFinal(Box<sasl::ScramSha256>),
+    /// The server's SCRAM signature was verified.
+    ScramDone,
+    /// `AuthenticationOk` received.
+    Ok,
 }
 
 /// A statement queued in the pipeline: what registering its prepared statement needs.
@@ -171,10 +202,27 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects, authenticates (trust, cleartext password, md5 or SCRAM-SHA-256 without
-    /// channel binding) and waits until the server is ready. The connect timeout of `config`
+    /// Connects (over TLS as `sslmode` says), authenticates (trust, SCRAM-SHA-256, bound to the
+    /// TLS channel when the server offers SCRAM-SHA-256-PLUS, and md5 or a
+    /// cleartext password over a Unix socket or where [`Config::allow_weak_auth`] says so) and
+    /// waits until the server is ready. The connect timeout of `config`
     /// bounds the TCP connect and each read of the handshake.
     pub fn connect(config: &Config) -> Result<Client> {
+        match (config.host(), config.ssl_mode()) {
+            (Host::Unix(_), _) | (Host::Tcp(_), SslMode::Disable) => {
+                Client::connect_with(config, false)
+            }
+            // libpq's `allow`: plaintext, and TLS only when the server refuses it.
+            (Host::Tcp(_), SslMode::Allow) => match Client::connect_with(config, false) {
+                Err(Error::Db(_)) => Client::connect_with(config, true),
+                other => other,
+            },
+            (Host::Tcp(_), _) => Client::connect_with(config, true),
+        }
+    }
+
+    /// One connection attempt; over TCP with `tls`, TLS is asked for first.
+    fn connect_with(config: &Config, tls: bool) -> Result<Client> {
         let timeout = config.connect_timeout();
         let (stream, target) = match config.host() {
             Host::Unix(_) => {
@@ -227,13 +275,28 @@ impl Client {
                     }
                 };
                 // Small request/response messages: do not wait to coalesce them.
-                s.set_nodelay(true).map_err(|e| {
-                    Error::io(format!("cannot configure the socket to {target}"), e)
-                })?;
-                (Stream::Tcp(s), target)
+                s.set_nodelay(true)
+                    .and_then(|()| keep_alive(&s))
+                    .and_then(|()| s.set_read_timeout(timeout.or(config.read_timeout())))
+                    .and_then(|()| s.set_write_timeout(timeout.or(config.read_timeout())))
+                    .map_err(|e| {
+                        Error::io(format!("cannot configure the socket to {target}"), e)
+                    })?;
+                let stream = if tls {
+                    negotiate_tls(config, host, s, &target)?
+                } else {
+                    Stream::Tcp(s)
+                };
+                (stream, target)
             }
         };
+        let server_end_point = match &stream {
+            Stream::Tls(s) => tls::server_end_point(s),
+            Stream::Tcp(_) | Stream::Unix(_) => None,
+        };
         let mut client = Client {
+            server_end_point,
+            channel_bound: false,
             stream,
             target,
             buf: Vec::with_capacity(8192),
@@ -258,9 +321,10 @@ impl Client {
             closing: Vec::new(),
             queued_failed: false,
         };
-        client.set_timeouts(timeout)?;
+        client.set_timeouts(timeout.or(config.read_timeout()))?;
         client.startup(config)?;
-        client.set_timeouts(None)?;
+        client.query_timeout = config.read_timeout();
+        client.set_timeouts(client.query_timeout)?;
         Ok(client)
     }
 
@@ -273,8 +337,6 @@ impl Client {
     }
 
     fn startup(&mut self, config: &Config) -> Result<()> {
-        let mut body = Vec::new();
-        body.extend_from_slice(&196_608_i32.to_be_bytes()); // protocol 3.0
         let mut params = vec![
             ("user", config.user()),
             ("database", config.dbname()),
@@ -284,106 +346,17 @@ impl Client {
         if let Some(name) = config.application_name() {
             params.push(("application_name", name));
         }
-        for (k, v) in params {
-            body.extend_from_slice(k.as_bytes());
-            body.push(0);
-            body.extend_from_slice(v.as_bytes());
-            body.push(0);
-        }
-        body.push(0);
-        let len = i32::try_from(body.len() + 4)
-            .map_err(|_| Error::Config("the startup parameters are too long".into()))?;
-        self.out.extend_from_slice(&len.to_be_bytes());
-        self.out.extend_from_slice(&body);
+        self.encode(|b| frontend::startup_message(params, b))?;
         self.flush()?;
 
-        let mut scram: Option<Scram> = None;
+        let mut auth = Auth::None;
         loop {
             let msg = self.next()?;
             match msg.tag {
                 b'R' => {
                     let mut r = Reader::new(&msg.body);
                     let code = r.i32()?;
-                    match code {
-                        0 => {}
-                        3 => {
-                            let pw = need_password(config, "password")?;
-                            self.password_message(pw.as_bytes());
-                            self.flush()?;
-                        }
-                        5 => {
-                            let salt = r.bytes(4)?;
-                            let pw = need_password(config, "md5")?;
-                            let inner =
-                                hex(&md5(&[pw.as_bytes(), config.user().as_bytes()].concat()));
-                            let outer = hex(&md5(&[inner.as_bytes(), salt].concat()));
-                            self.password_message(format!("md5{outer}").as_bytes());
-                            self.flush()?;
-                        }
-                        10 => {
-                            let mut mechanisms = Vec::new();
-                            while r.remaining() > 0 {
-                                let m = r.cstr()?;
-                                if m.is_empty() {
-                                    break;
-                                }
-                                mechanisms.push(m);
-                            }
-                            if !mechanisms.iter().any(|m| m == "SCRAM-SHA-256") {
-                                return Err(self.fail_auth(format!(
-                                    "the server offers only the SASL mechanisms {mechanisms:?} \
-                                     (this client speaks SCRAM-SHA-256 without channel binding)"
-                                )));
-                            }
-                            need_password(config, "scram-sha-256")?;
-                            let s = Scram::new(client_nonce()?);
-                            let first = s.client_first();
-                            self.message(b'p', |b| {
-                                b.extend_from_slice(b"SCRAM-SHA-256\0");
-                                b.extend_from_slice(&len_i32(first.len()).to_be_bytes());
-                                b.extend_from_slice(first.as_bytes());
-                            });
-                            self.flush()?;
-                            scram = Some(s);
-                        }
-                        11 => {
-                            let server_first = String::from_utf8_lossy(r.rest()).into_owned();
-                            let pw = need_password(config, "scram-sha-256")?;
-                            let Some(s) = scram.as_mut() else {
-                                return Err(
-                                    self.fail_protocol("SASL continue without a SASL start")
-                                );
-                            };
-                            let fin = match s.client_final(pw.as_bytes(), &server_first) {
-                                Ok(f) => f,
-                                Err(e) => return Err(self.fail_auth(e.0)),
-                            };
-                            self.message(b'p', |b| b.extend_from_slice(fin.as_bytes()));
-                            self.flush()?;
-                        }
-                        12 => {
-                            let server_final = String::from_utf8_lossy(r.rest()).into_owned();
-                            let Some(s) = scram.as_ref() else {
-                                return Err(self.fail_protocol("SASL final without a SASL start"));
-                            };
-                            if let Err(e) = s.verify_server_final(&server_final) {
-                                return Err(self.fail_auth(e.0));
-                            }
-                        }
-                        other => {
-                            let name = match other {
-                                2 => "Kerberos V5",
-                                6 => "SCM credentials",
-                                7 | 8 => "GSSAPI",
-                                9 => "SSPI",
-                                _ => "an unknown method",
-                            };
-                            return Err(self.fail_auth(format!(
-                                "the server asks for {name} (code {other}); this client supports \
-                                 trust, password, md5 and scram-sha-256"
-                            )));
-                        }
-                    }
+                    auth = self.authenticate(config, code, r.rest(), auth)?;
                 }
                 b'E' => {
                     let e = DbError::parse(&msg.body);
@@ -396,6 +369,9 @@ impl Client {
                 }
                 b'v' => {} // NegotiateProtocolVersion: we asked for no protocol options.
                 b'Z' => {
+                    if !matches!(auth, Auth::Ok) {
+                        return Err(self.fail_protocol("ReadyForQuery before AuthenticationOk"));
+                    }
                     self.status = transaction_status(&msg.body)?;
                     return Ok(());
                 }
@@ -409,11 +385,135 @@ impl Client {
         }
     }
 
-    fn password_message(&mut self, pw: &[u8]) {
-        self.message(b'p', |b| {
-            b.extend_from_slice(pw);
-            b.push(0);
-        });
+    /// Answers one authentication request (`code`, the rest of the message in `body`) and
+    /// returns where the exchange stands.
+    fn authenticate(
+        &mut self,
+        config: &Config,
+        code: i32,
+        body: &[u8],
+        auth: Auth,
+    ) -> Result<Auth> {
+        match (code, auth) {
+            (0, Auth::None | Auth::Sent | Auth::ScramDone) => Ok(Auth::Ok),
+            (0, Auth::ScramStarted(_) | Auth::ScramFinal(_)) => Err(self.fail_auth(
+                "the server sent AuthenticationOk before proving it knows the password (no \
+                 SCRAM server signature): refusing a server that may be an impostor"
+                    .into(),
+            )),
+            (3 | 5, Auth::None) => {
+                let method = if code == 3 { "password" } else { "md5" };
+                if matches!(config.host(), Host::Tcp(_)) && !config.allow_weak_auth() {
+                    return Err(self.fail_auth(format!(
+                        "the server asks for the `{method}` method over TCP, which exposes the \
+                         password to the network or to a spoofed server; use scram-sha-256 on \
+                         the server, or add allow_weak_auth=true to the URL to accept it"
+                    )));
+                }
+                let pw = need_password(config, method)?;
+                let answer = if code == 3 {
+                    pw.as_bytes().to_vec()
+                } else {
+                    let salt = Reader::new(body).array::<4>()?;
+                    authentication::md5_hash(config.user().as_bytes(), pw.as_bytes(), salt)
+                        .into_bytes()
+                };
+                self.encode(|b| frontend::password_message(&answer, b))?;
+                self.flush()?;
+                Ok(Auth::Sent)
+            }
+            (10, Auth::None) => {
+                let mut r = Reader::new(body);
+                let mut mechanisms = Vec::new();
+                while r.remaining() > 0 {
+                    let m = r.cstr()?;
+                    if m.is_empty() {
+                        break;
+                    }
+                    mechanisms.push(m);
+                }
+                let offers = |name: &str| mechanisms.iter().any(|m| m == name);
+                let pw = need_password(config, "scram-sha-256")?;
+                // Over TLS, bind the login to the channel when the server can (a man in the
+                // middle then cannot relay it); `y` tells a server that stripped the PLUS
+                // offer that this client could have bound it.
+                let (mechanism, binding) = match &self.server_end_point {
+                    Some(hash) if offers(sasl::SCRAM_SHA_256_PLUS) => (
+                        sasl::SCRAM_SHA_256_PLUS,
+                        ChannelBinding::tls_server_end_point(hash.clone()),
+                    ),
+                    Some(_) => (sasl::SCRAM_SHA_256, ChannelBinding::unrequested()),
+                    None => (sasl::SCRAM_SHA_256, ChannelBinding::unsupported()),
+                };
+                if !offers(mechanism) {
+                    return Err(self.fail_auth(format!(
+                        "the server offers only the SASL mechanisms {mechanisms:?} (this client \
+                         speaks SCRAM-SHA-256 and, over TLS, SCRAM-SHA-256-PLUS)"
+                    )));
+                }
+                let scram = sasl::ScramSha256::new(pw.as_bytes(), binding);
+                self.encode(|b| frontend::sasl_initial_response(mechanism, scram.message(), b))?;
+                self.flush()?;
+                self.channel_bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
+                Ok(Auth::ScramStarted(Box::new(scram)))
+            }
+            (11, Auth::ScramStarted(mut scram)) => {
+                if let Err(e) = scram.update(body) {
+                    return Err(self.fail_auth(format!(
+                        "the server's SCRAM-SHA-256 challenge is refused: {e}"
+                    )));
+                }
+                self.encode(|b| frontend::sasl_response(scram.message(), b))?;
+                self.flush()?;
+                Ok(Auth::ScramFinal(scram))
+            }
+            (12, Auth::ScramFinal(mut scram)) => match scram.finish(body) {
+                Ok(()) => Ok(Auth::ScramDone),
+                Err(e) => Err(self.fail_auth(format!(
+                    "the server's SCRAM-SHA-256 signature is refused, it does not know the \
+                     password: {e}"
+                ))),
+            },
+            (10..=12, _) => Err(self.fail_auth(format!(
+                "the server sent the SASL message {code} out of order"
+            ))),
+            (0 | 3 | 5, _) => Err(self.fail_auth(format!(
+                "the server asked for authentication (code {code}) twice"
+            ))),
+            (other, _) => {
+                let name = match other {
+                    2 => "Kerberos V5",
+                    6 => "SCM credentials",
+                    7 | 8 => "GSSAPI",
+                    9 => "SSPI",
+                    _ => "an unknown method",
+                };
+                Err(self.fail_auth(format!(
+                    "the server asks for {name} (code {other}); this client supports trust, \
+                     password, md5 and scram-sha-256"
+                )))
+            }
+        }
+    }
+
+    /// Appends a message written by `postgres-protocol`'s encoder to the output buffer.
+    fn encode(&mut self, write: impl FnOnce(&mut BytesMut) -> std::io::Result<()>) -> Result<()> {
+        let mut buf = BytesMut::new();
+        write(&mut buf)
+            .map_err(|e| self.fail_protocol(&format!("cannot encode a message: {e}")))?;
+        self.out.extend_from_slice(&buf);
+        Ok(())
+    }
+
+    /// True when the login was bound to the TLS channel (SCRAM-SHA-256-PLUS with
+    /// `tls-server-end-point`): the server proved it saw the same certificate.
+    pub fn is_channel_bound(&self) -> bool {
+        self.channel_bound
+    }
+
+    /// True when the connection runs over TLS.
+    pub fn is_encrypted(&self) -> bool {
+        matches!(self.stream, Stream::Tls(_))
     }
 
     /// True once an I/O, protocol or fatal server error ended the connection.
@@ -441,8 +541,8 @@ impl Client {
         &self.target
     }
 
-    /// Bounds each wait for the server during a statement (`None`, the default: wait as long as
-    /// it takes). When it expires the connection is closed and the call returns an
+    /// Bounds each wait for the server during a statement (`None`: wait as long as it takes;
+    /// it starts as the connection's [`Config::read_timeout`]). When it expires the connection is closed and the call returns an
     /// [`Error::Io`] with kind `TimedOut`/`WouldBlock`: the statement may or may not have run.
     pub fn set_query_timeout(&mut self, timeout: Option<Duration>) -> Result<()> {
         self.check_open()?;
@@ -1274,6 +1374,54 @@ fn check_statement(sql: &str, params: &[Value]) -> Result<()> {
     Ok(())
 }
 
+/// Sends PostgreSQL's `SSLRequest` and, when the server agrees, runs the TLS handshake; a
+/// server without TLS is refused under `require` and `verify-*`, kept in plaintext otherwise.
+fn negotiate_tls(config: &Config, host: &str, mut s: TcpStream, target: &str) -> Result<Stream> {
+    let mut request = BytesMut::new();
+    frontend::ssl_request(&mut request);
+    let mut answer = [0u8; 1];
+    s.write_all(&request)
+        .and_then(|()| s.read_exact(&mut answer))
+        .map_err(|e| Error::io(format!("cannot ask PostgreSQL at {target} for TLS"), e))?;
+    match answer[0] {
+        b'S' => Ok(Stream::Tls(Box::new(tls::handshake(
+            config, host, s, target,
+        )?))),
+        b'N' if matches!(config.ssl_mode(), SslMode::Allow | SslMode::Prefer) => Ok(Stream::Tcp(s)),
+        b'N' => Err(Error::Config(format!(
+            "PostgreSQL at {target} does not offer TLS, and sslmode={} requires it",
+            config.ssl_mode()
+        ))),
+        other => Err(Error::Protocol(format!(
+            "PostgreSQL at {target} answered the TLS request with `{}` (neither S nor N)",
+            char::from(other).escape_default()
+        ))),
+    }
+}
+
+/// A TCP connection idle this long is probed…
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// …every this long…
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// …and given up after this many unanswered probes.
+const KEEPALIVE_PROBES: u32 = 3;
+/// Data sent and not acknowledged for this long also ends the connection (`TCP_USER_TIMEOUT`,
+/// in milliseconds: keepalive alone does not cover a peer gone while a statement is in flight).
+const TCP_USER_TIMEOUT_MS: u32 = 60_000;
+
+/// Turns on TCP keepalive, so a half-open connection (the server's host gone, a NAT or
+/// firewall that forgot it) fails within about a minute instead of the operating system's
+/// two hours, and bounds how long sent data may stay unacknowledged.
+fn keep_alive(s: &TcpStream) -> std::io::Result<()> {
+    use rustix::net::sockopt;
+    sockopt::set_socket_keepalive(s, true)?;
+    sockopt::set_tcp_keepidle(s, KEEPALIVE_IDLE)?;
+    sockopt::set_tcp_keepintvl(s, KEEPALIVE_INTERVAL)?;
+    sockopt::set_tcp_keepcnt(s, KEEPALIVE_PROBES)?;
+    sockopt::set_tcp_user_timeout(s, TCP_USER_TIMEOUT_MS)?;
+    Ok(())
+}
+
 fn need_password<'c>(config: &'c Config, method: &str) -> Result<&'c str> {
     config.password().ok_or_else(|| {
         Error::Auth(format!(
@@ -1283,15 +1431,6 @@ fn need_password<'c>(config: &'c Config, method: &str) -> Result<&'c str> {
     })
 }
 
-/// 18 random bytes from the kernel, base64: the SCRAM client nonce.
-fn client_nonce() -> Result<String> {
-    let mut bytes = [0u8; 18];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Error::io("cannot read /dev/urandom for the SCRAM nonce", e))?;
-    Ok(base64_encode(&bytes))
-}
-
 /// Quotes an identifier (`"…"`, inner quotes doubled).
 pub fn quote_identifier(name: &str) -> Result<String> {
     if name.is_empty() || name.contains('\0') {
@@ -1299,18 +1438,18 @@ pub fn quote_identifier(name: &str) -> Result<String> {
             "an identifier must be non-empty and free of NUL bytes".into(),
         ));
     }
-    Ok(format!("\"{}\"", name.replace('"', "\"\"")))
+    Ok(escape::escape_identifier(name))
 }
 
-/// Quotes a string literal (`'…'`, inner quotes doubled; `standard_conforming_strings` is on
-/// in every supported server).
+/// Quotes a string literal (`'…'`, inner quotes doubled; one with a backslash is written
+/// ` E'…'` with the backslashes doubled, right whatever `standard_conforming_strings` says).
 pub fn quote_literal(value: &str) -> Result<String> {
     if value.contains('\0') {
         return Err(Error::Config(
             "a string literal must be free of NUL bytes".into(),
         ));
     }
-    Ok(format!("'{}'", value.replace('\'', "''")))
+    Ok(escape::escape_literal(value))
 }
 
 fn len_i32(n: usize) -> i32 {
@@ -1458,10 +1597,25 @@ mod tests {
     }
 
     #[test]
+    fn tcp_connections_get_keepalive() {
+        use rustix::net::sockopt;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(!sockopt::socket_keepalive(&s).unwrap(), "off by default");
+        keep_alive(&s).unwrap();
+        assert!(sockopt::socket_keepalive(&s).unwrap());
+        assert_eq!(sockopt::tcp_keepidle(&s).unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(sockopt::tcp_keepintvl(&s).unwrap(), KEEPALIVE_INTERVAL);
+        assert_eq!(sockopt::tcp_keepcnt(&s).unwrap(), KEEPALIVE_PROBES);
+        assert_eq!(sockopt::tcp_user_timeout(&s).unwrap(), TCP_USER_TIMEOUT_MS);
+    }
+
+    #[test]
     fn identifiers_and_literals_are_quoted() {
         assert_eq!(quote_identifier("a\"b").unwrap(), "\"a\"\"b\"");
         assert_eq!(quote_literal("it's").unwrap(), "'it''s'");
         assert!(quote_identifier("").is_err());
         assert!(quote_literal("a\0b").is_err());
+        assert_eq!(quote_literal("a\\b").unwrap(), " E'a\\\\b'");
     }
 }

@@ -146,6 +146,8 @@ pub struct TestClusterBuilder {
     base_dir: Option<PathBuf>,
     settings: Vec<(String, String)>,
     tcp: bool,
+    /// The server's certificate chain and key, PEM, for `ssl = on`.
+    tls: Option<(String, String)>,
 }
 
 impl Default for TestClusterBuilder {
@@ -158,6 +160,7 @@ impl Default for TestClusterBuilder {
             base_dir: None,
             settings: Vec::new(),
             tcp: false,
+            tls: None,
         }
     }
 }
@@ -208,6 +211,13 @@ impl TestClusterBuilder {
     /// same `pg_hba.conf` rules apply to TCP connections from `127.0.0.1`.
     pub fn tcp(mut self, yes: bool) -> Self {
         self.tcp = yes;
+        self
+    }
+
+    /// Serve TLS (`ssl = on`) with this certificate chain and private key (PEM): they are
+    /// written into the data directory, owned by the server's user, the key mode `0600`.
+    pub fn tls(mut self, cert_pem: &str, key_pem: &str) -> Self {
+        self.tls = Some((cert_pem.to_string(), key_pem.to_string()));
         self
     }
 
@@ -449,6 +459,25 @@ impl TestCluster {
             ),
             ("port".into(), self.port.to_string()),
         ];
+        if let Some((cert, key)) = &opts.tls {
+            for (name, text, setting) in [
+                ("server.crt", cert, "ssl_cert_file"),
+                ("server.key", key, "ssl_key_file"),
+            ] {
+                let path = data.join(name);
+                let write = || -> std::io::Result<()> {
+                    fs::write(&path, text)?;
+                    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))?;
+                    if let Some((uid, gid)) = self.runner.owner() {
+                        std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
+                    }
+                    Ok(())
+                };
+                write().map_err(io_err(format!("cannot write {}", path.display())))?;
+                settings.push((setting.into(), path.to_string_lossy().into_owned()));
+            }
+            settings.push(("ssl".into(), "on".into()));
+        }
         if !opts.fsync {
             for name in ["fsync", "synchronous_commit", "full_page_writes"] {
                 settings.push((name.into(), "off".into()));

@@ -14,6 +14,12 @@ pub const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
 /// The default port (also names the Unix socket `<dir>/.s.PGSQL.<port>`).
 pub const DEFAULT_PORT: u16 = 5432;
 
+/// How long a connection waits for each answer of the server when the URL sets no
+/// `read_timeout`: a server that stops answering (a half-open connection keepalive has not yet
+/// found dead, a server stuck) fails the call instead of stalling it. Waiting for a
+/// notification is bounded by its own timeout instead.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Host {
@@ -23,17 +29,26 @@ pub enum Host {
     Unix(PathBuf),
 }
 
-/// The URL's `sslmode`. Only the modes that allow a plaintext connection are accepted (this
-/// client has no TLS); `require`, `verify-ca` and `verify-full` are refused by [`Config::parse`].
+/// The URL's `sslmode`, libpq's values and default. TLS applies to TCP connections; a Unix
+/// socket never reaches the network and ignores it, as libpq does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SslMode {
-    /// `disable`.
+    /// `disable`: plaintext only.
     Disable,
-    /// `allow`: plaintext here.
+    /// `allow`: plaintext first; TLS only when the server refuses the plaintext connection.
     Allow,
-    /// `prefer` (libpq's default): plaintext here.
+    /// `prefer` (libpq's default): TLS when the server offers it, else plaintext. The server's
+    /// certificate is not checked (as in libpq), unless `sslrootcert` is given.
     #[default]
     Prefer,
+    /// `require`: TLS or no connection. The certificate is not checked unless `sslrootcert`
+    /// is given, which makes it `verify-ca` (as in libpq).
+    Require,
+    /// `verify-ca`: TLS with a certificate signed by a trusted authority (`sslrootcert`, else
+    /// the Mozilla roots built in), for any host name.
+    VerifyCa,
+    /// `verify-full`: `verify-ca`, and the certificate names the host connected to.
+    VerifyFull,
 }
 
 impl SslMode {
@@ -42,7 +57,16 @@ impl SslMode {
             SslMode::Disable => "disable",
             SslMode::Allow => "allow",
             SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
         }
+    }
+}
+
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -57,7 +81,12 @@ pub struct Config {
     dbname: String,
     application_name: Option<String>,
     connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
     ssl_mode: SslMode,
+    ssl_root_cert: Option<PathBuf>,
+    ssl_cert: Option<PathBuf>,
+    ssl_key: Option<PathBuf>,
+    allow_weak_auth: bool,
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -68,8 +97,13 @@ impl Config {
     /// Parses `postgres://[user[:password]@][host][:port][/dbname][?param=value&…]` (or
     /// `postgresql://`). Components are percent-decoded; a host that decodes to an absolute
     /// path (`%2Ftmp%2Fpg`) is a Unix-socket directory. Parameters: `host`, `port`, `user`,
-    /// `password`, `dbname`, `sslmode` (`disable`/`allow`/`prefer`; the TLS modes are refused),
-    /// `application_name`, `connect_timeout` (whole seconds, 0 = none). Without a host the
+    /// `password`, `dbname`, `sslmode` (see [`SslMode`]), `sslrootcert` (a PEM file of trusted authorities, or
+    /// `system` for the built-in Mozilla roots), `sslcert` and `sslkey` (a client certificate
+    /// and its key, PEM),
+    /// `application_name`, `connect_timeout` (whole seconds, 0 = none), `read_timeout` (whole
+    /// seconds, 0 = none, default [`DEFAULT_READ_TIMEOUT`]), `allow_weak_auth`
+    /// (`true`/`false`, default `false`: whether a TCP connection may answer a server that asks
+    /// for the cleartext `password` or `md5` method; see [`Config::allow_weak_auth`]). Without a host the
     /// socket directory is [`DEFAULT_SOCKET_DIR`]; the database defaults to the user name. A user
     /// is required (the library does not guess the operating-system user).
     ///
@@ -128,6 +162,11 @@ impl Config {
         let mut ssl_mode = SslMode::default();
         let mut application_name = None;
         let mut connect_timeout = None;
+        let mut read_timeout = Some(DEFAULT_READ_TIMEOUT);
+        let mut ssl_root_cert = None;
+        let mut ssl_cert = None;
+        let mut ssl_key = None;
+        let mut allow_weak_auth = false;
         if let Some(query) = query {
             for pair in query.split('&').filter(|p| !p.is_empty()) {
                 let (k, v) = pair
@@ -147,23 +186,40 @@ impl Config {
                     "password" => password = Some(value),
                     "dbname" => dbname = Some(value),
                     "sslmode" => ssl_mode = parse_ssl_mode(&value)?,
+                    "sslrootcert" => ssl_root_cert = Some(path_param("sslrootcert", value)?),
+                    "sslcert" => ssl_cert = Some(path_param("sslcert", value)?),
+                    "sslkey" => ssl_key = Some(path_param("sslkey", value)?),
                     "application_name" => application_name = Some(value),
                     "connect_timeout" => {
-                        let secs: u64 = value.trim().parse().map_err(|_| {
-                            bad(format!(
-                                "connect_timeout must be a whole number of seconds, not `{value}`"
-                            ))
-                        })?;
-                        connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+                        connect_timeout = parse_seconds("connect_timeout", &value)?
+                    }
+                    "read_timeout" => read_timeout = parse_seconds("read_timeout", &value)?,
+                    "allow_weak_auth" => {
+                        allow_weak_auth = match value.as_str() {
+                            "true" => true,
+                            "false" => false,
+                            _ => {
+                                return Err(bad(format!(
+                                    "allow_weak_auth must be `true` or `false`, not `{value}`"
+                                )));
+                            }
+                        }
                     }
                     other => {
                         return Err(bad(format!(
                             "unknown URL parameter `{other}` (supported: host, port, user, password, \
-                             dbname, sslmode, application_name, connect_timeout)"
+                             dbname, sslmode, sslrootcert, sslcert, sslkey, application_name, \
+                             connect_timeout, read_timeout, allow_weak_auth)"
                         )));
                     }
                 }
             }
+        }
+        if ssl_cert.is_some() != ssl_key.is_some() {
+            return Err(bad(
+                "sslcert and sslkey go together: give both (the client certificate and its key) \
+                 or neither",
+            ));
         }
         let user = user
             .filter(|u| !u.is_empty())
@@ -189,7 +245,12 @@ impl Config {
             port: port.unwrap_or(DEFAULT_PORT),
             application_name,
             connect_timeout,
+            read_timeout,
             ssl_mode,
+            ssl_root_cert,
+            ssl_cert,
+            ssl_key,
+            allow_weak_auth,
         })
     }
 
@@ -223,9 +284,53 @@ impl Config {
         self.connect_timeout
     }
 
-    /// The accepted `sslmode`.
+    /// The `sslmode`.
     pub fn ssl_mode(&self) -> SslMode {
         self.ssl_mode
+    }
+
+    /// The `sslrootcert` file (`None` when not given; `Some("system")` names the built-in
+    /// roots).
+    pub fn ssl_root_cert(&self) -> Option<&Path> {
+        self.ssl_root_cert.as_deref()
+    }
+
+    /// The client certificate and its key (`sslcert`, `sslkey`), when given.
+    pub fn ssl_client_cert(&self) -> Option<(&Path, &Path)> {
+        self.ssl_cert.as_deref().zip(self.ssl_key.as_deref())
+    }
+
+    /// Sets `sslmode`.
+    pub fn set_ssl_mode(&mut self, mode: SslMode) -> &mut Self {
+        self.ssl_mode = mode;
+        self
+    }
+
+    /// Sets `sslrootcert`.
+    pub fn set_ssl_root_cert(&mut self, path: Option<PathBuf>) -> &mut Self {
+        self.ssl_root_cert = path;
+        self
+    }
+
+    /// Sets `sslcert` and `sslkey` together.
+    pub fn set_ssl_client_cert(&mut self, cert_and_key: Option<(PathBuf, PathBuf)>) -> &mut Self {
+        (self.ssl_cert, self.ssl_key) = cert_and_key.unzip();
+        self
+    }
+
+    /// Whether a TCP connection may answer a server that asks for the cleartext `password`
+    /// method (the password crosses the network as it is) or `md5` (a hash an eavesdropper can
+    /// replay or attack offline, and that a spoofed server can collect). `false` unless the URL
+    /// says `allow_weak_auth=true`: such a request is then refused before anything is sent. A
+    /// Unix-socket connection never reaches the network and always answers them.
+    pub fn allow_weak_auth(&self) -> bool {
+        self.allow_weak_auth
+    }
+
+    /// Sets [`Config::allow_weak_auth`].
+    pub fn set_allow_weak_auth(&mut self, yes: bool) -> &mut Self {
+        self.allow_weak_auth = yes;
+        self
     }
 
     /// True when a password is set (the password itself is only handed to the server).
@@ -246,6 +351,18 @@ impl Config {
     /// Sets `application_name`.
     pub fn set_application_name(&mut self, name: impl Into<String>) -> &mut Self {
         self.application_name = Some(name.into());
+        self
+    }
+
+    /// How long the connection waits for each answer of the server once connected (`None`:
+    /// as long as it takes); [`DEFAULT_READ_TIMEOUT`] unless the URL sets `read_timeout`.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.read_timeout
+    }
+
+    /// Sets [`Config::read_timeout`].
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
+        self.read_timeout = timeout;
         self
     }
 
@@ -287,11 +404,27 @@ impl Config {
         if self.ssl_mode != SslMode::default() {
             params.push(format!("sslmode={}", self.ssl_mode.as_str()));
         }
+        for (key, path) in [
+            ("sslrootcert", &self.ssl_root_cert),
+            ("sslcert", &self.ssl_cert),
+            ("sslkey", &self.ssl_key),
+        ] {
+            if let Some(path) = path {
+                params.push(format!("{key}={}", encode(&path.to_string_lossy())));
+            }
+        }
         if let Some(name) = &self.application_name {
             params.push(format!("application_name={}", encode(name)));
         }
         if let Some(t) = self.connect_timeout {
             params.push(format!("connect_timeout={}", t.as_secs().max(1)));
+        }
+        if self.read_timeout != Some(DEFAULT_READ_TIMEOUT) {
+            let secs = self.read_timeout.map_or(0, |t| t.as_secs().max(1));
+            params.push(format!("read_timeout={secs}"));
+        }
+        if self.allow_weak_auth {
+            params.push("allow_weak_auth=true".into());
         }
         if !params.is_empty() {
             url.push('?');
@@ -439,7 +572,12 @@ impl fmt::Debug for Config {
             .field("dbname", &self.dbname)
             .field("application_name", &self.application_name)
             .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("allow_weak_auth", &self.allow_weak_auth)
             .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_root_cert", &self.ssl_root_cert)
+            .field("ssl_cert", &self.ssl_cert)
+            .field("ssl_key", &self.ssl_key)
             .finish()
     }
 }
@@ -518,19 +656,36 @@ fn parse_port(p: &str) -> Result<u16> {
     })
 }
 
+/// A `connect_timeout` or `read_timeout` value: whole seconds, `0` for none.
+fn parse_seconds(key: &str, value: &str) -> Result<Option<Duration>> {
+    let secs: u64 = value.trim().parse().map_err(|_| {
+        bad(format!(
+            "{key} must be a whole number of seconds, not `{value}`"
+        ))
+    })?;
+    Ok((secs > 0).then(|| Duration::from_secs(secs)))
+}
+
 fn parse_ssl_mode(v: &str) -> Result<SslMode> {
     match v {
         "disable" => Ok(SslMode::Disable),
         "allow" => Ok(SslMode::Allow),
         "prefer" => Ok(SslMode::Prefer),
-        "require" | "verify-ca" | "verify-full" => Err(bad(format!(
-            "sslmode={v}: TLS is not supported by this client; use sslmode=disable (or prefer), \
-             a Unix socket, or a tunnel"
-        ))),
+        "require" => Ok(SslMode::Require),
+        "verify-ca" => Ok(SslMode::VerifyCa),
+        "verify-full" => Ok(SslMode::VerifyFull),
         other => Err(bad(format!(
             "unknown sslmode `{other}` (disable, allow, prefer, require, verify-ca, verify-full)"
         ))),
     }
+}
+
+/// A file named by a TLS parameter: non-empty.
+fn path_param(key: &str, value: String) -> Result<PathBuf> {
+    if value.is_empty() || value.contains('\0') {
+        return Err(bad(format!("{key} must name a file")));
+    }
+    Ok(PathBuf::from(value))
 }
 
 /// Percent-decodes `s` (UTF-8 required). `+` is kept as is.
@@ -583,6 +738,17 @@ mod tests {
         assert_eq!(c.ssl_mode(), SslMode::Disable);
         assert_eq!(c.application_name(), Some("kanban d"));
         assert_eq!(c.connect_timeout(), Some(Duration::from_secs(7)));
+        assert!(
+            !c.allow_weak_auth(),
+            "weak authentication is off by default"
+        );
+        let c = Config::parse("postgres://u@h/db?allow_weak_auth=true").unwrap();
+        assert!(c.allow_weak_auth());
+        assert_eq!(
+            Config::parse(&c.redacted()).unwrap(),
+            c,
+            "the redacted URL keeps the opt-in"
+        );
     }
 
     #[test]
@@ -627,13 +793,10 @@ mod tests {
             ("postgres://u:hunter2@h:abc/db", "port must be a number"),
             ("postgres://:hunter2@h/db", "names no user"),
             (
-                "postgres://u:hunter2@h/db?sslmode=require",
-                "TLS is not supported",
+                "postgres://u:hunter2@h/db?sslcert=/c.pem",
+                "sslcert and sslkey go together",
             ),
-            (
-                "postgres://u:hunter2@h/db?sslmode=verify-full",
-                "TLS is not supported",
-            ),
+            ("postgres://u:hunter2@h/db?sslrootcert=", "must name a file"),
             ("postgres://u:hunter2@h/db?sslmode=maybe", "unknown sslmode"),
             (
                 "postgres://u:hunter2@h/db?frobnicate=1",
@@ -660,6 +823,14 @@ mod tests {
                 "neither a host name",
             ),
             ("postgres://u:hunter2@h/d%00b", "NUL"),
+            (
+                "postgres://u:hunter2@h/db?read_timeout=-1",
+                "read_timeout must be a whole number of seconds",
+            ),
+            (
+                "postgres://u:hunter2@h/db?allow_weak_auth=yes",
+                "allow_weak_auth must be `true` or `false`",
+            ),
         ];
         for (url, want) in cases {
             let err = Config::parse(url).expect_err(url);

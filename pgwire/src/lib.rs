@@ -1,5 +1,5 @@
 //! `kanban-pgwire`: a small, blocking PostgreSQL client speaking the v3 wire protocol over a
-//! Unix socket or TCP, written on std alone (no async runtime, no threads, no TLS), and, behind
+//! Unix socket or TCP (TLS through rustls), with no async runtime and no threads, and, behind
 //! the `cluster` feature, a throwaway server for tests and benchmarks.
 //!
 //! # Connecting
@@ -24,12 +24,20 @@
 //!
 //! * URLs: `postgres://` or `postgresql://`, `user[:password]@host[:port]/dbname`, with
 //!   `?host=`, `port`, `user`, `password`, `dbname`, `sslmode`, `application_name`,
-//!   `connect_timeout`. A host that is an absolute path (`%2Ftmp%2Fpg` or `?host=/tmp/pg`) is
-//!   the directory of the server's Unix socket `.s.PGSQL.<port>`. `sslmode` `disable`, `allow`
-//!   and `prefer` connect in plaintext; `require` and `verify-*` are refused (no TLS here).
+//!   `connect_timeout`, `read_timeout` (each wait for an answer; [`DEFAULT_READ_TIMEOUT`]
+//!   unless set), `allow_weak_auth`. A TCP connection has keepalive on. A host that is an
+//!   absolute path (`%2Ftmp%2Fpg` or `?host=/tmp/pg`) is the directory of the server's Unix socket `.s.PGSQL.<port>`. `sslmode` is libpq's
+//!   (`disable`, `allow`, `prefer` by default, `require`, `verify-ca`, `verify-full`; see
+//!   [`SslMode`]) with `sslrootcert` (else the built-in Mozilla roots), `sslcert` and `sslkey`.
 //! * Secrets: [`Config`]'s `Display` and `Debug` and [`Config::redacted`] leave the password
 //!   out, and no [`Error`] message contains it; log the redacted URL.
-//! * Authentication: trust, cleartext `password`, `md5`, `scram-sha-256` (no channel binding).
+//! * Authentication (on the `postgres-protocol` crate): trust, `scram-sha-256` (SASLprep, at
+//!   most 100 000 PBKDF2 iterations, the server's signature checked in constant time and
+//!   required before `AuthenticationOk` is accepted; over TLS bound to the channel with
+//!   SCRAM-SHA-256-PLUS when the server offers it), and `md5` and
+//!   cleartext `password` over a Unix socket. Over TCP those two are refused unless the URL
+//!   says `allow_weak_auth=true` (md5 can be replayed or attacked offline, cleartext is the
+//!   password itself, and both hand it to a spoofed server).
 //!
 //! # Statements
 //!
@@ -60,7 +68,7 @@
 //! refuses to run as root, so as root it runs as `nobody`. Dropping the cluster stops the
 //! server and removes the directory; a watcher process does the same if the test process dies
 //! first. See the module's docs for the builder options (`fsync` for benchmarks, extra
-//! settings, a TCP listener on `127.0.0.1`).
+//! settings, a TCP listener on `127.0.0.1`, TLS with a given certificate and key).
 //!
 //! ```toml
 //! # A crate's tests that need a server:
@@ -80,9 +88,8 @@
 
 mod client;
 mod config;
-mod crypto;
 mod error;
-mod scram;
+mod tls;
 mod value;
 
 #[cfg(feature = "cluster")]
@@ -92,6 +99,6 @@ pub use client::{
     CacheStats, Client, DEFAULT_STATEMENT_CACHE_CAPACITY, Notification, TransactionStatus,
     quote_identifier, quote_literal,
 };
-pub use config::{Config, DEFAULT_PORT, DEFAULT_SOCKET_DIR, Host, SslMode};
+pub use config::{Config, DEFAULT_PORT, DEFAULT_READ_TIMEOUT, DEFAULT_SOCKET_DIR, Host, SslMode};
 pub use error::{DbError, Error, Result};
 pub use value::{Column, Row, Value, oid};

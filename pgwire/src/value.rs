@@ -115,7 +115,11 @@ impl Value {
             Value::Text(s) => out.extend_from_slice(s.as_bytes()),
             Value::Blob(b) => {
                 out.extend_from_slice(b"\\x");
-                out.extend_from_slice(crate::crypto::hex(b).as_bytes());
+                for byte in b {
+                    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+                    out.push(DIGITS[usize::from(byte >> 4)]);
+                    out.push(DIGITS[usize::from(byte & 0xf)]);
+                }
             }
         }
         true

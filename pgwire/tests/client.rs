@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use kanban_pgwire::cluster::TestCluster;
-use kanban_pgwire::{Client, Error, TransactionStatus, Value};
+use kanban_pgwire::{Client, Config, Error, TransactionStatus, Value};
 
 /// A fresh database `name` on the shared cluster and a superuser connection to it.
 fn fresh_db(name: &str) -> Client {
@@ -485,6 +485,29 @@ fn a_query_timeout_closes_the_connection_instead_of_waiting() {
     );
     assert!(c.is_closed());
     assert!(matches!(c.batch("SELECT 1").unwrap_err(), Error::Closed));
+}
+
+#[test]
+fn the_urls_read_timeout_bounds_every_statement_of_the_connection() {
+    let cluster = TestCluster::shared().expect("the test cluster starts");
+    cluster.create_database("read_timeout").unwrap();
+    let config = Config::parse(&format!("{}?read_timeout=1", cluster.url("read_timeout"))).unwrap();
+    assert_eq!(config.read_timeout(), Some(Duration::from_secs(1)));
+    let mut c = Client::connect(&config).unwrap();
+    // The server takes 60 s; the connection gives up after the URL's read timeout.
+    let err = c.execute("SELECT pg_sleep(60)", &[]).unwrap_err();
+    let Error::Io { source, .. } = &err else {
+        panic!("an I/O timeout, got {err:?}");
+    };
+    assert!(
+        matches!(
+            source.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{source:?}"
+    );
+    assert!(err.to_string().contains("did not answer in time"), "{err}");
+    assert!(c.is_closed());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The harness itself: a private cluster starts, serves, and leaves nothing behind; a missing
 //! server is a clear error.
 
-use kanban_pgwire::cluster::{ClusterError, SUPERUSER, TestCluster};
+use kanban_pgwire::cluster::{ClusterError, PasswordMethod, SUPERUSER, TestCluster};
 use kanban_pgwire::{Client, Config, Error, Value};
 
 #[test]
@@ -152,6 +152,22 @@ fn a_tcp_cluster_serves_trust_and_scram_over_tcp() {
     assert_eq!(
         c.query_one("SELECT current_user", &[]).unwrap().get(0),
         Some(&Value::Text("tcp_scram".into()))
+    );
+
+    // A role the server checks with md5: refused over TCP unless the URL opts in.
+    cluster
+        .create_role("tcp_md5", "md5-secret", PasswordMethod::Md5)
+        .unwrap();
+    let mut config = Config::parse(&cluster.tcp_url_for("tcp_md5", "postgres").unwrap()).unwrap();
+    config.set_password("md5-secret");
+    let err = Client::connect(&config).unwrap_err();
+    assert!(matches!(err, Error::Auth(_)), "{err:?}");
+    assert!(err.to_string().contains("allow_weak_auth=true"), "{err}");
+    config.set_allow_weak_auth(true);
+    let mut c = Client::connect(&config).unwrap();
+    assert_eq!(
+        c.query_one("SELECT current_user", &[]).unwrap().get(0),
+        Some(&Value::Text("tcp_md5".into()))
     );
     assert!(cluster.tcp_url_for("x", "y").is_some());
     assert!(

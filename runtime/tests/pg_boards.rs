@@ -597,7 +597,7 @@ fn the_password_appears_in_no_output_error_or_file() {
     // A bad URL in kanban.toml, with the password in it.
     std::fs::write(
         k.home().join("kanban.toml"),
-        format!("[boards.team]\nurl = \"{with_password}?sslmode=require\"\n"),
+        format!("[boards.team]\nurl = \"{with_password}?sslmode=maybe\"\n"),
     )
     .unwrap();
     record("bad url in kanban.toml", k.run(&["boards", "list"]));

@@ -412,7 +412,7 @@ mod tests {
         for url in [
             "postgres://u:Tr0ub4dor@h:notaport/db",
             "mysql://u:Tr0ub4dor@h/db",
-            "postgres://u:Tr0ub4dor@h/db?sslmode=require",
+            "postgres://u:Tr0ub4dor@h/db?sslmode=maybe",
         ] {
             let err = PgTarget::parse(url, UrlSource::Pinned).unwrap_err();
             let chain = crate::error_chain(&err);
