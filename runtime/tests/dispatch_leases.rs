@@ -30,8 +30,14 @@ fn a_worker_killed_with_sigkill_is_reclaimed_counted_and_redone_by_a_new_worker(
     );
     // The agent has started (its marker exists) before the kill: a kill that landed between
     // the registration and the agent's `touch` would make the second try sleep too.
-    let marker = home.root.join("kanban/workspaces").join(&id).join(".second");
-    home.wait_for("the agent to start", Duration::from_secs(30), |_| marker.exists());
+    let marker = home
+        .root
+        .join("kanban/workspaces")
+        .join(&id)
+        .join(".second");
+    home.wait_for("the agent to start", Duration::from_secs(30), |_| {
+        marker.exists()
+    });
     let pid = home.board().get_task(&id).unwrap().worker_pid.unwrap();
     kill("-KILL", pid);
     home.wait_for("the task to be done", Duration::from_secs(30), |b| {

@@ -174,6 +174,10 @@ impl PgTarget {
 
 /// Which store holds a board.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per board location, made once per command; boxing would only add an indirection"
+)]
 pub enum Store {
     /// The SQLite file at `BoardLocation::db_path`.
     Sqlite,
