@@ -1,8 +1,7 @@
 //! `kanban completions SHELL` and `kanban man [--dir DIR]` (README "Install"), checked in the
 //! real programs: the bash, zsh and fish scripts complete a subcommand, a flag and an enumerated
-//! value, and `man -l` renders every page without a warning. The programs come from `.ci/shells`
-//! (which installs them when missing and it can); without them a test fails under `CI=true`
-//! and otherwise says SKIPPED, with the reason.
+//! value, and `man -l` renders every page without a warning. The programs come from `.ci/shells`,
+//! which `cargo xtask ci` runs before the tests; a test without them fails, saying so.
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real shells and man
@@ -24,32 +23,13 @@ fn found(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Whether `program` can be run here, after `.ci/shells` installed it if it was missing. Under
-/// CI (`CI=true` or `CI=1`) a missing program fails the test; elsewhere the test is skipped.
-fn have(program: &str) -> bool {
-    if found(program) {
-        return true;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/shells");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprint!("{stderr}");
-    if out.status.success() && found(program) {
-        return true;
-    }
-    let reason = stderr.lines().last().unwrap_or("no reason given");
-    let ci = matches!(std::env::var("CI").as_deref(), Ok("true" | "1"));
+/// Fails the test unless `program` can be run here (a run that tested nothing must not pass).
+fn need(program: &str) {
     assert!(
-        !ci,
-        "CI is set and there is no {program}: {reason} (see .ci/shells; `cargo xtask ci` \
-         installs it before the tests)"
+        found(program),
+        "there is no {program} on this machine: run .ci/shells as root, or the README's test \
+         command `cargo xtask ci`, which installs it before the tests"
     );
-    eprintln!("SKIPPED: no {program} on this machine: {reason} (see .ci/shells)");
-    false
 }
 
 /// Writes `kanban completions shell` into the test's home; its path.
@@ -113,9 +93,7 @@ fn bash_complete(file: &Path, words: &[&str]) -> Vec<String> {
 
 #[test]
 fn bash_completes_subcommands_flags_and_values() {
-    if !have("bash") {
-        return;
-    }
+    need("bash");
     let k = kanban();
     let file = script(&k, "bash");
     assert_eq!(bash_complete(&file, &["kanban", "bl"]), ["block"]);
@@ -198,9 +176,8 @@ fn zsh_complete(k: &Kanban, functions: &Path, line: &str) -> Vec<String> {
 
 #[test]
 fn zsh_completes_subcommands_flags_and_values() {
-    if !have("zsh") || !have("timeout") {
-        return;
-    }
+    need("zsh");
+    need("timeout");
     let k = kanban();
     let functions = k.home().join("zfunctions");
     std::fs::create_dir(&functions).unwrap();
@@ -248,9 +225,7 @@ fn fish_complete(file: &Path, line: &str) -> Vec<String> {
 
 #[test]
 fn fish_completes_subcommands_flags_and_values() {
-    if !have("fish") {
-        return;
-    }
+    need("fish");
     let k = kanban();
     let file = script(&k, "fish");
     assert_eq!(fish_complete(&file, "kanban bl"), ["block"]);
@@ -361,9 +336,7 @@ fn man_writes_one_page_per_subcommand_and_each_renders_cleanly() {
     let root = std::fs::read_to_string(dir.join("kanban.1")).unwrap();
     assert_eq!(k.ok(&["man"]), root.trim(), "`kanban man` prints kanban.1");
 
-    if !have("man") {
-        return;
-    }
+    need("man");
     for name in &names {
         let text = man_renders(&dir.join(name));
         assert!(!text.trim().is_empty(), "{name} renders empty");

@@ -204,29 +204,21 @@ pub fn run_chromium_script(bash: &mut Command) -> Result<(PathBuf, PathBuf), Str
     }
 }
 
-/// Whether the tests run under CI (`CI=true`, as CI services set it, or `CI=1`).
-pub fn in_ci() -> bool {
-    matches!(std::env::var("CI").as_deref(), Ok("true" | "1"))
-}
-
-/// What a browser test does when there is no browser: under CI it fails (a run that tested
-/// nothing must not pass); elsewhere it says SKIPPED, with the reason, and passes.
-pub fn missing_browser(reason: &str, ci: bool) -> Option<(PathBuf, PathBuf)> {
-    assert!(
-        !ci,
-        "CI is set and there is no headless Chromium: {reason} (see .ci/chromium; \
-         `cargo xtask ci` installs it before the tests)"
-    );
-    eprintln!("SKIPPED: no headless Chromium on this machine: {reason} (see .ci/chromium)");
-    None
+/// What a browser test does when there is no browser: it fails, saying why (a run that tested
+/// nothing must not pass). `cargo xtask ci` installs the browser before any test runs.
+pub fn missing_browser(reason: &str) -> ! {
+    panic!(
+        "there is no headless Chromium: {reason} (run .ci/chromium as root, or the README's test \
+         command `cargo xtask ci`, which installs it before the tests)"
+    )
 }
 
 /// Chromium and chromedriver from `.ci/chromium` (which installs them when missing and it can),
-/// or, when they cannot be had on this machine, [`missing_browser`]'s answer.
-pub fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
+/// or, when they cannot be had on this machine, [`missing_browser`]'s failure.
+pub fn browser_binaries() -> (PathBuf, PathBuf) {
     match run_chromium_script(&mut Command::new("bash")) {
-        Ok(found) => Some(found),
-        Err(reason) => missing_browser(&reason, in_ci()),
+        Ok(found) => found,
+        Err(reason) => missing_browser(&reason),
     }
 }
 
