@@ -643,8 +643,7 @@ impl Run {
             }
             72..=81 => {
                 let hold = self.rng.millis(300, 2 * BUSY_TIMEOUT_MS);
-                let locker = self.connect()?;
-                conn.hold_lock(&locker, hold)?;
+                self.connect()?.hold_lock(hold)?;
                 self.counts.locks += 1;
             }
             82..=89 if self.tmpfs => {

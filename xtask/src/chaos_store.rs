@@ -138,11 +138,12 @@ impl Store {
             .and_then(|row| row.into_iter().next()))
     }
 
-    /// Holds the board's write lock for `hold` from another connection, as a stuck writer
-    /// would: SQLite's `BEGIN IMMEDIATE`; on PostgreSQL every task row `FOR UPDATE` (a claim
-    /// skips a held row, every other transition waits for it up to the busy timeout).
-    pub fn hold_lock(&self, other: &Store, hold: Duration) -> anyhow::Result<()> {
-        match other {
+    /// Holds the board's write lock on this connection for `hold`, as a stuck writer would
+    /// (use a connection of its own): SQLite's `BEGIN IMMEDIATE`; on PostgreSQL every task row
+    /// `FOR UPDATE` (a claim skips a held row, every other transition waits for it up to the
+    /// busy timeout).
+    pub fn hold_lock(&self, hold: Duration) -> anyhow::Result<()> {
+        match self {
             Store::Sqlite(conn) => {
                 conn.execute_batch("BEGIN IMMEDIATE")?;
                 std::thread::sleep(hold);
