@@ -319,7 +319,7 @@ fn the_originals_protocol_violation_rows_count_in_the_streak() {
     )
     .unwrap();
     drop(conn);
-    let location = kanban_runtime::board::paths::resolve(k.home(), Some("default")).unwrap();
+    let location = kanban_runtime::home::resolve(k.home(), Some("default")).unwrap();
     let board = kanban_runtime::board::Board::open(
         &location,
         &kanban_runtime::board::OpenOptions::default(),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use dispatch_support::{Home, config, kill, now, pid_alive, wait_output};
 use kanban_runtime::admission::client::{Client, ClientError};
-use kanban_runtime::board::admission::{MarkerOutcome, StateDb};
+use kanban_runtime::admission::state::{MarkerOutcome, StateDb};
 use kanban_runtime::board::{Board, ClaimOutcome, ClaimSpec, Event, Status};
 use serde_json::{Value, json};
 
@@ -810,7 +810,7 @@ fn the_demo_runs_through_owners_in_owner_mode() {
     );
     assert!(stdout.contains("fsck: clean"), "{stdout}");
     assert!(stdout.contains("stopped the `writer` owner"), "{stdout}");
-    let location = kanban_runtime::board::paths::resolve(&home, Some("default")).unwrap();
+    let location = kanban_runtime::home::resolve(&home, Some("default")).unwrap();
     let board = Board::open(&location, &kanban_runtime::board::OpenOptions::default()).unwrap();
     for task in board
         .list_tasks(&kanban_runtime::board::TaskFilter::default())

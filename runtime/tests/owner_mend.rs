@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use dispatch_support::{Home, kill, now, pid_alive};
 use kanban_runtime::admission::client::Client;
-use kanban_runtime::board::admission::StateDb;
+use kanban_runtime::admission::state::StateDb;
 use kanban_runtime::board::{Board, ClaimOutcome, ClaimSpec, NewTask};
 use serde_json::{Value, json};
 
@@ -200,7 +200,7 @@ fn resolve_asks_the_owner_of_the_tasks_own_profile_and_completed_exits_the_submi
     );
     assert_eq!(turn_statuses(&home, "sh"), ["completed"]);
     // `--as completed`: the submitter exits 0 (its trailer says so in the task log).
-    let log = kanban_runtime::board::paths::log_path(&home.root, "default", &id);
+    let log = kanban_runtime::home::log_path(&home.root, "default", &id);
     wait_until("the submitter to exit", || !pid_alive(submitter));
     wait_until("the submitter's trailer", || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("[kanban-worker-exit] rc=0"))
@@ -305,8 +305,7 @@ fn a_turn_started_after_an_owner_restart_runs_under_the_policy_frozen_at_admissi
     faulty.exits("the faulty owner to die");
     // The card is edited meanwhile.
     let conn =
-        rusqlite::Connection::open(kanban_runtime::board::paths::db_path(&home.root, "default"))
-            .unwrap();
+        rusqlite::Connection::open(kanban_runtime::home::db_path(&home.root, "default")).unwrap();
     conn.execute(
         "UPDATE tasks SET branch_name = 'live-branch', tenant = 'other', goal_mode = 1 WHERE id = ?1",
         [&id],

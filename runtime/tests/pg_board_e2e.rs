@@ -406,7 +406,7 @@ fn eight_processes_creating_on_a_fresh_postgres_database_share_one_schema() {
             .and_then(kanban_pgwire::Value::as_i64);
         assert_eq!(
             version,
-            Some(kanban_runtime::board::pg_schema::LATEST),
+            Some(kanban_runtime::board::engine::postgres::schema::LATEST),
             "round {round}"
         );
     }

@@ -10,7 +10,7 @@
 
 use kanban_pgwire::Value;
 use kanban_pgwire::cluster::TestCluster;
-use kanban_runtime::board::pg_schema;
+use kanban_runtime::board::engine::postgres::schema as pg_schema;
 use kanban_tests::{Kanban, Run};
 
 const SECRET: &str = "Sekr1t-Pw-9q";

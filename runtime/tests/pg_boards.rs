@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use kanban_pgwire::cluster::TestCluster;
 use kanban_pgwire::{Client, Value};
-use kanban_runtime::board::pg_schema::{self, TABLES};
+use kanban_runtime::board::engine::postgres::schema::{self as pg_schema, TABLES};
 use kanban_tests::{Kanban, Run};
 
 fn kanban() -> Kanban {
@@ -703,10 +703,10 @@ fn the_password_appears_in_no_output_error_or_file() {
 
 #[test]
 fn migrate_a_10000_task_board() {
-    use kanban_runtime::board::location::{PgTarget, UrlSource};
-    use kanban_runtime::board::{
-        Board, Completion, Durability, NewTask, OpenOptions, migrate, paths,
-    };
+    use kanban_runtime::board::{Board, Completion, Durability, NewTask, OpenOptions};
+    use kanban_runtime::db::target::{PgTarget, UrlSource};
+    use kanban_runtime::home as paths;
+    use kanban_runtime::home::migrate;
     let home = tempfile::tempdir().unwrap();
     let root = home.path();
     let db = paths::db_path(root, "default");

@@ -81,7 +81,7 @@ fn timed(addr: SocketAddr, path: &str) -> anyhow::Result<(f64, usize)> {
 pub fn measure(bin: &Path, dir: &Path) -> anyhow::Result<WebFigures> {
     let home = dir.join("web");
     let board = Board::open(
-        &board::paths::resolve(&home, Some("default"))?,
+        &kanban_runtime::home::resolve(&home, Some("default"))?,
         &OpenOptions::create(),
     )?;
     let now = std::time::SystemTime::now()

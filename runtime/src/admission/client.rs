@@ -325,7 +325,7 @@ fn submit_inner(
                     );
                     let ttl = crate::dispatch::Settings::new(
                         root.to_owned(),
-                        crate::board::paths::resolve(root, Some(&board))
+                        crate::home::resolve(root, Some(&board))
                             .map_err(|e| crate::error_chain(&e))?,
                         &config,
                     )

@@ -12,11 +12,12 @@
 //! * [`client`]: the socket client the submitter and `kanban owner status|resolve` use, and the
 //!   submitter itself.
 //!
-//! All SQL is in `board::admission` (state.db is opened by the board's own SQLite layer).
+//! All SQL is in `crate::admission::state` (state.db is opened by the board's own SQLite layer).
 
 pub mod client;
 pub mod protocol;
 pub mod server;
+pub mod state;
 
 use std::path::{Path, PathBuf};
 
@@ -38,7 +39,7 @@ pub fn profile_for(assignee: Option<&str>, default: &str) -> Result<String, Inva
         .map(|a| a.trim().to_lowercase())
         .filter(|a| !a.is_empty())
         .unwrap_or_else(|| default.trim().to_lowercase());
-    crate::board::paths::validate_slug(&profile).map_err(|_| InvalidProfile {
+    crate::home::validate_slug(&profile).map_err(|_| InvalidProfile {
         name: profile.clone(),
     })?;
     Ok(profile)

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::protocol::{self, Capabilities, Code, KanbanRun, RpcError};
-use crate::board::admission::{Admitted, MarkerOutcome, NewAdmission, StateDb};
+use crate::admission::state::{Admitted, MarkerOutcome, NewAdmission, StateDb};
 use crate::board::{self, Board, BoardError, Event, OpenOptions, RunStatus};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -427,7 +427,7 @@ pub fn resolve_offline(
     status: &str,
     requeue: bool,
     now: i64,
-) -> Result<Option<board::admission::AdmissionRow>, OwnerError> {
+) -> Result<Option<crate::admission::state::AdmissionRow>, OwnerError> {
     let exit_code = decision_exit_code(status).unwrap_or(code::FAILED);
     let lock_path = super::lock_path(root, profile);
     let lock = std::fs::OpenOptions::new()
@@ -459,15 +459,15 @@ pub fn resolve_offline(
 /// What a turn lost with an earlier owner becomes (`[dispatch] owner_lost_turn`): `interrupted`
 /// with exit 130 — its submitter exits 130, a crash the dispatcher counts, and the card runs again
 /// as a fresh attempt — or, with `"pause"`, `unknown` for `kanban owner resolve`.
-fn lost_turn(pause: bool) -> board::admission::LostTurn {
+fn lost_turn(pause: bool) -> crate::admission::state::LostTurn {
     if pause {
-        board::admission::LostTurn {
+        crate::admission::state::LostTurn {
             status: "unknown",
             exit_code: None,
             output: None,
         }
     } else {
-        board::admission::LostTurn {
+        crate::admission::state::LostTurn {
             status: "interrupted",
             exit_code: Some(code::INTERRUPTED),
             output: Some(
@@ -722,14 +722,14 @@ impl Owner {
     ) -> Result<Value, RpcError> {
         let claim = |reason: &str| RpcError::new(Code::InvalidKanbanClaim, reason);
         let stale = |reason: &str| RpcError::new(Code::StaleKanbanClaim, reason);
-        board::paths::validate_slug(&run.board).map_err(|_| claim("invalid_board_slug"))?;
+        crate::home::validate_slug(&run.board).map_err(|_| claim("invalid_board_slug"))?;
         let db = match &run.db {
             // A PostgreSQL board is named by its URL (without a password: the owner finds it
             // where libpq would), opened as it is.
-            Some(url) if board::location::is_postgres_url(url) => PathBuf::from(url),
+            Some(url) if crate::db::target::is_postgres_url(url) => PathBuf::from(url),
             Some(db) => std::fs::canonicalize(db).map_err(|_| claim("db_not_found"))?,
             None => {
-                let path = board::paths::db_path(&self.root, &run.board);
+                let path = crate::home::db_path(&self.root, &run.board);
                 if !path.exists() {
                     return Err(RpcError::new(Code::NotFound, "unknown_board"));
                 }
@@ -770,7 +770,7 @@ impl Owner {
         {
             return Err(stale("foreign_owner_marker"));
         }
-        let workspace = board::paths::find_workspace(&self.root, &run.board, &run.task_id);
+        let workspace = crate::home::find_workspace(&self.root, &run.board, &run.task_id);
         let task = b.get_task(&run.task_id)?;
         Ok(json!({
             "source": "kanban",
@@ -960,7 +960,7 @@ impl Owner {
         policy: Result<Policy, RpcError>,
     ) -> Result<SpawnRequest, String> {
         let policy = policy.map_err(|e| format!("the turn's frozen receipt: {e}"))?;
-        let workspace = board::paths::find_workspace(&self.root, &run.board, &run.task_id);
+        let workspace = crate::home::find_workspace(&self.root, &run.board, &run.task_id);
         Ok(SpawnRequest {
             task_id: run.task_id.clone(),
             run_id: run.run_id,
@@ -970,11 +970,11 @@ impl Owner {
             board: run.board.clone(),
             db: db.to_owned(),
             workspaces_root: workspace.parent().map_or_else(
-                || board::paths::workspaces_root(&self.root, &run.board),
+                || crate::home::workspaces_root(&self.root, &run.board),
                 Path::to_path_buf,
             ),
             workspace,
-            log: board::paths::log_path(&self.root, &run.board, &run.task_id),
+            log: crate::home::log_path(&self.root, &run.board, &run.task_id),
             branch: policy.branch,
             goal_mode: policy.goal_mode,
             goal_max_turns: policy.goal_max_turns,
@@ -1253,7 +1253,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The receipt of a turn as the protocol shows it.
-pub fn receipt(row: &board::admission::AdmissionRow) -> Value {
+pub fn receipt(row: &crate::admission::state::AdmissionRow) -> Value {
     json!({
         "admission_id": row.admission_id,
         "session_id": row.session_id,

@@ -13,7 +13,7 @@ use super::command::collect;
 use super::{
     Agent, AgentError, OUTPUT_LIMIT, OutputSink, Reply, Request, TurnExit, profile_env, tail,
 };
-use crate::board::{self, Board, Completion, OpenOptions, Outcome};
+use crate::board::{Board, Completion, OpenOptions, Outcome};
 use crate::clock::{Clock, SystemClock};
 use crate::config::ProfileConfig;
 use crate::{gates, identity};
@@ -30,9 +30,9 @@ fn complete_owned_task(summary: &str) -> Result<Option<String>, AgentError> {
     let db: PathBuf = match &worker.db {
         Some(db) => db.clone(),
         None => {
-            let root = board::paths::root_dir(None)
+            let root = crate::home::root_dir(None)
                 .map_err(|e| AgentError::Other(crate::error_chain(&e)))?;
-            board::paths::resolve(&root, worker.board.as_deref())
+            crate::home::resolve(&root, worker.board.as_deref())
                 .map_err(|e| AgentError::Other(crate::error_chain(&e)))?
                 .db_path
         }

@@ -7,7 +7,7 @@
 //! records one `edited` event naming the changed fields (a field set to the value it already has
 //! is not named; an edit that changes nothing writes nothing).
 
-use super::sql::{self, params};
+use crate::db::{self, params};
 use serde::Serialize;
 
 use super::error::{BoardError, Result};
@@ -159,7 +159,7 @@ impl Board {
         )?;
         let matches = stmt
             .query_map(params![full], |r| r.get::<_, String>(0))?
-            .collect::<sql::Result<Vec<_>>>()?;
+            .collect::<db::Result<Vec<_>>>()?;
         match matches.len() {
             0 => Err(BoardError::TaskNotFound {
                 id: given.to_owned(),

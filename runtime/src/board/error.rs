@@ -10,27 +10,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum BoardError {
     #[error(
-        "invalid board slug {slug:?}: {reason}; a slug is 1-64 characters of a-z, 0-9, `_` and `-`, starting with a letter or digit (e.g. `default`, `team-2`)"
-    )]
-    InvalidSlug { slug: String, reason: &'static str },
-
-    #[error(
         "board `{slug}` does not exist (no {path}); create it with `kanban boards create {slug}`"
     )]
     BoardNotFound { slug: String, path: PathBuf },
 
-    #[error(
-        "board `{slug}` already exists at {path}; nothing was changed (`kanban --board {slug} list` shows it)"
-    )]
-    BoardExists { slug: String, path: PathBuf },
-
     #[error("something already exists at {path}; nothing was changed")]
     FileExists { path: PathBuf },
-
-    #[error(
-        "cannot find the kanban root: pass --home DIR or set HERMES_KANBAN_HOME, HERMES_HOME or HOME"
-    )]
-    NoRoot,
 
     #[error(
         "{path} is not a SQLite database (its first bytes are not `SQLite format 3`); it was left untouched. Point --board/--home/HERMES_KANBAN_DB at a board database, or move the file away"
@@ -101,20 +86,20 @@ pub enum BoardError {
     Sqlite {
         path: PathBuf,
         #[source]
-        source: super::sql::Error,
+        source: crate::db::Error,
     },
 
     /// A statement failed (a lost PostgreSQL connection is [`BoardError::PgConnectionLost`]
     /// instead: see the `From` conversion).
     #[error("a board query failed")]
-    Sql(#[source] super::sql::Error),
+    Sql(#[source] crate::db::Error),
 
     #[error("the PostgreSQL board {url} failed")]
     Postgres {
         /// The board's URL without its password.
         url: String,
         #[source]
-        source: super::sql::Error,
+        source: crate::db::Error,
     },
 
     #[error(
@@ -141,18 +126,18 @@ pub enum BoardError {
         /// The server refused the write (else kanban opened the board read-only).
         by_server: bool,
         #[source]
-        source: Option<super::sql::Error>,
+        source: Option<crate::db::Error>,
     },
 
     #[error(
         "cannot connect to the PostgreSQL board {url}: the server is down, unreachable, or did not answer within the connect timeout (the URL's `connect_timeout`, else {} s); nothing was changed. Check the server (`pg_isready`) and run the command again",
-        super::location::DEFAULT_CONNECT_TIMEOUT.as_secs()
+        crate::db::target::DEFAULT_CONNECT_TIMEOUT.as_secs()
     )]
     PgUnreachable {
         /// The board's URL without its password.
         url: String,
         #[source]
-        source: super::sql::Error,
+        source: crate::db::Error,
     },
 
     #[error(
@@ -162,7 +147,7 @@ pub enum BoardError {
         /// The board's URL without its password.
         url: String,
         #[source]
-        source: super::sql::Error,
+        source: crate::db::Error,
     },
 
     #[error("cannot bring the PostgreSQL board {url} to the board schema")]
@@ -170,7 +155,7 @@ pub enum BoardError {
         /// The board's URL without its password.
         url: String,
         #[source]
-        source: super::pg_schema::PgSchemaError,
+        source: super::engine::postgres::schema::PgSchemaError,
     },
 
     #[error("cannot {action} {path}")]
@@ -273,9 +258,9 @@ pub enum BoardError {
     #[error("cannot encode an event payload")]
     Payload(#[from] serde_json::Error),
 
-    /// Finding or recording which store a board lives in (see `board::location`).
+    /// A `postgres://` location that cannot name a board (see `crate::db::target`).
     #[error(transparent)]
-    Location(Box<super::location::LocationError>),
+    Target(Box<crate::db::target::TargetError>),
 }
 
 /// Result alias of the board.
@@ -285,8 +270,14 @@ pub type Result<T, E = BoardError> = std::result::Result<T, E>;
 /// `board/`): a lost PostgreSQL connection, which names its board, is
 /// [`BoardError::PgConnectionLost`] whatever the statement was (a read of `kanban list` as much as
 /// a transition's write); anything else is [`BoardError::Sql`].
-impl From<super::sql::Error> for BoardError {
-    fn from(source: super::sql::Error) -> BoardError {
+impl From<crate::db::target::TargetError> for BoardError {
+    fn from(e: crate::db::target::TargetError) -> Self {
+        BoardError::Target(Box::new(e))
+    }
+}
+
+impl From<crate::db::Error> for BoardError {
+    fn from(source: crate::db::Error) -> BoardError {
         match source.lost_database() {
             Some(url) => BoardError::PgConnectionLost {
                 url: url.to_owned(),
@@ -301,10 +292,10 @@ impl BoardError {
     /// What to do about a PostgreSQL database that holds no board, by where its URL was found
     /// (`slug`: the board's, when known).
     pub(crate) fn no_board_advice(
-        source: &super::location::UrlSource,
+        source: &crate::db::target::UrlSource,
         slug: Option<&str>,
     ) -> String {
-        use super::location::UrlSource;
+        use crate::db::target::UrlSource;
         let slug = slug.unwrap_or("SLUG");
         match source {
             UrlSource::Config(path) => format!(
@@ -325,7 +316,7 @@ impl BoardError {
 
     /// `self`, a failure on the PostgreSQL board `url`, in PostgreSQL's words: a write the
     /// server refused as read-only becomes [`BoardError::PgReadOnly`], any failure once the
-    /// connection is gone (`lost`, or an error of kind [`super::sql::ErrorKind::ConnectionLost`])
+    /// connection is gone (`lost`, or an error of kind [`crate::db::ErrorKind::ConnectionLost`])
     /// [`BoardError::PgConnectionLost`], so no SQLite advice (files, folders, disks) is given
     /// about a server. Anything else is returned unchanged.
     ///
@@ -333,7 +324,7 @@ impl BoardError {
     /// `lock_timeout`: the board's write lock, taken with a transaction's first statement, or a
     /// task's row) is [`BoardError::Busy`], as SQLite's busy is.
     pub(crate) fn on_postgres(self, url: &str, lost: bool, busy_timeout_ms: u64) -> BoardError {
-        use super::sql::ErrorKind;
+        use crate::db::ErrorKind;
         if matches!(self, BoardError::ReadOnly { .. }) {
             return BoardError::PgReadOnly {
                 url: url.to_owned(),
@@ -385,9 +376,7 @@ impl BoardError {
         match self {
             BoardError::Sql(source)
             | BoardError::Sqlite { source, .. }
-            | BoardError::Postgres { source, .. } => {
-                source.kind() == super::sql::ErrorKind::Corrupt
-            }
+            | BoardError::Postgres { source, .. } => source.kind() == crate::db::ErrorKind::Corrupt,
             _ => false,
         }
     }
@@ -396,7 +385,7 @@ impl BoardError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::sql;
+    use crate::db;
     use kanban_pgwire::Error as Wire;
 
     const URL: &str = "postgres://kb@%2Ftmp/board";
@@ -404,7 +393,7 @@ mod tests {
     #[test]
     fn every_statement_failure_on_a_lost_connection_is_the_lost_connection_error() {
         // The `?` of any read or write: a lost connection names its board.
-        let err = BoardError::from(sql::Error::lost(URL, Wire::Closed));
+        let err = BoardError::from(db::Error::lost(URL, Wire::Closed));
         assert!(
             matches!(err, BoardError::PgConnectionLost { ref url, .. } if url == URL),
             "{err}"
@@ -412,9 +401,9 @@ mod tests {
         assert!(err.to_string().contains(URL), "{err}");
         // Any other failure stays a failed query, on either engine.
         for other in [
-            sql::Error::Postgres(Wire::Closed),
-            sql::Error::no_rows(),
-            sql::Error::Aborted,
+            db::Error::Postgres(Wire::Closed),
+            db::Error::no_rows(),
+            db::Error::Aborted,
         ] {
             let err = BoardError::from(other);
             assert!(matches!(err, BoardError::Sql(_)), "{err}");
@@ -424,12 +413,12 @@ mod tests {
     #[test]
     fn a_failure_of_the_lost_connection_kind_is_said_as_lost_even_before_the_board_notices() {
         let lost =
-            |source: sql::Error, lost: bool| BoardError::Sql(source).on_postgres(URL, lost, 1000);
+            |source: db::Error, lost: bool| BoardError::Sql(source).on_postgres(URL, lost, 1000);
         // Closed, or a server error that ends the session, is a lost connection whether or
         // not the connection already reads as closed.
         for source in [
-            sql::Error::Postgres(Wire::Closed),
-            sql::Error::Postgres(Wire::Db(Box::new(kanban_pgwire::DbError {
+            db::Error::Postgres(Wire::Closed),
+            db::Error::Postgres(Wire::Db(Box::new(kanban_pgwire::DbError {
                 code: "57P01".to_owned(),
                 ..Default::default()
             }))),
@@ -438,13 +427,13 @@ mod tests {
             assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
         }
         // Another failure is left as it was unless the connection is gone.
-        let err = lost(sql::Error::no_rows(), false);
+        let err = lost(db::Error::no_rows(), false);
         assert!(matches!(err, BoardError::Sql(_)), "{err}");
-        let err = lost(sql::Error::no_rows(), true);
+        let err = lost(db::Error::no_rows(), true);
         assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
         // Already said: unchanged.
         let said =
-            BoardError::from(sql::Error::lost(URL, Wire::Closed)).on_postgres(URL, true, 1000);
+            BoardError::from(db::Error::lost(URL, Wire::Closed)).on_postgres(URL, true, 1000);
         assert!(
             matches!(said, BoardError::PgConnectionLost { .. }),
             "{said}"

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::Result;
 use super::model::{BlockKind, Status};
-use super::sql;
 use super::store::Tx;
+use crate::db;
 
 /// What the dispatcher did to a worker process before releasing its claim. Its fields sit at the
 /// top level of the payload that carries it (`#[serde(flatten)]`), as in the original.
@@ -471,7 +471,7 @@ impl StoredEvent {
         Ok(serde_json::from_value(serde_json::Value::Object(object))?)
     }
 
-    pub(crate) fn from_row(row: &sql::Row<'_>) -> sql::Result<StoredEvent> {
+    pub(crate) fn from_row(row: &db::Row<'_>) -> db::Result<StoredEvent> {
         let payload: Option<String> = row.get(4)?;
         Ok(StoredEvent {
             id: row.get(0)?,
@@ -488,7 +488,7 @@ impl StoredEvent {
 pub(crate) const EVENT_COLUMNS: &str = "id, task_id, run_id, kind, payload, created_at";
 
 /// Appends `event` for `task_id` inside the caller's write transaction. No transition reads
-/// the new event's id, so the insert is [`sql::Db::execute_unchecked`]: on PostgreSQL it travels
+/// the new event's id, so the insert is [`db::Db::execute_unchecked`]: on PostgreSQL it travels
 /// with the transition's next statement or its commit, and its failure fails the transaction.
 pub(crate) fn append_event(
     tx: &Tx<'_>,
@@ -501,7 +501,7 @@ pub(crate) fn append_event(
     Ok(tx.execute_unchecked(
         "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
-        sql::params![task_id, run_id, kind, payload, now],
+        db::params![task_id, run_id, kind, payload, now],
     )?)
 }
 

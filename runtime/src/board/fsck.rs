@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use super::error::Result;
 use super::model::Status;
-use super::sql::{self, Db};
 use super::store::Board;
+use crate::db::{self, Db};
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,7 +44,7 @@ impl std::fmt::Display for Violation {
 fn storage_damage(conn: &Db) -> Result<Vec<String>> {
     match conn.quick_check() {
         Ok(problems) => Ok(problems),
-        Err(e) if e.kind() == sql::ErrorKind::Corrupt => Ok(vec![e.to_string()]),
+        Err(e) if e.kind() == db::ErrorKind::Corrupt => Ok(vec![e.to_string()]),
         Err(e) => Err(e.into()),
     }
 }

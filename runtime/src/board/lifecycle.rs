@@ -18,7 +18,7 @@
 //! ([`Board::guard_facts`]), and closed runs whose worker may linger
 //! ([`Board::lingering_workers`]).
 
-use super::sql::{self, Db, OptionalExtension, params};
+use crate::db::{self, Db, OptionalExtension, params};
 use serde::Serialize;
 
 use super::error::Result;
@@ -187,17 +187,17 @@ fn cap(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-fn cas(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<bool> {
+fn cas(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<bool> {
     Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
 }
 
 /// Runs a statement through the connection's statement cache; returns the rows changed.
-fn exec(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<usize> {
+fn exec(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
-/// Runs a write whose row count nothing checks (see [`sql::Db::execute_unchecked`]).
-fn exec_unchecked(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<()> {
+/// Runs a write whose row count nothing checks (see [`db::Db::execute_unchecked`]).
+fn exec_unchecked(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<()> {
     Ok(tx.execute_unchecked(sql, params)?)
 }
 
@@ -589,7 +589,7 @@ impl Board {
                 claim_lock: r.get::<_, Option<String>>(4)?.filter(|s| !s.is_empty()),
             })
         })?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// Forgets the pid of each closed run whose worker is gone (one transaction), fenced on the
@@ -652,7 +652,7 @@ impl Board {
                 assignee: r.get::<_, Option<String>>(9)?.filter(|s| !s.is_empty()),
             })
         })?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// Up to `limit` claimable tasks of a lane — `ready`, or `review` (unclaimed `review` tasks,
@@ -691,7 +691,7 @@ impl Board {
                 has_history: r.get(8)?,
             })
         })?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// What the respawn guard of task `id` needs: its newest closed run, an unrequeued
@@ -740,7 +740,7 @@ impl Board {
                  ORDER BY c.created_at DESC, c.id DESC",
             )?;
             let rows = stmt.query_map(params![id, pr_since], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect::<sql::Result<_>>()?
+            rows.collect::<db::Result<_>>()?
         };
         Ok(GuardFacts {
             latest_run,
@@ -777,7 +777,7 @@ impl Board {
              GROUP BY NULLIF(TRIM(assignee), '')",
         )?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// Records once that a ready task is not spawned because its profile is undefined (event
@@ -931,11 +931,12 @@ impl Board {
                 } else {
                     Status::Ready
                 };
-                let outcome = match super::pg_fast::claim(tx, id, lane, spec, now, false) {
-                    Ok(Some(claimed)) => Ok(ClaimOutcome::Claimed(claimed)),
-                    Ok(None) => claim_from_in(tx, id, lane, spec, now),
-                    Err(e) => Err(e),
-                };
+                let outcome =
+                    match super::engine::postgres::fast::claim(tx, id, lane, spec, now, false) {
+                        Ok(Some(claimed)) => Ok(ClaimOutcome::Claimed(claimed)),
+                        Ok(None) => claim_from_in(tx, id, lane, spec, now),
+                        Err(e) => Err(e),
+                    };
                 // A queued write of this claim (its event) that failed must fail this claim
                 // alone, as it would have at once: it is sent and answered here.
                 let outcome = outcome.and_then(|o| Ok(tx.sync().map(|()| o)?));
@@ -1088,7 +1089,7 @@ impl ClaimProvenance {
 
 /// See [`ClaimProvenance`]; a run without events (or no run) is an external claim.
 pub(crate) fn claim_provenance_in(
-    db: &sql::Db,
+    db: &db::Db,
     task_id: &str,
     run_id: Option<i64>,
 ) -> Result<ClaimProvenance> {
@@ -1242,7 +1243,7 @@ impl Board {
                 outcome: r.get(5)?,
             })
         })?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// Whether run `run_id` of `task_id` has ended, how, and which run of the task is current;

@@ -13,23 +13,15 @@
 //! ([`Board::watch_changes`]: waking on another connection's commit), [`sql`] (the SQL layer every
 //! statement runs through: connection, statements, rows, classified errors, dialect).
 
-pub mod admission;
 mod edit;
+pub mod engine;
 mod error;
 pub mod events;
 pub mod fsck;
 mod lifecycle;
-pub mod location;
-pub mod migrate;
 pub mod model;
 pub mod outcome;
-pub mod paths;
-mod pg_fast;
-pub mod pg_schema;
-pub(crate) mod pg_store;
 pub mod query;
-mod schema;
-pub mod sql;
 pub mod store;
 pub mod tasks;
 pub mod turns;
@@ -41,12 +33,9 @@ pub use error::{BoardError, Result};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
 pub use lifecycle::*;
-pub use location::{PgTarget, Store};
 pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef};
 pub use outcome::*;
-pub use paths::{BoardLocation, DEFAULT_BOARD};
 pub use query::TaskFilter;
-pub use sql::{Error as SqlError, ErrorKind as SqlErrorKind};
 pub(crate) use store::Tx;
 pub use store::{Board, Durability, OpenOptions};
 pub use tasks::{

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::sql::{self, Row};
+use crate::db::{self, Row};
 use serde::{Deserialize, Serialize};
 
 use super::error::BoardError;
@@ -168,8 +168,8 @@ pub const TASK_COLUMNS: &str = "id, title, body, assignee, status, priority, cre
      block_kind, block_recurrences";
 
 /// Reads a column that may hold text or an integer as text (`worker_started_at` has both).
-fn text_or_int(row: &Row<'_>, idx: usize) -> sql::Result<Option<String>> {
-    use sql::ValueRef;
+fn text_or_int(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
+    use db::ValueRef;
     Ok(match row.get_ref(idx)? {
         ValueRef::Null => None,
         ValueRef::Integer(i) => Some(i.to_string()),
@@ -179,17 +179,17 @@ fn text_or_int(row: &Row<'_>, idx: usize) -> sql::Result<Option<String>> {
 }
 
 /// Empty strings in optional text columns read as `None` (the original stores both).
-fn opt_text(row: &Row<'_>, idx: usize) -> sql::Result<Option<String>> {
+fn opt_text(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
     Ok(text_or_int(row, idx)?.filter(|s| !s.is_empty()))
 }
 
-fn corrupt(table: &'static str, message: String) -> sql::Error {
-    sql::Error::invalid_value(0, Box::new(BoardError::CorruptRow { table, message }))
+fn corrupt(table: &'static str, message: String) -> db::Error {
+    db::Error::invalid_value(0, Box::new(BoardError::CorruptRow { table, message }))
 }
 
 impl Task {
     /// Decodes a row selected with [`TASK_COLUMNS`].
-    pub(crate) fn from_row(row: &Row<'_>) -> sql::Result<Task> {
+    pub(crate) fn from_row(row: &Row<'_>) -> db::Result<Task> {
         let id: String = row.get(0)?;
         let status_text: String = row.get(4)?;
         let status = status_text.parse::<Status>().map_err(|_| {
@@ -267,7 +267,7 @@ pub const RUN_COLUMNS: &str = "id, task_id, profile, status, claim_lock, claim_e
      summary, metadata, error";
 
 impl Run {
-    pub(crate) fn from_row(row: &Row<'_>) -> sql::Result<Run> {
+    pub(crate) fn from_row(row: &Row<'_>) -> db::Result<Run> {
         Ok(Run {
             id: row.get(0)?,
             task_id: row.get(1)?,

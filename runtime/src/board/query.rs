@@ -1,7 +1,7 @@
 //! Read queries: tasks, runs, events, links, comments. Reads never take the write lock (WAL gives
 //! each statement a consistent snapshot).
 
-use super::sql::{self, params};
+use crate::db::{self, params};
 
 use super::error::Result;
 use super::events::{EVENT_COLUMNS, StoredEvent};
@@ -53,8 +53,8 @@ impl Board {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
         let mut stmt = self.conn().prepare(&sql)?;
-        let rows = stmt.query_map(sql::params_from_iter(args.iter()), Task::from_row)?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        let rows = stmt.query_map(db::params_from_iter(args.iter()), Task::from_row)?;
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// Every run of a task, oldest first.
@@ -63,12 +63,12 @@ impl Board {
             "SELECT {RUN_COLUMNS} FROM task_runs WHERE task_id = ?1 ORDER BY id"
         ))?;
         let rows = stmt.query_map([id], Run::from_row)?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// One run by id.
     pub fn run(&self, run_id: i64) -> Result<Option<Run>> {
-        use super::sql::OptionalExtension;
+        use crate::db::OptionalExtension;
         Ok(self
             .conn()
             .query_row(
@@ -88,7 +88,7 @@ impl Board {
              WHERE task_id = ?1 ORDER BY id DESC LIMIT ?2) e ORDER BY id"
         ))?;
         let rows = stmt.query_map(params![id, limit], StoredEvent::from_row)?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// Events of every task with an id above `after`, oldest first (a cursor for watchers).
@@ -97,7 +97,7 @@ impl Board {
             "SELECT {EVENT_COLUMNS} FROM task_events WHERE id > ?1 ORDER BY id LIMIT ?2"
         ))?;
         let rows = stmt.query_map(params![after, limit as i64], StoredEvent::from_row)?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// The tasks `id` depends on.
@@ -151,7 +151,7 @@ impl Board {
                 created_at: r.get(4)?,
             })
         })?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 
     /// How many tasks are in each status.

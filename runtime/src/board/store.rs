@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
-use super::sql::{self, Db, ErrorKind};
+use crate::db::{self, Db, ErrorKind};
 
+use super::engine::sqlite::schema;
 use super::error::{BoardError, Result};
-use super::paths::BoardLocation;
-use super::schema;
+use crate::db::target::BoardLocation;
 use crate::identity::settings::{self, Setting};
 
 /// Default `busy_timeout`: 120 s.
@@ -134,16 +134,16 @@ pub fn wal_safe(version: i32) -> bool {
 
 /// Refuses to open `path` with a linked SQLite that has the WAL-reset bug (see [`wal_safe`]).
 fn refuse_vulnerable_sqlite(path: &Path) -> Result<()> {
-    if wal_safe(sql::version_number()) {
+    if wal_safe(db::version_number()) {
         return Ok(());
     }
     Err(BoardError::VulnerableSqlite {
-        version: sql::version_text().to_owned(),
+        version: db::version_text().to_owned(),
         path: path.to_path_buf(),
     })
 }
 
-fn sqlite_err<E: Into<sql::Error>>(path: &Path) -> impl FnOnce(E) -> BoardError + '_ {
+fn sqlite_err<E: Into<db::Error>>(path: &Path) -> impl FnOnce(E) -> BoardError + '_ {
     move |source| BoardError::Sqlite {
         path: path.to_path_buf(),
         source: source.into(),
@@ -206,13 +206,14 @@ impl Board {
     ///
     /// A `path` that is a `postgres://` / `postgresql://` URL (a worker's `HERMES_KANBAN_DB` for
     /// a PostgreSQL board, which every process of a run opens by that value) opens that board
-    /// instead, its password from libpq's sources (see `board::location`).
+    /// instead, its password from libpq's sources (see `crate::db::target`).
     pub fn open_path(path: &Path, options: &OpenOptions) -> Result<Board> {
         if let Some(url) = path
             .to_str()
-            .filter(|p| super::location::is_postgres_url(p))
+            .filter(|p| crate::db::target::is_postgres_url(p))
         {
-            let target = super::location::PgTarget::parse(url, super::location::UrlSource::Pinned)?;
+            let target =
+                crate::db::target::PgTarget::parse(url, crate::db::target::UrlSource::Pinned)?;
             return Self::open_postgres(&target, None, options);
         }
         refuse_vulnerable_sqlite(path)?;
@@ -323,7 +324,7 @@ impl Board {
                 Some(conn) => conn
                     .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
                     .map(drop)
-                    .map_err(sql::Error::from),
+                    .map_err(db::Error::from),
                 None => Ok(()),
             })
             .map_err(|e| store.classify(e))?;
@@ -574,7 +575,7 @@ impl Board {
 
     fn write_with<T, E>(
         &self,
-        begin: fn(&Db) -> sql::Result<()>,
+        begin: fn(&Db) -> db::Result<()>,
         body: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E>
     where
@@ -624,7 +625,7 @@ impl Board {
     /// Runs `step` (`BEGIN IMMEDIATE` or `COMMIT`), retrying it on busy within one budget: the
     /// busy timeout. Before each retry the engine's lock wait (SQLite's busy handler) is given
     /// only what is left of the budget, and the full timeout is restored afterwards.
-    fn retry_busy(&self, what: &'static str, step: impl Fn(&Db) -> sql::Result<()>) -> Result<()> {
+    fn retry_busy(&self, what: &'static str, step: impl Fn(&Db) -> db::Result<()>) -> Result<()> {
         let started = Instant::now();
         let mut tries = 0;
         let mut shortened = false;
@@ -695,7 +696,7 @@ impl WriteError for BoardError {
 
 /// `PRAGMA journal_mode=WAL`, or `DELETE` where SQLite cannot use WAL (see
 /// `Board::set_journal_mode`).
-fn switch_to_wal(db: &Db) -> sql::Result<()> {
+fn switch_to_wal(db: &Db) -> db::Result<()> {
     let Some(conn) = db.as_sqlite() else {
         return Ok(());
     };
@@ -735,7 +736,7 @@ fn open_read_only(path: &Path) -> Result<Connection> {
         c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
             .map(|_| c)
     });
-    match plain.map_err(sql::Error::from) {
+    match plain.map_err(db::Error::from) {
         Ok(conn) => Ok(conn),
         // SQLITE_CANTOPEN, or SQLITE_READONLY_CANTINIT when the -shm cannot be created.
         Err(e) if matches!(e.kind(), ErrorKind::CannotOpen | ErrorKind::ReadOnly) => {
@@ -785,7 +786,7 @@ fn folder_error(dir: &Path, source: std::io::Error) -> BoardError {
 }
 
 /// The error of a failed `open` of `path`, naming the file and what to do.
-fn open_error(path: &Path, source: impl Into<sql::Error>) -> BoardError {
+fn open_error(path: &Path, source: impl Into<db::Error>) -> BoardError {
     let source = source.into();
     match source.kind() {
         ErrorKind::CannotOpen => BoardError::CannotOpen {
@@ -1085,7 +1086,7 @@ mod tests {
                 .unwrap();
             stmt.query_map(["k"], |r| r.get::<_, String>(3))
                 .unwrap()
-                .collect::<sql::Result<Vec<_>>>()
+                .collect::<db::Result<Vec<_>>>()
                 .unwrap()
                 .join("; ")
         };

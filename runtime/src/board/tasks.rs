@@ -26,7 +26,7 @@
 //! * `reopen` sends a done task back and invalidates every descendant in
 //!   `ready`/`review`/`running`/`done`; like `archive`, it signals nothing.
 
-use super::sql::{self, Db, OptionalExtension, RowLock, params};
+use crate::db::{self, Db, OptionalExtension, RowLock, params};
 
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
@@ -187,7 +187,7 @@ pub(crate) fn unfinished_parents(conn: &Db, id: &str) -> Result<Vec<String>> {
          WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived') ORDER BY p.id",
     )?;
     let rows = stmt.query_map([id], |r| r.get(0))?;
-    Ok(rows.collect::<sql::Result<_>>()?)
+    Ok(rows.collect::<db::Result<_>>()?)
 }
 
 /// `ready` when every parent is finished, else `todo`.
@@ -250,22 +250,22 @@ pub(crate) fn resume_status(conn: &Db, task_id: &str) -> Result<Status> {
 }
 
 /// Runs a statement through the connection's statement cache; returns the rows changed.
-fn exec(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<usize> {
+fn exec(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<usize> {
     Ok(tx.prepare_cached(sql)?.execute(params)?)
 }
 
-/// Runs a write whose row count nothing checks (see [`sql::Db::execute_unchecked`]).
-fn exec_unchecked(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<()> {
+/// Runs a write whose row count nothing checks (see [`db::Db::execute_unchecked`]).
+fn exec_unchecked(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<()> {
     Ok(tx.execute_unchecked(sql, params)?)
 }
 
-/// Runs an `INSERT … RETURNING id` (see [`sql::Db::insert_returning_id`]); returns the new id.
-pub(crate) fn insert_returning_id(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<i64> {
+/// Runs an `INSERT … RETURNING id` (see [`db::Db::insert_returning_id`]); returns the new id.
+pub(crate) fn insert_returning_id(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<i64> {
     Ok(tx.insert_returning_id(sql, params)?)
 }
 
 /// Runs an `UPDATE` that must change exactly one row.
-fn cas(tx: &Tx<'_>, sql: &str, params: impl sql::Params) -> Result<bool> {
+fn cas(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<bool> {
     Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
 }
 
@@ -323,7 +323,7 @@ fn promote_children_in(tx: &Tx<'_>, parent_id: &str, now: i64) -> Result<Vec<Str
              WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY c.id",
         )?;
         let rows = stmt.query_map([parent_id], |r| r.get(0))?;
-        rows.collect::<sql::Result<_>>()?
+        rows.collect::<db::Result<_>>()?
     };
     let mut promoted = Vec::new();
     for child in children {
@@ -362,7 +362,7 @@ fn promote_todo_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<bool> {
 /// primary key refused it).
 pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
     matches!(err, BoardError::Sql(e) | BoardError::Sqlite { source: e, .. }
-        if e.kind() == sql::ErrorKind::UniqueViolation && e.constraint() == Some("tasks_pkey"))
+        if e.kind() == db::ErrorKind::UniqueViolation && e.constraint() == Some("tasks_pkey"))
 }
 
 /// A random task id for a new task. SQLite: one no task has (looked up; eight draws). PostgreSQL:
@@ -1496,7 +1496,7 @@ pub(crate) fn reopen_in(
             tx.row_lock(RowLock::Wait).unwrap_or("")
         ))?;
         let rows = stmt.query_map([id], Task::from_row)?;
-        rows.collect::<sql::Result<_>>()?
+        rows.collect::<db::Result<_>>()?
     };
     let mut invalidated = Vec::with_capacity(descendants.len());
     for child in descendants {
@@ -1911,7 +1911,7 @@ pub(crate) fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
              ORDER BY t.priority DESC, t.created_at ASC, t.rowid",
         )?;
         let rows = stmt.query_map([], |r| r.get(0))?;
-        rows.collect::<sql::Result<_>>()?
+        rows.collect::<db::Result<_>>()?
     };
     let mut promoted = Vec::with_capacity(candidates.len());
     for id in candidates {
@@ -1989,8 +1989,9 @@ impl Board {
     ) -> Result<ClaimOutcome> {
         check_seconds("the claim TTL", spec.ttl_seconds)?;
         if self.is_postgres()
-            && let Some(claimed) =
-                self.write_row_locked(|tx| super::pg_fast::claim(tx, id, source, spec, now, true))?
+            && let Some(claimed) = self.write_row_locked(|tx| {
+                super::engine::postgres::fast::claim(tx, id, source, spec, now, true)
+            })?
         {
             return Ok(ClaimOutcome::Claimed(claimed));
         }
@@ -2012,7 +2013,15 @@ impl Board {
         // (docs/postgres.md, "Heartbeats"); a refusal is said by the generic heartbeat.
         if self.is_postgres()
             && let Some(done) = self.write_row_locked(|tx| {
-                super::pg_fast::heartbeat(tx, id, fence, note, ttl_seconds, now, true)
+                super::engine::postgres::fast::heartbeat(
+                    tx,
+                    id,
+                    fence,
+                    note,
+                    ttl_seconds,
+                    now,
+                    true,
+                )
             })?
         {
             return Ok(Outcome::Done(done));
@@ -2028,8 +2037,9 @@ impl Board {
         now: i64,
     ) -> Result<Outcome<Completed>> {
         if self.is_postgres()
-            && let Some(done) =
-                self.write(|tx| super::pg_fast::complete(tx, id, completion, now, true))?
+            && let Some(done) = self.write(|tx| {
+                super::engine::postgres::fast::complete(tx, id, completion, now, true)
+            })?
         {
             return Ok(Outcome::Done(done));
         }

@@ -3,7 +3,7 @@
 //! (the proof re-taken before and after an in-place recovery's backoff) and [`Board::record_turn`]
 //! (the `turn` event, written only while the run is ours).
 
-use super::sql::{Db, OptionalExtension, params};
+use crate::db::{Db, OptionalExtension, params};
 use serde::Serialize;
 
 use super::error::Result;

@@ -4,8 +4,8 @@
 
 use super::error::Result;
 use super::model::{TASK_COLUMNS, Task, TaskRef};
-use super::sql;
 use super::store::Board;
+use crate::db;
 
 /// A task as a board card shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +54,7 @@ impl Board {
         );
         let width = TASK_COLUMNS.split(", ").count();
         let mut stmt = self.conn().prepare_cached(&sql)?;
-        let rows = stmt.query_map(sql::params_from_iter(args.iter()), |r| {
+        let rows = stmt.query_map(db::params_from_iter(args.iter()), |r| {
             let task = Task::from_row(r)?;
             let attempts: i64 = r.get(width)?;
             let latest: Option<String> = r.get(width + 1)?;

@@ -20,12 +20,14 @@ use serde::Serialize;
 use super::escape::{block, line};
 use super::{CmdResult, Exit, Globals, Refused, print_json};
 use crate::board::{
-    self, BlockKind, Board, BoardError, BoardLocation, ClaimOutcome, ClaimSpec, Completion, Fence,
-    NewTask, OpenOptions, Outcome, Refusal, Status, Task, TaskFilter, paths,
+    self, BlockKind, Board, BoardError, ClaimOutcome, ClaimSpec, Completion, Fence, NewTask,
+    OpenOptions, Outcome, Refusal, Status, Task, TaskFilter,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::db::target::BoardLocation;
 use crate::gates;
+use crate::home as paths;
 use crate::identity;
 
 #[derive(Debug, clap::Subcommand)]
@@ -286,8 +288,8 @@ pub(super) fn open(globals: &Globals) -> anyhow::Result<Opened> {
     // (configuring it is how it was declared; see the README's "A board on PostgreSQL").
     let configured_postgres = loc
         .postgres()
-        .is_some_and(|t| matches!(t.source(), board::location::UrlSource::Config(_)));
-    let create = (loc.slug == board::DEFAULT_BOARD || configured_postgres)
+        .is_some_and(|t| matches!(t.source(), crate::db::target::UrlSource::Config(_)));
+    let create = (loc.slug == crate::home::DEFAULT_BOARD || configured_postgres)
         && !loc.pinned
         && identity::fence::check_board_mutation().is_ok();
     let options = OpenOptions {
@@ -966,7 +968,7 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
         BoardsCommand::List => {
             let current = paths::resolve(&root, globals.board.as_deref())
                 .map(|l| l.slug)
-                .unwrap_or_else(|_| board::DEFAULT_BOARD.to_owned());
+                .unwrap_or_else(|_| crate::home::DEFAULT_BOARD.to_owned());
             #[derive(Serialize)]
             struct Entry {
                 slug: String,
@@ -985,7 +987,7 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
                     exists: b.exists(),
                     current: b.slug == current,
                     store: b.store.kind(),
-                    url: b.postgres().map(board::PgTarget::redacted),
+                    url: b.postgres().map(crate::db::target::PgTarget::redacted),
                     db_path: b.postgres().is_none().then(|| b.db_path.clone()),
                     slug: b.slug,
                 })
@@ -1021,19 +1023,15 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             // (A board folder that cannot be read holds no recorded URL; creating the SQLite
             // file there fails below with its own message.)
             let located = match paths::locate(&root, &slug) {
-                Err(BoardError::Location(e))
-                    if matches!(*e, board::location::LocationError::ReadUrlFile { .. }) =>
-                {
-                    None
-                }
+                Err(crate::home::HomeError::ReadUrlFile { .. }) => None,
                 other => Some(other?),
             };
             if let Some(target) = located.as_ref().and_then(BoardLocation::postgres) {
-                if matches!(target.source(), board::location::UrlSource::Config(_)) {
+                if matches!(target.source(), crate::db::target::UrlSource::Config(_)) {
                     return super::pgboards::create_configured(&slug, target, globals);
                 }
-                return Err(BoardError::BoardExists {
-                    path: board::location::url_file(&root, &slug),
+                return Err(crate::home::HomeError::BoardExists {
+                    path: crate::home::url_file(&root, &slug),
                     slug,
                 }
                 .into());
@@ -1042,7 +1040,7 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             match Board::create_new(&path, &OpenOptions::create()) {
                 Ok(()) => {}
                 Err(BoardError::FileExists { .. }) => {
-                    return Err(BoardError::BoardExists { slug, path }.into());
+                    return Err(crate::home::HomeError::BoardExists { slug, path }.into());
                 }
                 Err(err) => {
                     return Err(anyhow::Error::new(err).context(format!(

@@ -72,7 +72,7 @@ pub enum CronCommand {
 }
 
 pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
-    let root = crate::board::paths::root_dir(globals.home.as_deref())?;
+    let root = crate::home::root_dir(globals.home.as_deref())?;
     match command {
         CronCommand::Add {
             name,

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 
 use super::escape::line;
 use super::{CmdResult, Exit, Globals};
-use crate::board::{self, Board, OpenOptions, Status};
+use crate::board::{Board, OpenOptions, Status};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Config};
 use crate::dispatch::{self, LoopOptions, Mode, Processes, Settings, TickReport};
@@ -87,13 +87,13 @@ pub fn run(command: DispatchCommand, globals: &Globals) -> CmdResult {
 
 /// The root, board and settings `kanban dispatch` runs with.
 pub(crate) fn settings_for(globals: &Globals) -> anyhow::Result<(Settings, Config)> {
-    let root = board::paths::root_dir(globals.home.as_deref())?;
-    let location = board::paths::resolve(&root, globals.board.as_deref())?;
+    let root = crate::home::root_dir(globals.home.as_deref())?;
+    let location = crate::home::resolve(&root, globals.board.as_deref())?;
     let config = Config::load(&root)?;
     let mut settings = Settings::new(root.clone(), location.clone(), &config)?;
     // The host-wide cap counts this host's running tasks on every other board of this home,
     // SQLite or PostgreSQL.
-    settings.other_boards = board::paths::list_boards(&root)
+    settings.other_boards = crate::home::list_boards(&root)
         .unwrap_or_default()
         .into_iter()
         .filter(|b| !same_board(b, &location))
@@ -102,7 +102,7 @@ pub(crate) fn settings_for(globals: &Globals) -> anyhow::Result<(Settings, Confi
 }
 
 /// Whether two locations name one board: one SQLite file, or one PostgreSQL database.
-fn same_board(a: &board::BoardLocation, b: &board::BoardLocation) -> bool {
+fn same_board(a: &crate::db::target::BoardLocation, b: &crate::db::target::BoardLocation) -> bool {
     match (a.postgres(), b.postgres()) {
         (None, None) => a.db_path == b.db_path,
         (Some(x), Some(y)) => x.redacted_eq(y),
@@ -506,7 +506,7 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
 }
 
 fn worker_cmd(args: &WorkerArgs, globals: &Globals) -> CmdResult {
-    let root: PathBuf = board::paths::root_dir(globals.home.as_deref())?;
+    let root: PathBuf = crate::home::root_dir(globals.home.as_deref())?;
     let interrupted = crate::worker::interrupt_flag();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut stdout = std::io::stdout();
@@ -540,7 +540,7 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
     let clock = SystemClock;
     let (home, temporary) = match &globals.home {
         // Absolute, as every root: the workers run in their workspaces.
-        Some(dir) => (board::paths::absolute(dir)?, false),
+        Some(dir) => (crate::home::absolute(dir)?, false),
         None => (dispatch::demo::temp_home(clock.now()), true),
     };
     let owner_mode = args.mode == "owner";
@@ -557,7 +557,7 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         println!("  {}  {:<28} {}", t.id, t.title, t.what);
     }
     println!();
-    let location = board::paths::resolve(&home, Some(board::DEFAULT_BOARD))?;
+    let location = crate::home::resolve(&home, Some(crate::home::DEFAULT_BOARD))?;
     let config = Config::load(&home)?;
     let settings = Settings::new(home.clone(), location.clone(), &config)?;
     let mut board = Board::open(&location, &OpenOptions::default())?;
@@ -694,22 +694,22 @@ mod stop_line_tests {
             Board::open_path(&dir.path().join("kanban.db"), &OpenOptions::create()).unwrap();
         let id = board
             .create_task(
-                &board::NewTask {
+                &crate::board::NewTask {
                     title: "elsewhere".into(),
-                    ..board::NewTask::default()
+                    ..crate::board::NewTask::default()
                 },
                 100,
             )
             .unwrap()
             .id;
-        let spec = board::ClaimSpec {
+        let spec = crate::board::ClaimSpec {
             lock: "host-b:1".into(),
             ttl_seconds: 60,
             origin: crate::board::ClaimOrigin::External,
         };
         let run = match board.claim(&id, &spec, 100).unwrap() {
-            board::ClaimOutcome::Claimed(c) => c.run_id,
-            board::ClaimOutcome::Lost(l) => panic!("{l:?}"),
+            crate::board::ClaimOutcome::Claimed(c) => c.run_id,
+            crate::board::ClaimOutcome::Lost(l) => panic!("{l:?}"),
         };
         let reg = board
             .register_worker(&id, run, "host-b:1", 77, "boot|1", 100)

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use super::{CmdResult, Exit, Globals, print_json};
-use crate::board::paths;
+use crate::home::{self as paths};
 use crate::worker::logs::RunLog;
 
 /// How often `--follow` looks for new output and for the end of the run.

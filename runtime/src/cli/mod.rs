@@ -134,23 +134,23 @@ pub fn main() -> ExitCode {
                 escape::block(&crate::error_chain(err.as_ref()))
             );
             let disk_full = err.chain().any(|e| {
-                e.downcast_ref::<crate::board::SqlError>()
-                    .is_some_and(|s| s.kind() == crate::board::SqlErrorKind::DiskFull)
+                e.downcast_ref::<crate::db::Error>()
+                    .is_some_and(|s| s.kind() == crate::db::ErrorKind::DiskFull)
                     || e.downcast_ref::<std::io::Error>()
                         .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
             });
             let io_failure = err.chain().any(|e| {
-                e.downcast_ref::<crate::board::SqlError>()
-                    .is_some_and(|s| s.kind() == crate::board::SqlErrorKind::IoFailure)
+                e.downcast_ref::<crate::db::Error>()
+                    .is_some_and(|s| s.kind() == crate::db::ErrorKind::IoFailure)
             });
             // A PostgreSQL board's disk is the server's: its advice names the server, not a file.
             let postgres = err.chain().any(|e| {
-                e.downcast_ref::<crate::board::SqlError>().is_some_and(|s| {
+                e.downcast_ref::<crate::db::Error>().is_some_and(|s| {
                     matches!(
                         s,
-                        crate::board::SqlError::Postgres(_)
-                            | crate::board::SqlError::Queued(_)
-                            | crate::board::SqlError::ConnectionLost(_)
+                        crate::db::Error::Postgres(_)
+                            | crate::db::Error::Queued(_)
+                            | crate::db::Error::ConnectionLost(_)
                     )
                 })
             });

@@ -11,7 +11,8 @@ use super::board::{BoardCommand, authorize, done, fence, now, open, open_read, p
 use super::escape::line;
 use super::review::ReviewCommand;
 use super::{CmdResult, Exit, Globals, Refused};
-use crate::board::{BoardError, DEFAULT_BOARD, Edit, paths};
+use crate::board::{BoardError, Edit};
+use crate::home::{self as paths, DEFAULT_BOARD};
 
 /// `kanban edit ID`: the fields to change (at least one).
 #[derive(Debug, clap::Args)]
@@ -217,8 +218,8 @@ pub fn remove_board(root: &Path, slug: &str, globals: &Globals) -> CmdResult {
         .into());
     }
     // A board kanban.toml declares would come back with the next command: the entry goes first.
-    if let Some(crate::board::location::UrlSource::Config(file)) =
-        location.postgres().map(crate::board::PgTarget::source)
+    if let Some(crate::db::target::UrlSource::Config(file)) =
+        location.postgres().map(crate::db::target::PgTarget::source)
     {
         anyhow::bail!(
             "board `{slug}` is declared by [boards.{slug}] in {}; remove that entry (and {} if              present) instead; nothing was removed",

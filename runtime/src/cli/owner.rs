@@ -72,7 +72,7 @@ fn profile_of(arg: &ProfileArg, config: &Config) -> anyhow::Result<String> {
         .unwrap_or_else(|| config.dispatch.default_profile.clone())
         .trim()
         .to_lowercase();
-    board::paths::validate_slug(&profile)
+    crate::home::validate_slug(&profile)
         .map_err(|_| anyhow::anyhow!("invalid profile name {profile:?}"))?;
     Ok(profile)
 }
@@ -127,7 +127,7 @@ fn resolve(
     config: &Config,
 ) -> CmdResult {
     // A unique id prefix names the task, as everywhere else.
-    let location = board::paths::resolve(root, globals.board.as_deref())?;
+    let location = crate::home::resolve(root, globals.board.as_deref())?;
     let b = board::Board::open(&location, &board::OpenOptions::read_only())?;
     let task_id = b.resolve_task_id(&args.task)?;
     let profile = match args.profile.profile {
@@ -194,7 +194,7 @@ fn resolve(
 }
 
 pub fn run(command: OwnerCommand, globals: &Globals) -> CmdResult {
-    let root = board::paths::root_dir(globals.home.as_deref())?;
+    let root = crate::home::root_dir(globals.home.as_deref())?;
     let config = Config::load(&root)?;
     match command {
         OwnerCommand::Serve(args) => serve(args, root, config),
@@ -252,7 +252,7 @@ fn call(
 
 /// `kanban submit`: the submitter the dispatcher starts in owner mode.
 pub fn submit(globals: &Globals) -> CmdResult {
-    let root = board::paths::root_dir(globals.home.as_deref())?;
+    let root = crate::home::root_dir(globals.home.as_deref())?;
     let mut stdout = std::io::stdout();
     match crate::admission::client::submit(&root, Arc::new(SystemClock), &mut stdout) {
         None => Ok(Exit::OK),

@@ -1,6 +1,6 @@
 //! `kanban boards create SLUG --url URL` and `kanban boards migrate SLUG --to URL`: the two
 //! commands that put a board in PostgreSQL (the README's "A board on PostgreSQL"). Parse, call
-//! [`crate::board::location`] / [`crate::board::migrate`], print; every URL printed is redacted.
+//! [`crate::db::target`] / [`crate::home::migrate`], print; every URL printed is redacted.
 //!
 //! Exit codes: 1 for bad input (a bad URL, a URL with a password, an unreachable server, a wrong
 //! password, a board that exists or is already in PostgreSQL), 3 for a refusal of the board's or
@@ -12,12 +12,14 @@ use serde::Serialize;
 
 use super::board::{fence, now, print_out};
 use super::{CmdResult, Globals, Refused};
-use crate::board::location::{self, LocationError, PgTarget, UrlSource};
-use crate::board::migrate::{self, MigrateError};
-use crate::board::{BoardError, paths, pg_store};
+use crate::board::engine::postgres::store as pg_store;
+use crate::db::target::{PgTarget, UrlSource};
 use crate::dispatch::lock::{TickLock, lock_path};
+use crate::home as paths;
+use crate::home::HomeError as LocationError;
+use crate::home::migrate::{self, MigrateError};
 
-/// The URL of `option`, parsed; refused when it carries a password (see `board::location`).
+/// The URL of `option`, parsed; refused when it carries a password (see `crate::db::target`).
 fn target_of(url: &str, option: &'static str) -> anyhow::Result<PgTarget> {
     let target = PgTarget::parse(url, UrlSource::Argument(option))?;
     if target.has_password() {
@@ -40,11 +42,11 @@ pub(super) fn create(
     let target = target_of(url, "--url")?;
     let existing = paths::locate(root, slug)?;
     if existing.exists() {
-        return Err(BoardError::BoardExists {
+        return Err(LocationError::BoardExists {
             slug: slug.to_owned(),
             path: match existing.postgres().map(PgTarget::source) {
                 Some(UrlSource::Config(path) | UrlSource::File(path)) => path.clone(),
-                Some(_) => location::url_file(root, slug),
+                Some(_) => paths::url_file(root, slug),
                 None => existing.db_path,
             },
         }
@@ -82,7 +84,7 @@ fn bring_up(
         ))
     })?;
     let file = match record_in {
-        Some(root) => Some(location::write_url_file(root, slug, target)?),
+        Some(root) => Some(paths::write_url_file(root, slug, target)?),
         None => None,
     };
     #[derive(Serialize)]
@@ -114,7 +116,7 @@ fn bring_up(
     )
 }
 
-/// `kanban boards migrate SLUG --to URL` (see [`crate::board::migrate`]).
+/// `kanban boards migrate SLUG --to URL` (see [`crate::home::migrate`]).
 pub(super) fn migrate(root: &Path, slug: &str, to: &str, globals: &Globals) -> CmdResult {
     fence()?;
     paths::validate_slug(slug)?;

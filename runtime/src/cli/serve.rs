@@ -21,12 +21,11 @@ use kanban_web::{
 };
 
 use super::{CmdResult, Exit, Globals};
-use crate::board::{
-    Board, BoardCard, BoardError, BoardLocation, OpenOptions, Status, StoredEvent, Task, TaskRef,
-    paths,
-};
+use crate::board::{Board, BoardCard, BoardError, OpenOptions, Status, StoredEvent, Task, TaskRef};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::db::target::BoardLocation;
+use crate::home as paths;
 use crate::identity;
 
 /// The newest bytes of a task log shown on its page.

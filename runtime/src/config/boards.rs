@@ -1,5 +1,5 @@
 //! `[boards.<slug>]`: where a board lives when it is not a SQLite file. Today one key, `url`, a
-//! `postgres://` / `postgresql://` URL (see `board::location` for the order of the sources and
+//! `postgres://` / `postgresql://` URL (see `crate::db::target` for the order of the sources and
 //! the password rules). Checked with the rest of the file; board resolution reads only this
 //! table ([`load`]), so a command that never reads the whole file still finds a PostgreSQL board.
 
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{CONFIG_FILE, ConfigError, Problem};
-use crate::board::location::{PgTarget, UrlSource, scrub_url};
+use crate::db::target::{PgTarget, UrlSource, scrub_url};
 
 /// `[boards.<slug>]`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -50,7 +50,7 @@ fn targets(
 ) -> Result<BTreeMap<String, PgTarget>, Problem> {
     let mut out = BTreeMap::new();
     for (slug, board) in boards {
-        if let Err(e) = crate::board::paths::validate_slug(slug) {
+        if let Err(e) = crate::home::validate_slug(slug) {
             return Err(Problem {
                 key: format!("[boards.{slug:?}]"),
                 value: format!("{slug:?}"),

@@ -43,7 +43,7 @@ pub enum CronError {
     #[error("the cron store {path} failed")]
     Db {
         path: PathBuf,
-        source: crate::board::SqlError,
+        source: crate::db::Error,
     },
     /// Opening or writing the store failed in the store layer it shares with the board (a busy
     /// store, a read-only file, a file that is not SQLite, …); the message names the file.

@@ -18,7 +18,7 @@
 //!
 //! This module never runs a job and never reads the clock: every transition takes `now`.
 
-use crate::board::sql::{self, OptionalExtension, Row, params};
+use crate::db::{self, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -301,7 +301,7 @@ impl Store {
         self.db.path()
     }
 
-    fn db(&self, source: sql::Error) -> CronError {
+    fn db(&self, source: db::Error) -> CronError {
         CronError::Db {
             path: self.path().to_owned(),
             source,
@@ -330,7 +330,7 @@ impl Store {
     /// rolls back).
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Tx<'_>) -> Result<T, sql::Error>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, db::Error>,
     ) -> Result<T, CronError> {
         self.db
             .write(|tx| f(tx).map_err(BoardError::from))
@@ -594,7 +594,7 @@ impl Store {
                 ],
             )?;
             if changed != 1 {
-                return Err(sql::Error::changed_rows(changed));
+                return Err(db::Error::changed_rows(changed));
             }
             Ok(Step::Claimed(fire_id))
         })?;
@@ -783,7 +783,7 @@ fn store_error(path: &Path, err: BoardError) -> CronError {
 }
 
 /// Deletes all but the newest `keep` ledger rows of a job.
-fn prune_fires_in(tx: &Tx<'_>, job_id: &str, keep: usize) -> Result<(), sql::Error> {
+fn prune_fires_in(tx: &Tx<'_>, job_id: &str, keep: usize) -> Result<(), db::Error> {
     tx.execute(
         "DELETE FROM fires WHERE job_id = ?1 AND id <= \
          (SELECT id FROM fires WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
@@ -810,7 +810,7 @@ fn retirement(job: &Job, error: Option<String>) -> (JobState, bool, Option<Strin
 
 /// Closes an expired claim: the ledger row becomes `lost`, the job records a failure and is
 /// retired if nothing more will run.
-fn close_expired(tx: &Tx<'_>, job: &Job, claim: &FireClaim, now: i64) -> Result<(), sql::Error> {
+fn close_expired(tx: &Tx<'_>, job: &Job, claim: &FireClaim, now: i64) -> Result<(), db::Error> {
     let message = format!(
         "the runner {} stopped heartbeating its fire claim (it crashed or hung); the run's \
          result is unknown",
@@ -839,7 +839,7 @@ fn close_expired(tx: &Tx<'_>, job: &Job, claim: &FireClaim, now: i64) -> Result<
     Ok(())
 }
 
-fn read_job(r: &Row<'_>) -> Result<Result<Job, CronError>, sql::Error> {
+fn read_job(r: &Row<'_>) -> Result<Result<Job, CronError>, db::Error> {
     let id: String = r.get("id")?;
     let spec: String = r.get("schedule_spec")?;
     let state: String = r.get("state")?;
@@ -951,10 +951,10 @@ mod tests {
         let (_d, s) = store();
         let c = s.db.conn();
         let pragma = |name: &str| -> String {
-            c.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, sql::Value>(0))
+            c.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, db::Value>(0))
                 .map(|v| match v {
-                    sql::Value::Integer(n) => n.to_string(),
-                    sql::Value::Text(t) => t,
+                    db::Value::Integer(n) => n.to_string(),
+                    db::Value::Text(t) => t,
                     other => format!("{other:?}"),
                 })
                 .unwrap()

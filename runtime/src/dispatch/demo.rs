@@ -40,6 +40,8 @@ pub enum DemoError {
     NotEmpty { path: PathBuf },
     #[error(transparent)]
     Board(#[from] BoardError),
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
 }
 
 /// One task of the demo graph.
@@ -87,7 +89,7 @@ pub fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoTask>, D
     };
     std::fs::create_dir_all(home).map_err(io)?;
     std::fs::write(home.join(CONFIG_FILE), demo_config(owner)).map_err(io)?;
-    let location = board::paths::resolve(home, Some(board::DEFAULT_BOARD))?;
+    let location = crate::home::resolve(home, Some(crate::home::DEFAULT_BOARD))?;
     let board = Board::open(&location, &OpenOptions::create())?;
     if !board.list_tasks(&board::TaskFilter::default())?.is_empty() {
         return Err(DemoError::NotEmpty {

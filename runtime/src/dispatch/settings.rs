@@ -11,8 +11,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::board::BoardLocation;
 use crate::config::{self, Config, ConfigError};
+use crate::db::target::BoardLocation;
 use crate::identity::settings::{self as env, Setting};
 
 use super::process::{self, KillWait};
@@ -225,7 +225,7 @@ mod tests {
             slug: "default".into(),
             db_path: PathBuf::from("/tmp/x/kanban.db"),
             pinned: false,
-            store: crate::board::Store::Sqlite,
+            store: crate::db::target::Store::Sqlite,
         }
     }
 

@@ -38,7 +38,7 @@ pub struct SpawnRequest {
     pub workspaces_root: PathBuf,
     /// `<workspaces_root>/<task_id>`, created before the worker starts.
     pub workspace: PathBuf,
-    /// `board::paths::log_path` (`<root>/kanban/logs/<task_id>.log` on the default board), appended to.
+    /// `crate::home::log_path` (`<root>/kanban/logs/<task_id>.log` on the default board), appended to.
     pub log: PathBuf,
     pub branch: Option<String>,
     pub goal_mode: bool,

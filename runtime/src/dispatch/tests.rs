@@ -114,7 +114,7 @@ const T0: i64 = 1_800_000_000;
 fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_owned();
-    let location = board::paths::resolve(&root, Some("default")).unwrap();
+    let location = crate::home::resolve(&root, Some("default")).unwrap();
     let board = Board::open(&location, &OpenOptions::create()).unwrap();
     let mut config = Config::default();
     config.profiles.insert(
@@ -380,7 +380,7 @@ fn an_unreaped_dead_worker_waits_for_the_grace_then_uses_the_log_trailer() {
     e.tick();
     let pid = e.fake.pid_of(&id);
     e.fake.alive.remove(&pid); // dead, but not reaped by us
-    let log = board::paths::log_path(&e.settings.root, "default", &id);
+    let log = crate::home::log_path(&e.settings.root, "default", &id);
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     std::fs::write(&log, "working\n[kanban-worker-exit] rc=75\n").unwrap();
     assert!(e.tick().exited.is_empty(), "released inside the grace");
@@ -398,7 +398,7 @@ fn the_trailer_is_read_from_a_log_in_the_older_place_too() {
     e.tick();
     let pid = e.fake.pid_of(&id);
     e.fake.alive.remove(&pid);
-    let new = board::paths::log_path(&e.settings.root, "default", &id);
+    let new = crate::home::log_path(&e.settings.root, "default", &id);
     assert_eq!(new, e.settings.root.join(format!("kanban/logs/{id}.log")));
     let old = e
         .settings
@@ -509,7 +509,7 @@ fn max_in_progress_caps_spawns_across_the_boards_of_this_host() {
     let mut e = env();
     e.settings.max_spawn = 8;
     // Another board of the same root with one running task claimed on this host.
-    let other = board::paths::resolve(&e.settings.root, Some("other")).unwrap();
+    let other = crate::home::resolve(&e.settings.root, Some("other")).unwrap();
     let other_board = Board::open(&other, &OpenOptions::create()).unwrap();
     let busy = other_board
         .create_task(
@@ -555,12 +555,13 @@ fn a_postgres_neighbour_that_never_answers_cannot_stall_the_tick() {
     e.settings.max_spawn = 8;
     let url = format!("postgres://kb@127.0.0.1:{port}/board?connect_timeout=1");
     let target =
-        board::PgTarget::parse(&url, board::location::UrlSource::Argument("--url")).unwrap();
-    e.settings.other_boards = vec![board::BoardLocation {
+        crate::db::target::PgTarget::parse(&url, crate::db::target::UrlSource::Argument("--url"))
+            .unwrap();
+    e.settings.other_boards = vec![crate::db::target::BoardLocation {
         slug: "remote".into(),
         db_path: e.settings.root.join("kanban/boards/remote/kanban.db"),
         pinned: false,
-        store: board::Store::Postgres(target),
+        store: crate::db::target::Store::Postgres(target),
     }];
     e.settings.max_in_progress = Some(3);
     for i in 0..5 {

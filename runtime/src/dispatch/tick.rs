@@ -900,7 +900,7 @@ impl Tick<'_> {
                 continue;
             }
             let log =
-                board::paths::find_log(&self.settings.root, &self.settings.location.slug, &task.id);
+                crate::home::find_log(&self.settings.root, &self.settings.location.slug, &task.id);
             let exit = exit::resolve(reaped, &log);
             let class = exit::classify(exit);
             let claimer = task.claim_lock.clone();
@@ -1241,7 +1241,7 @@ impl Tick<'_> {
                 }
             };
             let slug = &s.location.slug;
-            let workspace = board::paths::find_workspace(&s.root, slug, &c.id);
+            let workspace = crate::home::find_workspace(&s.root, slug, &c.id);
             let request = SpawnRequest {
                 task_id: c.id.clone(),
                 run_id: claimed.run_id,
@@ -1253,11 +1253,11 @@ impl Tick<'_> {
                 db: s.location.env_db().into(),
                 // A task that already ran keeps its workspace, wherever it is.
                 workspaces_root: workspace.parent().map_or_else(
-                    || board::paths::workspaces_root(&s.root, slug),
+                    || crate::home::workspaces_root(&s.root, slug),
                     std::path::Path::to_path_buf,
                 ),
                 workspace,
-                log: board::paths::log_path(&s.root, slug, &c.id),
+                log: crate::home::log_path(&s.root, slug, &c.id),
                 branch: c.branch_name.clone(),
                 goal_mode: c.goal_mode,
                 goal_max_turns: c.goal_max_turns,
@@ -1341,7 +1341,7 @@ impl Tick<'_> {
 /// `started` under an owner that is gone only with `[dispatch] owner_lost_turn = "pause"` —
 /// otherwise the run is released by the usual rules (a dead submitter is a crash, counted by the
 /// failure breaker; a live one restarts the owner, which settles the lost turn `interrupted`).
-fn owner_turn_paused(turn: &crate::board::admission::OwnerTurn, lost_turn_pauses: bool) -> bool {
+fn owner_turn_paused(turn: &crate::admission::state::OwnerTurn, lost_turn_pauses: bool) -> bool {
     match turn.status.as_deref() {
         Some("unknown") => true,
         Some("started") => {

@@ -47,11 +47,10 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crate::agent::{self, OutputSink, TurnExit};
-use crate::board::{
-    Board, BoardError, BoardLocation, Durability, Event, Fence, OpenOptions, Outcome, RunStatus,
-};
+use crate::board::{Board, BoardError, Durability, Event, Fence, OpenOptions, Outcome, RunStatus};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::db::target::BoardLocation;
 use crate::dispatch::exit::{EXIT_TRAILER, code};
 use crate::dispatch::{Settings, process};
 use crate::gates;
@@ -84,6 +83,12 @@ pub enum WorkerError {
         task: String,
         #[source]
         source: BoardError,
+    },
+    #[error("worker for task {task}")]
+    Home {
+        task: String,
+        #[source]
+        source: crate::home::HomeError,
     },
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -277,13 +282,18 @@ fn run_as(
     };
     let board = match db
         .to_str()
-        .filter(|d| crate::board::location::is_postgres_url(d))
+        .filter(|d| crate::db::target::is_postgres_url(d))
     {
         // A PostgreSQL board: `HERMES_KANBAN_DB` is its URL without a password; resolution
         // completes it (kanban.toml, PGPASSWORD, ~/.pgpass) and the board layer opens it.
-        Some(_) => crate::board::paths::resolve(root, None)
-            .and_then(|location| Board::open(&location, &options))
-            .map_err(board_err)?,
+        Some(_) => {
+            let location =
+                crate::home::resolve(root, None).map_err(|source| WorkerError::Home {
+                    task: task.clone(),
+                    source,
+                })?;
+            Board::open(&location, &options).map_err(board_err)?
+        }
         None => Board::open_path(&db, &options).map_err(board_err)?,
     };
 
@@ -417,8 +427,8 @@ fn run_as(
     }
     if bound.managed {
         match bound.board.record_bound_worker_result(&result, clock.now()) {
-            Ok(crate::board::admission::BoundResult::Recorded) => {}
-            Ok(crate::board::admission::BoundResult::NotBound { bound_pid }) => {
+            Ok(crate::admission::state::BoundResult::Recorded) => {}
+            Ok(crate::admission::state::BoundResult::NotBound { bound_pid }) => {
                 let _ = writeln!(
                     log,
                     "kanban worker: worker_result not recorded: the run is bound to {} now",
@@ -455,10 +465,10 @@ fn work(
     let db = bound.db.as_path();
     let config = Config::load(root)?;
     let location = BoardLocation {
-        slug: board_slug.unwrap_or(crate::board::DEFAULT_BOARD).to_owned(),
+        slug: board_slug.unwrap_or(crate::home::DEFAULT_BOARD).to_owned(),
         db_path: db.to_owned(),
         pinned: true,
-        store: crate::board::Store::Sqlite,
+        store: crate::db::target::Store::Sqlite,
     };
     let settings = Settings::new(root.to_owned(), location, &config)?;
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use kanban_runtime::board::{self, Board, NewTask, OpenOptions, StoredEvent};
+use kanban_runtime::board::{Board, NewTask, OpenOptions, StoredEvent};
 
 /// Identity and location knobs a test must never leak from its own environment into a child.
 const SCRUB: &[&str] = &[
@@ -67,7 +67,7 @@ impl Home {
     }
 
     pub fn board(&self) -> Board {
-        let location = board::paths::resolve(&self.root, Some("default")).unwrap();
+        let location = kanban_runtime::home::resolve(&self.root, Some("default")).unwrap();
         Board::open(&location, &OpenOptions::create()).unwrap()
     }
 

@@ -32,10 +32,11 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail, ensure};
 use kanban_runtime::board::{
-    self, Board, BoardLocation, ClaimOutcome, ClaimSpec, Fence, NewTask, OpenOptions, Status,
+    self, Board, ClaimOutcome, ClaimSpec, Fence, NewTask, OpenOptions, Status,
 };
 use kanban_runtime::clock::SystemClock;
 use kanban_runtime::config::{Config, ProfileConfig};
+use kanban_runtime::db::target::BoardLocation;
 use kanban_runtime::dispatch::{self, NoSpawn, Settings};
 
 /// A progress line on stderr. A closed stderr (its reader went away, as in
@@ -543,7 +544,7 @@ fn pg_end_to_end(
         ),
     )?;
     let board = Board::open(
-        &board::paths::resolve(home, Some("default"))?,
+        &kanban_runtime::home::resolve(home, Some("default"))?,
         &OpenOptions::create(),
     )?;
     board.create_tasks(
@@ -681,7 +682,7 @@ fn big_board(
         slug: "default".to_owned(),
         db_path: db,
         pinned: false,
-        store: board::Store::Sqlite,
+        store: kanban_runtime::db::target::Store::Sqlite,
     };
     // One tick with budget `running` claims the running ones through the no-op spawner.
     let mut workers = NoSpawn::default();
@@ -946,7 +947,7 @@ fn end_to_end(bin: &Path, home: &Path, owner: bool) -> anyhow::Result<f64> {
         )?;
     }
     let board = Board::open(
-        &board::paths::resolve(home, Some("default"))?,
+        &kanban_runtime::home::resolve(home, Some("default"))?,
         &OpenOptions::create(),
     )?;
     board.create_tasks(
@@ -999,7 +1000,7 @@ fn process_bench(dir: &Path) -> anyhow::Result<ProcessFigures> {
     let home = dir.join("realtick");
     write_home(&home, 100, "")?;
     let board = Board::open(
-        &board::paths::resolve(&home, Some("default"))?,
+        &kanban_runtime::home::resolve(&home, Some("default"))?,
         &OpenOptions::create(),
     )?;
     let mut real_claim_tick = Paired::new();
@@ -1029,7 +1030,7 @@ fn process_bench(dir: &Path) -> anyhow::Result<ProcessFigures> {
     let home = dir.join("latency");
     write_home(&home, 8, "\n[profiles.slow]\nagent = \"builtin:shell\"\n")?;
     let board = Board::open(
-        &board::paths::resolve(&home, Some("default"))?,
+        &kanban_runtime::home::resolve(&home, Some("default"))?,
         &OpenOptions::create(),
     )?;
     let mut daemon = KillOnDrop(

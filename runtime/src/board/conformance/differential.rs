@@ -32,7 +32,7 @@ use std::fmt::Debug;
 
 use super::tamper;
 use super::*;
-use crate::board::sql::{Value, params};
+use crate::db::{Value, params};
 
 const HOST_A: &str = "host-a:101";
 const HOST_B: &str = "host-b:202";
@@ -119,10 +119,13 @@ fn catalog(b: &Board) -> Vec<Table> {
                  AND table_name <> ?1",
             )
             .unwrap();
-        stmt.query_map([crate::board::pg_schema::VERSION_TABLE], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
+        stmt.query_map(
+            [crate::board::engine::postgres::schema::VERSION_TABLE],
+            |r| r.get(0),
+        )
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
     } else {
         let mut stmt = db
             .prepare(

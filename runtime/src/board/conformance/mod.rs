@@ -22,6 +22,8 @@
 use std::any::Any;
 
 use super::*;
+use crate::db::target::{BoardLocation, PgTarget};
+use crate::home as paths;
 
 mod admission;
 mod atomic;
@@ -236,7 +238,7 @@ macro_rules! instantiate {
 // ---------------------------------------------------------------- SQLite
 
 /// The location of board `conformance` under `root` in `store`, as `Board::open` takes it.
-fn board_location(root: &std::path::Path, store: super::location::Store) -> BoardLocation {
+fn board_location(root: &std::path::Path, store: crate::db::target::Store) -> BoardLocation {
     BoardLocation {
         slug: "conformance".to_owned(),
         db_path: paths::db_path(root, "conformance"),
@@ -251,7 +253,7 @@ pub(crate) struct SqliteStore;
 impl Store for SqliteStore {
     fn board(&self) -> (Guard, Board) {
         let dir = tempfile::tempdir().unwrap();
-        let location = board_location(dir.path(), super::location::Store::Sqlite);
+        let location = board_location(dir.path(), crate::db::target::Store::Sqlite);
         let board = Board::open(&location, &OpenOptions::create()).unwrap();
         let guard = Guard::new(dir, move |options| Board::open(&location, options));
         (guard, board)
@@ -292,7 +294,7 @@ impl PostgresStore {
         let name = cluster.fresh_database("conformance").unwrap();
         PgTarget::parse(
             &cluster.url(&name),
-            crate::board::location::UrlSource::Argument("--url"),
+            crate::db::target::UrlSource::Argument("--url"),
         )
         .unwrap()
     }
@@ -304,7 +306,7 @@ impl Store for PostgresStore {
         let dir = tempfile::tempdir().unwrap();
         let location = board_location(
             dir.path(),
-            super::location::Store::Postgres(Self::fresh_target()),
+            crate::db::target::Store::Postgres(Self::fresh_target()),
         );
         let board = Board::open(&location, &OpenOptions::create()).unwrap();
         let guard = Guard::new(dir, move |options| Board::open(&location, options));

@@ -5,10 +5,8 @@
 use crate::board::Board;
 
 fn run(b: &Board, sql: &str, params: &[&str]) {
-    let values: Vec<&dyn crate::board::sql::ToSql> = params
-        .iter()
-        .map(|p| p as &dyn crate::board::sql::ToSql)
-        .collect();
+    let values: Vec<&dyn crate::db::ToSql> =
+        params.iter().map(|p| p as &dyn crate::db::ToSql).collect();
     let changed = b.conn().execute(sql, values.as_slice()).unwrap();
     assert!(changed > 0, "the hook changed nothing: {sql} {params:?}");
 }
@@ -56,7 +54,7 @@ pub(crate) fn set_failures(b: &Board, id: &str, n: i64) {
         .conn()
         .execute(
             "UPDATE tasks SET consecutive_failures = ?2 WHERE id = ?1",
-            crate::board::sql::params![id, n],
+            crate::db::params![id, n],
         )
         .unwrap();
     assert_eq!(changed, 1, "no task {id}");
@@ -68,7 +66,7 @@ pub(crate) fn set_worker_pid(b: &Board, id: &str, pid: i64) {
         .conn()
         .execute(
             "UPDATE tasks SET worker_pid = ?2 WHERE id = ?1",
-            crate::board::sql::params![id, pid],
+            crate::db::params![id, pid],
         )
         .unwrap();
     assert_eq!(changed, 1, "no task {id}");

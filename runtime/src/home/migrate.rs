@@ -6,7 +6,7 @@
 //!    to it while it is copied; refuses ([`MigrateError::Running`]) while any task is `running`
 //!    (a worker may still write to the file: let it finish, or `kanban reclaim` it), and a board
 //!    holding a table kanban does not know ([`MigrateError::ForeignTables`]);
-//! 2. connects to the target (the password from libpq's sources, see `board::location`),
+//! 2. connects to the target (the password from libpq's sources, see `crate::db::target`),
 //!    begins one PostgreSQL transaction, takes the schema's advisory lock, and refuses a
 //!    database that holds any table, view or sequence of its own ([`MigrateError::NotEmpty`]);
 //! 3. creates the board schema (`pg_schema`), copies every row of every table (ids unchanged;
@@ -32,9 +32,9 @@ use std::time::Instant;
 use kanban_pgwire::{Client, Value};
 use rusqlite::{Connection, OpenFlags};
 
-use super::location::{self, PgTarget};
-use super::paths::BoardLocation;
-use super::pg_schema::{self, IDENTITY_TABLES, TABLES};
+use super::BoardLocation;
+use crate::board::engine::postgres::schema::{self, IDENTITY_TABLES, TABLES};
+use crate::db::target::PgTarget;
 
 /// The most rows one `INSERT` carries (fewer for a table whose columns would pass 60 000
 /// parameters).
@@ -117,7 +117,7 @@ pub enum MigrateError {
     )]
     Schema {
         url: String,
-        source: pg_schema::PgSchemaError,
+        source: schema::PgSchemaError,
     },
 
     #[error(
@@ -208,7 +208,7 @@ pub fn to_postgres(
             what: what.to_owned(),
             source,
         };
-    let url_file = location::write_url_file(root, &board.slug, target)
+    let url_file = super::write_url_file(root, &board.slug, target)
         .map_err(|e| finish("recording the URL", Box::new(e)))?;
     // The board is switched: release the lock, fold the WAL into the file, keep the file aside.
     let _ = conn.execute_batch("ROLLBACK");
@@ -337,7 +337,7 @@ fn copy_in(
     client
         .execute(
             "SELECT pg_advisory_xact_lock($1)",
-            &[Value::Int(pg_schema::ADVISORY_LOCK)],
+            &[Value::Int(schema::ADVISORY_LOCK)],
         )
         .map_err(pg("take the schema lock".into()))?;
     let relations = client
@@ -360,7 +360,7 @@ fn copy_in(
                 .collect(),
         });
     }
-    pg_schema::migrate(client).map_err(|source| MigrateError::Schema {
+    schema::migrate(client).map_err(|source| MigrateError::Schema {
         url: url.to_owned(),
         source,
     })?;

@@ -26,7 +26,8 @@
 //! falls back to `default`, so hand-edited state cannot wedge the dispatcher. Environment values
 //! are read only through [`crate::identity::settings`].
 //!
-//! Which store a resolved board uses ([`BoardLocation::store`]) is decided by [`super::location`]:
+//! Which store a resolved board uses ([`BoardLocation::store`]) is decided here (the order is in
+//! [`crate::db::target`]):
 //! a board with a `postgres://` URL (`[boards.<slug>] url` in `kanban.toml`, the board folder's
 //! `postgres.url`, or a worker's `HERMES_KANBAN_DB`) lives in PostgreSQL; every other board is the
 //! SQLite file at `db_path`. For a PostgreSQL board `db_path` is still where its SQLite file would
@@ -34,8 +35,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::{BoardError, Result};
-use super::location::{self, LocationError, PgTarget, Store, UrlSource};
+pub mod error;
+pub mod migrate;
+
+pub use error::{HomeError, Result};
+
+use crate::db::target::{BoardLocation, PgTarget, Store, URL_FILE, UrlSource};
 use crate::identity::settings::{self, Setting};
 
 /// The slug of the board that lives at `<root>/kanban.db`.
@@ -43,66 +48,19 @@ pub const DEFAULT_BOARD: &str = "default";
 /// File name of every board database.
 pub const DB_FILE: &str = "kanban.db";
 
-/// A resolved board: its slug, its store, and its (SQLite) database file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BoardLocation {
-    pub slug: String,
-    /// The SQLite file (for a PostgreSQL board: where it would be; see the module docs).
-    pub db_path: PathBuf,
-    /// True when `HERMES_KANBAN_DB` pinned the file or database (a worker's board).
-    pub pinned: bool,
-    /// Which store holds the board: `Board::open` opens this.
-    pub store: Store,
-}
-
-impl BoardLocation {
-    /// The board's PostgreSQL database, when it lives in one.
-    pub fn postgres(&self) -> Option<&PgTarget> {
-        match &self.store {
-            Store::Postgres(target) => Some(target),
-            Store::Sqlite => None,
-        }
-    }
-
-    /// What a worker's `HERMES_KANBAN_DB` holds: the SQLite file, or the PostgreSQL URL without
-    /// its password.
-    pub fn env_db(&self) -> std::ffi::OsString {
-        match &self.store {
-            Store::Sqlite => self.db_path.clone().into_os_string(),
-            Store::Postgres(target) => target.redacted().into(),
-        }
-    }
-
-    /// Where the board is, for people: the SQLite file, or the redacted URL.
-    pub fn describe(&self) -> String {
-        match &self.store {
-            Store::Sqlite => self.db_path.display().to_string(),
-            Store::Postgres(target) => target.redacted(),
-        }
-    }
-
-    /// True when the board exists: its SQLite file is a file, or it has a PostgreSQL URL.
-    pub fn exists(&self) -> bool {
-        match &self.store {
-            Store::Sqlite => self.db_path.is_file(),
-            Store::Postgres(_) => true,
-        }
-    }
-}
-
 /// Which store board `slug` under `root` uses (see [`super::location`] for the order).
 pub fn store_of(root: &Path, slug: &str) -> Result<Store> {
     let configured = crate::config::boards::load(root)
-        .map_err(|e| LocationError::Config(Box::new(e)))?
+        .map_err(|e| HomeError::Config(Box::new(e)))?
         .remove(slug);
-    let recorded = location::read_url_file(root, slug)?;
+    let recorded = read_url_file(root, slug)?;
     Ok(match (configured, recorded) {
         (Some(c), Some(f)) if !c.redacted_eq(&f) => {
             let path = |t: &PgTarget| match t.source() {
                 UrlSource::Config(p) | UrlSource::File(p) => p.clone(),
                 other => PathBuf::from(other.to_string()),
             };
-            return Err(LocationError::Conflict {
+            return Err(HomeError::Conflict {
                 slug: slug.to_owned(),
                 config_url: c.redacted(),
                 config_path: path(&c),
@@ -138,17 +96,17 @@ pub fn root_dir(home_flag: Option<&Path>) -> Result<PathBuf> {
     } else {
         settings::user_home()
             .map(|h| h.join(".hermes"))
-            .ok_or(BoardError::NoRoot)?
+            .ok_or(HomeError::NoRoot)?
     };
     if dir.as_os_str().is_empty() {
-        return Err(BoardError::NoRoot);
+        return Err(HomeError::NoRoot);
     }
     absolute(&dir)
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are kept).
 pub fn absolute(path: &Path) -> Result<PathBuf> {
-    std::path::absolute(path).map_err(|source| BoardError::Io {
+    std::path::absolute(path).map_err(|source| HomeError::Io {
         action: "resolve the current directory for",
         path: path.to_path_buf(),
         source,
@@ -158,7 +116,7 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 /// Checks `slug` against `^[a-z0-9][a-z0-9_-]{0,63}$`.
 pub fn validate_slug(slug: &str) -> Result<()> {
     let bad = |reason| {
-        Err(BoardError::InvalidSlug {
+        Err(HomeError::InvalidSlug {
             slug: slug.to_owned(),
             reason,
         })
@@ -297,7 +255,7 @@ pub fn validate_new_slug(slug: &str) -> Result<()> {
     validate_slug(slug)?;
     let hex = slug.strip_prefix("t_").unwrap_or("");
     if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(BoardError::InvalidSlug {
+        return Err(HomeError::InvalidSlug {
             slug: slug.to_owned(),
             reason: "it is shaped like a task id (`t_` and hex digits), whose workspace the default board keeps at `kanban/workspaces/<id>`",
         });
@@ -326,7 +284,7 @@ pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
         None => None,
     };
     if let Some(db) = settings::pinned_db() {
-        if location::is_postgres_url(&db) {
+        if crate::db::target::is_postgres_url(&db) {
             return pinned_postgres(root, env_board, &db);
         }
         let db_path = absolute(Path::new(&db))?;
@@ -351,11 +309,11 @@ pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
 fn pinned_postgres(root: &Path, env_board: Option<String>, url: &str) -> Result<BoardLocation> {
     let pinned = PgTarget::parse(url, UrlSource::Pinned)?;
     if pinned.has_password() {
-        return Err(LocationError::PasswordInEnvironment.into());
+        return Err(HomeError::PasswordInEnvironment.into());
     }
     let slug = env_board.unwrap_or_else(|| DEFAULT_BOARD.to_owned());
     let configured = crate::config::boards::load(root)
-        .map_err(|e| LocationError::Config(Box::new(e)))?
+        .map_err(|e| HomeError::Config(Box::new(e)))?
         .remove(&slug)
         .filter(|c| c.redacted_eq(&pinned));
     Ok(BoardLocation {
@@ -383,7 +341,7 @@ fn slug_of_db_path(root: &Path, db: &Path) -> Option<String> {
 pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
     let mut boards = vec![locate(root, DEFAULT_BOARD)?];
     let configured =
-        crate::config::boards::load(root).map_err(|e| LocationError::Config(Box::new(e)))?;
+        crate::config::boards::load(root).map_err(|e| HomeError::Config(Box::new(e)))?;
     let dir = boards_dir(root);
     let mut slugs: std::collections::BTreeSet<String> = configured
         .into_keys()
@@ -393,7 +351,7 @@ pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
         Ok(entries) => Some(entries),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => {
-            return Err(BoardError::Io {
+            return Err(HomeError::Io {
                 action: "list",
                 path: dir,
                 source,
@@ -407,7 +365,7 @@ pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
         if slug == DEFAULT_BOARD || validate_slug(&slug).is_err() {
             continue;
         }
-        if db_path(root, &slug).is_file() || location::url_file(root, &slug).is_file() {
+        if db_path(root, &slug).is_file() || url_file(root, &slug).is_file() {
             slugs.insert(slug);
         }
     }
@@ -423,24 +381,72 @@ pub fn switch_board(root: &Path, slug: &str) -> Result<()> {
     validate_slug(slug)?;
     let path = db_path(root, slug);
     if !locate(root, slug)?.exists() {
-        return Err(BoardError::BoardNotFound {
+        return Err(HomeError::BoardNotFound {
             slug: slug.to_owned(),
             path,
         });
     }
     let file = current_file(root);
     if let Some(parent) = file.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| BoardError::Io {
+        std::fs::create_dir_all(parent).map_err(|source| HomeError::Io {
             action: "create",
             path: parent.to_path_buf(),
             source,
         })?;
     }
-    std::fs::write(&file, format!("{slug}\n")).map_err(|source| BoardError::Io {
+    std::fs::write(&file, format!("{slug}\n")).map_err(|source| HomeError::Io {
         action: "write",
         path: file,
         source,
     })
+}
+
+/// The board folder's [`URL_FILE`] (the default board's too: `<root>/kanban/boards/default/`).
+pub fn url_file(root: &Path, slug: &str) -> PathBuf {
+    boards_dir(root).join(slug).join(URL_FILE)
+}
+
+/// The URL recorded in the board folder, if there is one.
+pub fn read_url_file(root: &Path, slug: &str) -> Result<Option<PgTarget>> {
+    let path = url_file(root, slug);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(HomeError::ReadUrlFile { path, source }),
+    };
+    let url = text.trim();
+    let target = PgTarget::parse(url, UrlSource::File(path.clone()))?;
+    if target.has_password() {
+        return Err(HomeError::PasswordInFile { path });
+    }
+    Ok(Some(target))
+}
+
+/// Records `target` (its redacted URL: never a password) in the board folder, atomically (a
+/// temporary file renamed into place), creating the folder if needed.
+pub fn write_url_file(root: &Path, slug: &str, target: &PgTarget) -> Result<PathBuf> {
+    let path = url_file(root, slug);
+    let io = |action: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| HomeError::WriteUrlFile {
+            action,
+            path,
+            source,
+        }
+    };
+    let dir = path.parent().unwrap_or(root);
+    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    let temp = dir.join(format!(".{URL_FILE}.{}.tmp", std::process::id()));
+    std::fs::write(&temp, format!("{}\n", target.redacted())).map_err(io("write", &temp))?;
+    std::fs::rename(&temp, &path).map_err(|source| {
+        let _ = std::fs::remove_file(&temp);
+        HomeError::WriteUrlFile {
+            action: "rename into place",
+            path: path.clone(),
+            source,
+        }
+    })?;
+    Ok(path)
 }
 
 #[cfg(test)]
@@ -601,5 +607,25 @@ mod tests {
         assert_eq!(current_slug(dir.path()), None);
         std::fs::write(current_file(dir.path()), "\u{feff}ops\n").unwrap();
         assert_eq!(current_slug(dir.path()).as_deref(), Some("ops"));
+    }
+
+    #[test]
+    fn the_url_file_never_holds_a_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = crate::db::target::PgTarget::parse(
+            "postgres://u:Sekr1t@h/db",
+            crate::db::target::UrlSource::Pinned,
+        )
+        .unwrap();
+        let path = write_url_file(dir.path(), "ops", &t).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "postgres://u@h:5432/db\n");
+        let back = read_url_file(dir.path(), "ops").unwrap().unwrap();
+        assert!(back.redacted_eq(&t));
+        std::fs::write(&path, "postgres://u:Sekr1t@h/db\n").unwrap();
+        let err = read_url_file(dir.path(), "ops").unwrap_err();
+        assert!(matches!(err, HomeError::PasswordInFile { .. }));
+        assert!(!crate::error_chain(&err).contains("Sekr1t"));
+        assert_eq!(read_url_file(dir.path(), "none").unwrap(), None);
     }
 }

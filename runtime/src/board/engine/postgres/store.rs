@@ -1,8 +1,8 @@
 //! Opening a board that lives in PostgreSQL ([`Board::open`] on a location whose store is a
 //! `postgres://` URL): connect, configure the session, bring the database to the board schema
-//! ([`super::pg_schema`]), and hand the connection to the SQL layer, after which every
+//! ([`super::schema`]), and hand the connection to the SQL layer, after which every
 //! transition, query, `fsck` rule and event of the board runs unchanged (the layer translates
-//! the common dialect; see `board::sql`).
+//! the common dialect; see `db`).
 //!
 //! * **Credentials**: the URL's settings with the password from libpq's sources
 //!   ([`PgTarget::connect_config`]); every message names the board by its redacted URL only.
@@ -11,9 +11,9 @@
 //!   `synchronous_commit = on`, [`Durability::Normal`] `off` (a server crash may lose the last
 //!   commits, never corrupt: SQLite's `synchronous=NORMAL` promise); a read-only open sets
 //!   `default_transaction_read_only`, so any write fails (and `Board::write` refuses first).
-//! * **Schema**: one transaction runs [`super::pg_schema::migrate`] (under its advisory lock: two
+//! * **Schema**: one transaction runs [`crate::board::engine::postgres::schema::migrate`] (under its advisory lock: two
 //!   processes opening a fresh database migrate it once; a newer version is refused), which also
-//!   adds what the board's SQL needs beyond SQLite's tables ([`pg_schema::EXTRAS`]: the change
+//!   adds what the board's SQL needs beyond SQLite's tables ([`crate::board::engine::postgres::schema::EXTRAS`]: the change
 //!   counter and `tasks.rowid`). An up-to-date database is only read (no DDL, no lock). A
 //!   database without a board is made one only by an open with `create` (as a missing SQLite
 //!   file is); a read-only open of a database that is not up to date is refused, as for SQLite.
@@ -21,11 +21,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::error::{BoardError, Result};
-use super::location::PgTarget;
-use super::pg_schema;
-use super::sql::Db;
-use super::store::{Board, Durability, OpenOptions};
+use crate::board::error::{BoardError, Result};
+use crate::board::store::{Board, Durability, OpenOptions};
+use crate::db::Db;
+use crate::db::target::PgTarget;
 
 impl Board {
     /// Opens the PostgreSQL board at `target` (see the module docs). The database must exist;
@@ -39,7 +38,7 @@ impl Board {
     ) -> Result<Board> {
         let busy_ms = match options.busy_timeout_ms {
             Some(ms) => ms,
-            None => super::store::busy_timeout_from_env()?,
+            None => crate::board::store::busy_timeout_from_env()?,
         };
         let url = target.redacted();
         let failed = |source: kanban_pgwire::Error| BoardError::Postgres {
@@ -98,15 +97,15 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
     let too_new = |found| BoardError::SchemaTooNew {
         path: PathBuf::from(url),
         found,
-        supported: pg_schema::LATEST,
+        supported: crate::board::engine::postgres::schema::LATEST,
     };
-    let found = pg_schema::schema_version(client).map_err(schema)?;
-    if found > pg_schema::LATEST {
+    let found = crate::board::engine::postgres::schema::schema_version(client).map_err(schema)?;
+    if found > crate::board::engine::postgres::schema::LATEST {
         return Err(too_new(found));
     }
-    let complete = found == pg_schema::LATEST
+    let complete = found == crate::board::engine::postgres::schema::LATEST
         && client
-            .query_one(pg_schema::HAS_EXTRAS, &[])
+            .query_one(crate::board::engine::postgres::schema::HAS_EXTRAS, &[])
             .map_err(failed)?
             .get(0)
             .and_then(kanban_pgwire::Value::as_i64)
@@ -124,16 +123,16 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
         return Err(BoardError::OutdatedReadOnly {
             path: PathBuf::from(url),
             found,
-            supported: pg_schema::LATEST,
+            supported: crate::board::engine::postgres::schema::LATEST,
         });
     }
     migrate_once(client).map(drop).map_err(|e| match e {
-        pg_schema::PgSchemaError::TooNew { found } => too_new(found),
+        crate::board::engine::postgres::schema::PgSchemaError::TooNew { found } => too_new(found),
         other => schema(other),
     })
 }
 
-/// Brings the connected database to the board schema in one transaction ([`pg_schema::migrate`];
+/// Brings the connected database to the board schema in one transaction ([`crate::board::engine::postgres::schema::migrate`];
 /// an up-to-date database gets no DDL) and returns the version it found; what `Board::open`
 /// with `create`, `kanban boards create --url` and a configured board's first use run, so
 /// processes racing on a fresh database create the schema exactly once.
@@ -146,16 +145,21 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
 /// session already holds. On failure the transaction is rolled back and the lock released.
 pub(crate) fn migrate_once(
     client: &mut kanban_pgwire::Client,
-) -> std::result::Result<i64, pg_schema::PgSchemaError> {
-    let step = |source| pg_schema::PgSchemaError::Statement { version: 0, source };
+) -> std::result::Result<i64, crate::board::engine::postgres::schema::PgSchemaError> {
+    let step = |source| crate::board::engine::postgres::schema::PgSchemaError::Statement {
+        version: 0,
+        source,
+    };
     client
         .execute(
             "SELECT pg_advisory_lock($1)",
-            &[kanban_pgwire::Value::Int(pg_schema::ADVISORY_LOCK)],
+            &[kanban_pgwire::Value::Int(
+                crate::board::engine::postgres::schema::ADVISORY_LOCK,
+            )],
         )
         .map_err(step)?;
     let outcome = client.batch("BEGIN").map_err(step).and_then(|()| {
-        let found = pg_schema::migrate(client)?;
+        let found = crate::board::engine::postgres::schema::migrate(client)?;
         client.batch("COMMIT").map_err(step)?;
         Ok(found)
     });
@@ -165,7 +169,9 @@ pub(crate) fn migrate_once(
     let unlocked = client
         .execute(
             "SELECT pg_advisory_unlock($1)",
-            &[kanban_pgwire::Value::Int(pg_schema::ADVISORY_LOCK)],
+            &[kanban_pgwire::Value::Int(
+                crate::board::engine::postgres::schema::ADVISORY_LOCK,
+            )],
         )
         .map_err(step);
     let found = outcome?;
@@ -192,7 +198,7 @@ mod tests {
         let mut client = kanban_pgwire::Client::connect(target.config()).unwrap();
         let has_extras = |client: &mut kanban_pgwire::Client| {
             client
-                .query_one(pg_schema::HAS_EXTRAS, &[])
+                .query_one(crate::board::engine::postgres::schema::HAS_EXTRAS, &[])
                 .unwrap()
                 .get(0)
                 .and_then(kanban_pgwire::Value::as_i64)
@@ -221,13 +227,16 @@ mod tests {
             assert!(err.to_string().contains(&target.redacted()), "{err}");
         }
         let mut client = kanban_pgwire::Client::connect(target.config()).unwrap();
-        assert_eq!(pg_schema::schema_version(&mut client).unwrap(), 0);
+        assert_eq!(
+            crate::board::engine::postgres::schema::schema_version(&mut client).unwrap(),
+            0
+        );
         let board = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
         assert!(board.is_postgres());
         assert_eq!(board.path(), std::path::Path::new(&target.redacted()));
         assert_eq!(
-            pg_schema::schema_version(&mut client).unwrap(),
-            pg_schema::LATEST
+            crate::board::engine::postgres::schema::schema_version(&mut client).unwrap(),
+            crate::board::engine::postgres::schema::LATEST
         );
         // Open again without create: the board is there; nothing is migrated twice.
         drop(Board::open_postgres(&target, None, &OpenOptions::default()).unwrap());
@@ -285,7 +294,7 @@ mod tests {
             .conn()
             .execute("DELETE FROM task_links", [])
             .unwrap_err();
-        assert_eq!(err.kind(), crate::board::sql::ErrorKind::ReadOnly, "{err}");
+        assert_eq!(err.kind(), crate::db::ErrorKind::ReadOnly, "{err}");
         reader.conn().rollback();
         assert!(full.list_tasks(&Default::default()).unwrap().is_empty());
     }
@@ -322,9 +331,7 @@ mod tests {
         other
             .execute(
                 "SELECT pg_advisory_xact_lock($1)",
-                &[kanban_pgwire::Value::Int(
-                    crate::board::sql::POSTGRES_WRITE_LOCK,
-                )],
+                &[kanban_pgwire::Value::Int(crate::db::POSTGRES_WRITE_LOCK)],
             )
             .unwrap();
         other
@@ -454,7 +461,7 @@ mod tests {
         let (user, host) = rest.split_once('@').unwrap();
         let target = PgTarget::parse(
             &format!("{scheme}://{user}:Sekr1t-read@{host}"),
-            crate::board::location::UrlSource::Argument("--url"),
+            crate::db::target::UrlSource::Argument("--url"),
         )
         .unwrap();
         let board = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
@@ -528,7 +535,7 @@ mod tests {
         let port = silent.local_addr().unwrap().port();
         let target = PgTarget::parse(
             &format!("postgres://kb:Sekr1t-xyz@127.0.0.1:{port}/board?connect_timeout=1"),
-            crate::board::location::UrlSource::Argument("--url"),
+            crate::db::target::UrlSource::Argument("--url"),
         )
         .unwrap();
         let err = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap_err();
@@ -547,7 +554,7 @@ mod tests {
     fn an_unreachable_server_is_an_error_naming_the_board_without_its_password() {
         let target = PgTarget::parse(
             "postgres://kanban:Sekr1t-xyz@%2Fnonexistent%2Fkanban-socket/board",
-            crate::board::location::UrlSource::Argument("--url"),
+            crate::db::target::UrlSource::Argument("--url"),
         )
         .unwrap();
         let err = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap_err();

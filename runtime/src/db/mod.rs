@@ -4,7 +4,7 @@
 //! store) runs through the types here — [`Db`] (a connection), [`Stmt`] (a prepared statement),
 //! [`Row`] (one result row), [`Error`] (with a classified [`ErrorKind`]) — never through a driver
 //! directly. Two backends, variants of the private `Backend` enum: SQLite (`sqlite`, over
-//! rusqlite), and PostgreSQL (`postgres`, over `kanban-pgwire`), which `board::pg_store` opens
+//! rusqlite), and PostgreSQL (`postgres`, over `kanban-pgwire`), which `board::engine::postgres::store` opens
 //! for a board whose location is a `postgres://` URL. No transition, query or `fsck` rule knows
 //! which one it runs on; only opening, the schema DDL and the wake-up are each engine's own.
 //!
@@ -36,7 +36,7 @@
 //! ([`Db::begin_immediate`], [`Db::commit`], [`Db::rollback`]), the lock wait
 //! ([`Db::set_lock_wait`]: SQLite's busy handler, PostgreSQL's `lock_timeout`), the engine's own
 //! check ([`Db::quick_check`]). Opening a board file (pragmas, journal mode, page size) is
-//! `board::store`'s and the schema DDL is `board::schema`'s: both SQLite's.
+//! `board::store`'s and the schema DDL is `board::engine::sqlite::schema`'s: both SQLite's.
 //!
 //! **Errors** are [`Error`]: its message and source chain are the driver's, unchanged (the CLI
 //! prints the chain), and [`Error::kind`] classifies it — busy or locked, a unique violation, no
@@ -47,7 +47,7 @@
 //! **A lost connection is a kind of its own** ([`ErrorKind::ConnectionLost`]), not an I/O failure
 //! (which is the engine failing on its own files: advice about the server's disk would mislead)
 //! nor "cannot open" (which is about reaching the database in the first place: a failed connect is
-//! `board::pg_store`'s `PgUnreachable`, decided before any statement runs). PostgreSQL only: the
+//! `board::engine::postgres::store`'s `PgUnreachable`, decided before any statement runs). PostgreSQL only: the
 //! socket failed or was closed once connected, the server ended the session (SQLSTATE `57P01`
 //! `admin_shutdown` — `pg_terminate_backend`, a fast shutdown —, `57P02` `crash_shutdown`, `57P03`
 //! `cannot_connect_now`) or reported a connection exception (class `08`). Every statement the
@@ -66,6 +66,7 @@ pub(crate) use postgres::CHANGED_MARK as POSTGRES_CHANGED_MARK;
 #[cfg(test)]
 pub(crate) use postgres::WRITE_LOCK as POSTGRES_WRITE_LOCK;
 mod sqlite;
+pub mod target;
 
 use std::borrow::Cow;
 
@@ -396,7 +397,7 @@ impl Db {
     }
 
     /// A PostgreSQL connection (opened, configured and brought to the board schema by
-    /// `board::pg_store`), named `name` (the board's URL without its password) by the error of
+    /// `board::engine::postgres::store`), named `name` (the board's URL without its password) by the error of
     /// a lost connection ([`Error::ConnectionLost`]).
     pub(crate) fn postgres_named(client: kanban_pgwire::Client, name: &str) -> Db {
         Db {

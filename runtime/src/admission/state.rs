@@ -5,11 +5,11 @@
 //! `state.db` is opened by the board's own layer ([`Board::open_store`]): same pragmas, same busy
 //! handling, same one write-transaction helper. Nothing here reads the clock or a process.
 
-use super::sql::{self, Db, OptionalExtension, params};
+use crate::db::{self, Db, OptionalExtension, params};
 
-use super::error::{BoardError, Result};
-use super::events::{Event, append_event};
-use super::store::{Board, Tx};
+use crate::board::events::{Event, append_event};
+use crate::board::store::{Board, Tx};
+use crate::board::{BoardError, Result};
 
 /// What the board says about a run a `kanban.run` names, read without writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,7 +284,7 @@ impl Board {
     /// written and the answer says who is bound.
     pub fn record_bound_worker_result(
         &self,
-        result: &super::WorkerResult<'_>,
+        result: &crate::board::WorkerResult<'_>,
         now: i64,
     ) -> Result<BoundResult> {
         let Some(run) = result.run_id else {
@@ -418,7 +418,7 @@ pub struct AdmissionRow {
 const ROW: &str = "seq, admission_id, principal_id, target_session_id, request_id, task_id, run_id, \
     marker_confirmed, status, exit_code, last_output, owner_epoch, worker_pid, requeue, updated_at";
 
-fn row(r: &sql::Row<'_>) -> sql::Result<AdmissionRow> {
+fn row(r: &db::Row<'_>) -> db::Result<AdmissionRow> {
     row_at(r, 0)
 }
 
@@ -495,7 +495,7 @@ impl StateDb {
                     "SELECT {ROW} FROM session_admissions WHERE status = 'started' AND owner_epoch < ?1"
                 ))?
                 .query_map(params![epoch], row)?
-                .collect::<sql::Result<_>>()?;
+                .collect::<db::Result<_>>()?;
             tx.execute(
                 "UPDATE session_admissions SET status = ?3, exit_code = ?4, last_output = ?5, \
                  updated_at = ?2 WHERE status = 'started' AND owner_epoch < ?1",
@@ -568,7 +568,7 @@ impl StateDb {
                 ],
             )?;
             let created = get_in(tx, new.admission_id)?
-                .ok_or(BoardError::Sql(sql::Error::no_rows()))?;
+                .ok_or(BoardError::Sql(db::Error::no_rows()))?;
             Ok(Admitted::Created(created))
         })
     }
@@ -705,11 +705,11 @@ impl StateDb {
             "SELECT {ROW} FROM session_admissions ORDER BY seq"
         ))?;
         let rows = stmt.query_map([], row)?;
-        Ok(rows.collect::<sql::Result<_>>()?)
+        Ok(rows.collect::<db::Result<_>>()?)
     }
 }
 
-fn row_at(r: &sql::Row<'_>, offset: usize) -> sql::Result<AdmissionRow> {
+fn row_at(r: &db::Row<'_>, offset: usize) -> db::Result<AdmissionRow> {
     Ok(AdmissionRow {
         sequence: r.get(offset)?,
         admission_id: r.get(offset + 1)?,

@@ -37,9 +37,9 @@
 
 use std::path::Path;
 
-use super::error::{BoardError, Result};
-use super::sql::{self, Db};
-use super::store::Tx;
+use crate::board::error::{BoardError, Result};
+use crate::board::store::Tx;
+use crate::db::{self, Db};
 
 /// `PRAGMA application_id` of a board kanban created (`"KBN1"`).
 pub(crate) const APPLICATION_ID: i32 = 0x4B42_4E31;
@@ -297,7 +297,7 @@ fn columns(tx: &Db, table: &str) -> Result<Vec<String>> {
     let mut stmt = tx.prepare(&format!("PRAGMA table_info({table})"))?;
     let names = stmt
         .query_map([], |r| r.get::<_, String>(1))?
-        .collect::<sql::Result<Vec<_>>>()?;
+        .collect::<db::Result<Vec<_>>>()?;
     Ok(names)
 }
 

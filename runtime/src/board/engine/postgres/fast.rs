@@ -28,16 +28,16 @@
 
 use std::sync::OnceLock;
 
-use super::error::{BoardError, Result};
-use super::events::Event;
-use super::model::Status;
-use super::outcome::{Claimed, Completed, Heartbeated};
-use super::sql::{self, POSTGRES_CHANGED_MARK as CHANGED};
-use super::store::Tx;
-use super::tasks::{
+use crate::board::error::{BoardError, Result};
+use crate::board::events::Event;
+use crate::board::model::Status;
+use crate::board::outcome::{Claimed, Completed, Heartbeated};
+use crate::board::store::Tx;
+use crate::board::tasks::{
     COMPLETE_LEAKED_NOTE, ClaimOrigin, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
     completion_summary, summary_line,
 };
+use crate::db::{self, POSTGRES_CHANGED_MARK as CHANGED};
 
 /// A placeholder run id, encoded into an event's payload and then cut out (see
 /// [`split_payload`]); no real run has it.
@@ -130,7 +130,7 @@ pub(crate) fn claim(
     )?;
     let rows = tx.pg_query_changing(
         claim_sql(),
-        sql::params![
+        db::params![
             id,
             source.as_str(),
             spec.lock,
@@ -200,7 +200,7 @@ pub(crate) fn heartbeat(
     .encode()?;
     let rows = tx.pg_query_changing(
         heartbeat_sql(),
-        sql::params![id, expires, now, fence.run_id, fence.claim_lock, payload],
+        db::params![id, expires, now, fence.run_id, fence.claim_lock, payload],
         commit,
         |r| r.get::<_, Option<i64>>(0),
     )?;
@@ -285,7 +285,7 @@ pub(crate) fn complete(
         .map(|r| i64::try_from(r.len()).unwrap_or(i64::MAX));
     let rows = tx.pg_query_changing(
         complete_sql(),
-        sql::params![
+        db::params![
             id,
             completion.result,
             now,
@@ -449,7 +449,7 @@ mod tests {
         other
             .execute(
                 "SELECT pg_advisory_xact_lock($1)",
-                &[kanban_pgwire::Value::Int(sql::POSTGRES_WRITE_LOCK)],
+                &[kanban_pgwire::Value::Int(db::POSTGRES_WRITE_LOCK)],
             )
             .unwrap();
         other
@@ -512,7 +512,7 @@ mod tests {
                 Ok::<_, BoardError>(())
             })
             .unwrap_err();
-        assert!(super::super::tasks::is_taken_task_id(&err), "{err}");
+        assert!(crate::board::tasks::is_taken_task_id(&err), "{err}");
         let counts = b.status_counts().unwrap();
         assert_eq!(counts.iter().map(|(_, n)| n).sum::<i64>(), 1, "{counts:?}");
         // `create_task` draws again while the id is taken, eight draws at most, and passes any
@@ -546,7 +546,7 @@ mod tests {
 
     /// The error of a create whose id was taken, as the server reports it.
     fn taken_error() -> BoardError {
-        BoardError::Sql(sql::Error::Queued(kanban_pgwire::Error::Db(Box::new(
+        BoardError::Sql(db::Error::Queued(kanban_pgwire::Error::Db(Box::new(
             kanban_pgwire::DbError {
                 code: "23505".into(),
                 constraint: Some("tasks_pkey".into()),

@@ -30,7 +30,7 @@
 //! [`BoardLocation::env_db`]: super::BoardLocation::env_db
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kanban_pgwire::Config as PgConfig;
@@ -105,14 +105,14 @@ impl fmt::Display for PgTarget {
 
 impl PgTarget {
     /// Parses `url` (from `source`); the error quotes it without its password.
-    pub fn parse(url: &str, source: UrlSource) -> Result<PgTarget, LocationError> {
+    pub fn parse(url: &str, source: UrlSource) -> Result<PgTarget, TargetError> {
         if !is_postgres_url(url) {
-            return Err(LocationError::NotPostgresUrl {
+            return Err(TargetError::NotPostgresUrl {
                 url: scrub_url(url),
                 source_: source,
             });
         }
-        let config = PgConfig::parse(url).map_err(|e| LocationError::BadUrl {
+        let config = PgConfig::parse(url).map_err(|e| TargetError::BadUrl {
             url: scrub_url(url),
             source_: source.clone(),
             source: e,
@@ -195,56 +195,51 @@ impl Store {
     }
 }
 
-/// The board folder's [`URL_FILE`] (the default board's too: `<root>/kanban/boards/default/`).
-pub fn url_file(root: &Path, slug: &str) -> PathBuf {
-    super::paths::boards_dir(root).join(slug).join(URL_FILE)
+/// A resolved board: its slug, its store, and its (SQLite) database file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardLocation {
+    pub slug: String,
+    /// The SQLite file (for a PostgreSQL board: where it would be; see the module docs).
+    pub db_path: PathBuf,
+    /// True when `HERMES_KANBAN_DB` pinned the file or database (a worker's board).
+    pub pinned: bool,
+    /// Which store holds the board: `Board::open` opens this.
+    pub store: Store,
 }
 
-/// The URL recorded in the board folder, if there is one.
-pub fn read_url_file(root: &Path, slug: &str) -> Result<Option<PgTarget>, LocationError> {
-    let path = url_file(root, slug);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(LocationError::ReadUrlFile { path, source }),
-    };
-    let url = text.trim();
-    let target = PgTarget::parse(url, UrlSource::File(path.clone()))?;
-    if target.has_password() {
-        return Err(LocationError::PasswordInFile { path });
+impl BoardLocation {
+    /// The board's PostgreSQL database, when it lives in one.
+    pub fn postgres(&self) -> Option<&PgTarget> {
+        match &self.store {
+            Store::Postgres(target) => Some(target),
+            Store::Sqlite => None,
+        }
     }
-    Ok(Some(target))
-}
 
-/// Records `target` (its redacted URL: never a password) in the board folder, atomically (a
-/// temporary file renamed into place), creating the folder if needed.
-pub fn write_url_file(
-    root: &Path,
-    slug: &str,
-    target: &PgTarget,
-) -> Result<PathBuf, LocationError> {
-    let path = url_file(root, slug);
-    let io = |action: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| LocationError::WriteUrlFile {
-            action,
-            path,
-            source,
+    /// What a worker's `HERMES_KANBAN_DB` holds: the SQLite file, or the PostgreSQL URL without
+    /// its password.
+    pub fn env_db(&self) -> std::ffi::OsString {
+        match &self.store {
+            Store::Sqlite => self.db_path.clone().into_os_string(),
+            Store::Postgres(target) => target.redacted().into(),
         }
-    };
-    let dir = path.parent().unwrap_or(root);
-    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
-    let temp = dir.join(format!(".{URL_FILE}.{}.tmp", std::process::id()));
-    std::fs::write(&temp, format!("{}\n", target.redacted())).map_err(io("write", &temp))?;
-    std::fs::rename(&temp, &path).map_err(|source| {
-        let _ = std::fs::remove_file(&temp);
-        LocationError::WriteUrlFile {
-            action: "rename into place",
-            path: path.clone(),
-            source,
+    }
+
+    /// Where the board is, for people: the SQLite file, or the redacted URL.
+    pub fn describe(&self) -> String {
+        match &self.store {
+            Store::Sqlite => self.db_path.display().to_string(),
+            Store::Postgres(target) => target.redacted(),
         }
-    })?;
-    Ok(path)
+    }
+
+    /// True when the board exists: its SQLite file is a file, or it has a PostgreSQL URL.
+    pub fn exists(&self) -> bool {
+        match &self.store {
+            Store::Sqlite => self.db_path.is_file(),
+            Store::Postgres(_) => true,
+        }
+    }
 }
 
 /// `text` with the password of every URL in it replaced by `***`: the user-info password
@@ -307,9 +302,9 @@ fn scrub_password_params(text: &str) -> String {
     out
 }
 
-/// Failures finding or recording a board's store. Every URL quoted is scrubbed of its password.
+/// A PostgreSQL URL that cannot name a board. Every URL quoted is scrubbed of its password.
 #[derive(Debug, thiserror::Error)]
-pub enum LocationError {
+pub enum TargetError {
     #[error(
         "{url} (in {source_}) is not a PostgreSQL URL; a PostgreSQL board's location starts with postgres:// or postgresql:// (a SQLite board needs none)"
     )]
@@ -321,54 +316,6 @@ pub enum LocationError {
         source_: UrlSource,
         source: kanban_pgwire::Error,
     },
-
-    #[error(
-        "{path} holds a password; kanban records PostgreSQL URLs without one. Remove it from the file and put it in ~/.pgpass (or PGPASSWORD)"
-    )]
-    PasswordInFile { path: PathBuf },
-
-    #[error(
-        "the URL given carries a password, which would be visible to every user of this host (`ps`) and recorded in a file; give it without the password and put the password in ~/.pgpass (`host:port:database:user:password`, mode 0600), PGPASSFILE or PGPASSWORD, or in the board's `[boards.<slug>] url` of kanban.toml"
-    )]
-    PasswordOnCommandLine,
-
-    #[error(
-        "HERMES_KANBAN_DB carries a PostgreSQL password; kanban never hands a password in its variables. Give the URL without it and the password through ~/.pgpass, PGPASSFILE or PGPASSWORD"
-    )]
-    PasswordInEnvironment,
-
-    #[error(
-        "board `{slug}` has two different PostgreSQL URLs: {config_url} in {config_path} and {file_url} in {file_path}; remove one of them"
-    )]
-    Conflict {
-        slug: String,
-        config_url: String,
-        config_path: PathBuf,
-        file_url: String,
-        file_path: PathBuf,
-    },
-
-    #[error("cannot read {path}")]
-    ReadUrlFile {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-
-    #[error("cannot {action} {path}")]
-    WriteUrlFile {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-
-    #[error(transparent)]
-    Config(#[from] Box<crate::config::ConfigError>),
-}
-
-impl From<LocationError> for super::BoardError {
-    fn from(e: LocationError) -> Self {
-        super::BoardError::Location(Box::new(e))
-    }
 }
 
 #[cfg(test)]
@@ -439,21 +386,5 @@ mod tests {
             Some(Duration::from_secs(3))
         );
         assert_eq!(timeout("postgres://u@h/db?connect_timeout=0"), None);
-    }
-
-    #[test]
-    fn the_url_file_never_holds_a_password() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = PgTarget::parse("postgres://u:Sekr1t@h/db", UrlSource::Pinned).unwrap();
-        let path = write_url_file(dir.path(), "ops", &t).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text, "postgres://u@h:5432/db\n");
-        let back = read_url_file(dir.path(), "ops").unwrap().unwrap();
-        assert!(back.redacted_eq(&t));
-        std::fs::write(&path, "postgres://u:Sekr1t@h/db\n").unwrap();
-        let err = read_url_file(dir.path(), "ops").unwrap_err();
-        assert!(matches!(err, LocationError::PasswordInFile { .. }));
-        assert!(!crate::error_chain(&err).contains("Sekr1t"));
-        assert_eq!(read_url_file(dir.path(), "none").unwrap(), None);
     }
 }

@@ -44,7 +44,7 @@
 //!   is still bounded by `lock_timeout` (a busy error, nothing committed).
 //!
 //! **Heartbeats take no board lock either** (the one statement of `Board::heartbeat`, in
-//! `board::pg_fast`): it writes only its task's row, that task's current run and an event,
+//! `board::engine::postgres::fast`): it writes only its task's row, that task's current run and an event,
 //! locking the task's row first, the order every transition takes them in.
 //!
 //! **Changes** are counted for the dispatcher: right after the `COMMIT` of a transaction in which
@@ -579,7 +579,7 @@ impl Pg {
 /// ended the session (`57P01` admin_shutdown: `pg_terminate_backend` or a fast shutdown; `57P02`
 /// crash_shutdown; `57P03` cannot_connect_now), a connection exception (class `08`), the socket
 /// failing (`Io`) or already closed (`Closed`). A failed connect is also an `Io` error, but it
-/// never reaches this function: `board::pg_store` says the server is unreachable before any
+/// never reaches this function: `board::engine::postgres::store` says the server is unreachable before any
 /// statement runs. Refused credentials (class `28`) and a missing database (`3D000`) are "cannot
 /// open".
 pub(super) fn kind(err: &kanban_pgwire::Error) -> ErrorKind {

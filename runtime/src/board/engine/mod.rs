@@ -1,0 +1,7 @@
+//! What only one storage engine has: the schema DDL and migrations of each engine, and the
+//! PostgreSQL board's opening and one-statement fast paths. The transitions above it are written
+//! once, in the common dialect of [`crate::db`]; a file here is the only other place (with `db/`)
+//! that may name `rusqlite` or `kanban_pgwire`.
+
+pub mod postgres;
+pub mod sqlite;
