@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use dispatch_support::{Home, config, kill, now, pid_alive, wait_output};
 use kanban_runtime::admission::client::{Client, ClientError};
-use kanban_runtime::admission::state::{MarkerOutcome, StateDb};
+use kanban_runtime::admission::state::StateDb;
+use kanban_runtime::board::admission::MarkerOutcome;
 use kanban_runtime::board::{Board, ClaimOutcome, ClaimSpec, Event, Status};
 use serde_json::{Value, json};
 

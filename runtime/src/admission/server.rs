@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::protocol::{self, Capabilities, Code, KanbanRun, RpcError};
-use crate::admission::state::{Admitted, MarkerOutcome, NewAdmission, StateDb};
+use crate::admission::state::{Admitted, NewAdmission, StateDb};
+use crate::board::admission::MarkerOutcome;
 use crate::board::{self, Board, BoardError, Event, OpenOptions, RunStatus};
 use crate::clock::Clock;
 use crate::config::Config;

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::Result;
 use super::model::{BlockKind, Status};
-use super::store::Tx;
 use crate::db;
+use crate::db::Tx;
 
 /// What the dispatcher did to a worker process before releasing its claim. Its fields sit at the
 /// top level of the payload that carries it (`#[serde(flatten)]`), as in the original.
@@ -388,7 +388,7 @@ pub enum Event {
     Turn {
         /// 1 for the first turn of the run, then 2, 3, …
         turn: u32,
-        kind: super::turns::TurnKind,
+        kind: super::model::TurnKind,
         /// `ok`, `retryable`, `failed`, `rate_limited`, `terminal` or `interrupted`.
         exit: String,
         exit_code: i32,

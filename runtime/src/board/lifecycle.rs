@@ -25,10 +25,11 @@ use super::error::Result;
 use super::events::{Event, append_event};
 use super::model::Status;
 use super::outcome::{ClaimOutcome, Outcome, Refusal};
-use super::store::{Board, Tx};
+use super::store::Board;
 use super::tasks::{
     ClaimSpec, check_seconds, claim_from_in, close_run_in, load_task, retry_status_for_run,
 };
+use crate::db::Tx;
 
 /// A running task as the dispatcher's reclaim phases see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -13,6 +13,7 @@
 //! ([`Board::watch_changes`]: waking on another connection's commit), [`sql`] (the SQL layer every
 //! statement runs through: connection, statements, rows, classified errors, dialect).
 
+pub mod admission;
 mod edit;
 pub mod engine;
 mod error;
@@ -22,6 +23,7 @@ mod lifecycle;
 pub mod model;
 pub mod outcome;
 pub mod query;
+pub mod slug;
 pub mod store;
 pub mod tasks;
 pub mod turns;
@@ -33,16 +35,15 @@ pub use error::{BoardError, Result};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
 pub use lifecycle::*;
-pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef};
+pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef, TurnKind};
 pub use outcome::*;
 pub use query::TaskFilter;
-pub(crate) use store::Tx;
 pub use store::{Board, Durability, OpenOptions};
 pub use tasks::{
     BLOCK_RECURRENCE_LIMIT, ClaimOrigin, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
-    DEFAULT_FAILURE_LIMIT, Fence, NewTask, check_seconds, claim_ttl_seconds, default_claim_lock,
+    DEFAULT_FAILURE_LIMIT, Fence, MAX_SECONDS, NewTask, check_seconds, default_claim_lock,
 };
-pub use turns::{RunStatus, TurnKind};
+pub use turns::RunStatus;
 pub use views::BoardCard;
 pub use wake::{ChangeWatch, Wake};
 

@@ -311,3 +311,27 @@ pub struct TaskRef {
     pub title: String,
     pub status: Status,
 }
+/// Why a turn ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnKind {
+    /// The run's first turn (the full prompt).
+    First,
+    /// A further turn of the same task: a goal continuation or a stop nudge.
+    Continuation,
+    /// A retry in place of a turn that failed retryably.
+    Recovery,
+    /// The goal judge said "done" while the task is not: one turn to finish it properly.
+    Finalize,
+}
+
+impl TurnKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnKind::First => "first",
+            TurnKind::Continuation => "continuation",
+            TurnKind::Recovery => "recovery",
+            TurnKind::Finalize => "finalize",
+        }
+    }
+}

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
-use crate::db::{self, Db, ErrorKind};
+use crate::db::{self, Db, ErrorKind, Tx};
 
 use super::engine::sqlite::schema;
 use super::error::{BoardError, Result};
@@ -107,18 +107,6 @@ pub struct Board {
     /// The busy timeout: the whole budget of one `BEGIN` or `COMMIT`, retries included.
     busy_timeout: Duration,
     read_only: bool,
-}
-
-/// An open write transaction; SQL that writes takes one. Derefs to the connection.
-pub(crate) struct Tx<'a> {
-    conn: &'a Db,
-}
-
-impl std::ops::Deref for Tx<'_> {
-    type Target = Db;
-    fn deref(&self) -> &Db {
-        self.conn
-    }
 }
 
 /// The first 16 bytes of every SQLite database file.
@@ -599,7 +587,7 @@ impl Board {
             return Err(BoardError::NestedWrite.into());
         }
         self.retry_busy("begin a write transaction", begin)?;
-        let tx = Tx { conn: &self.conn };
+        let tx = Tx::new(&self.conn);
         match body(&tx) {
             Ok(value) => {
                 if let Err(err) = self.retry_busy("commit", Db::commit) {

@@ -32,7 +32,8 @@ use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
 use super::model::{BlockKind, Status, TASK_COLUMNS, Task};
 use super::outcome::*;
-use super::store::{Board, Tx, random_hex};
+use super::store::{Board, random_hex};
+use crate::db::Tx;
 
 /// Default claim TTL: 900 s.
 pub const DEFAULT_CLAIM_TTL_SECONDS: i64 = 900;
@@ -105,9 +106,13 @@ pub fn default_claim_lock() -> String {
     format!("{host}:{}", std::process::id())
 }
 
+/// The longest TTL, runtime or interval, in seconds (365 days): every duration of the board and
+/// of `kanban.toml` is checked against it.
+pub const MAX_SECONDS: i64 = 31_536_000;
+
 /// Checks a TTL or runtime given in seconds (`what` names it in the error).
 pub fn check_seconds(what: &str, value: i64) -> Result<i64> {
-    if (1..=crate::config::MAX_SECONDS).contains(&value) {
+    if (1..=MAX_SECONDS).contains(&value) {
         Ok(value)
     } else {
         Err(BoardError::InvalidSeconds {
@@ -115,29 +120,6 @@ pub fn check_seconds(what: &str, value: i64) -> Result<i64> {
             value: value.to_string(),
         })
     }
-}
-
-/// The claim TTL: `explicit` (e.g. `--ttl`) > `HERMES_KANBAN_CLAIM_TTL_SECONDS` > the config's
-/// `[dispatch] claim_ttl_seconds` (900 s when unset). Each must be >= 1.
-pub fn claim_ttl_seconds(explicit: Option<i64>, config: &crate::config::Config) -> Result<i64> {
-    use crate::identity::settings::{self, Setting};
-    if let Some(ttl) = explicit {
-        return check_seconds("--ttl", ttl);
-    }
-    if let Some(text) = settings::get(Setting::ClaimTtlSeconds) {
-        let what = Setting::ClaimTtlSeconds.key();
-        return match text.trim().parse::<i64>() {
-            Ok(ttl) => check_seconds(what, ttl),
-            Err(_) => Err(BoardError::InvalidSeconds {
-                what: what.to_owned(),
-                value: text,
-            }),
-        };
-    }
-    check_seconds(
-        "[dispatch] claim_ttl_seconds in kanban.toml",
-        config.dispatch.claim_ttl_seconds,
-    )
 }
 
 fn normalize_assignee(assignee: Option<&str>) -> Option<String> {

@@ -8,23 +8,13 @@ use super::*;
 // ---------------------------------------------------------------- no store
 
 #[test]
-fn claim_ttl_prefers_the_explicit_value_then_the_config() {
-    let mut config = crate::config::Config::default();
-    assert_eq!(
-        tasks::claim_ttl_seconds(Some(30), &config).unwrap(),
-        30,
-        "explicit wins"
-    );
+fn a_ttl_outside_one_second_to_a_year_is_refused() {
+    assert_eq!(check_seconds("--ttl", 30).unwrap(), 30);
     assert!(matches!(
-        tasks::claim_ttl_seconds(Some(0), &config),
+        check_seconds("--ttl", 0),
         Err(BoardError::InvalidSeconds { .. })
     ));
-    // The environment is not touched by unit tests; the e2e tests cover the variable.
-    config.dispatch.claim_ttl_seconds = 77;
-    assert_eq!(tasks::claim_ttl_seconds(None, &config).unwrap(), 77);
-    config.dispatch.claim_ttl_seconds = -1;
-    let err = tasks::claim_ttl_seconds(None, &config).unwrap_err();
-    assert!(err.to_string().contains("claim_ttl_seconds"), "{err}");
+    assert!(check_seconds("--ttl", MAX_SECONDS + 1).is_err());
     assert_eq!(
         crate::config::Config::default().dispatch.claim_ttl_seconds,
         DEFAULT_CLAIM_TTL_SECONDS

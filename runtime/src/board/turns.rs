@@ -9,7 +9,8 @@ use serde::Serialize;
 use super::error::Result;
 use super::events::{Event, append_event};
 use super::outcome::{Outcome, Refusal};
-use super::store::{Board, Tx};
+use super::store::Board;
+use crate::db::Tx;
 
 /// Where a worker's run stands after a settled turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -148,29 +149,4 @@ pub(crate) fn record_turn_in(
     }
     append_event(tx, task_id, Some(run_id), event, now)?;
     Ok(Outcome::Done(()))
-}
-
-/// Why a turn ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnKind {
-    /// The run's first turn (the full prompt).
-    First,
-    /// A further turn of the same task: a goal continuation or a stop nudge.
-    Continuation,
-    /// A retry in place of a turn that failed retryably.
-    Recovery,
-    /// The goal judge said "done" while the task is not: one turn to finish it properly.
-    Finalize,
-}
-
-impl TurnKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnKind::First => "first",
-            TurnKind::Continuation => "continuation",
-            TurnKind::Recovery => "recovery",
-            TurnKind::Finalize => "finalize",
-        }
-    }
 }

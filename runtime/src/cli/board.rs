@@ -430,7 +430,10 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             authorize(&id)?;
             // The configuration and the TTL are checked before the board is opened.
             let config = Config::load(&root(globals)?)?;
-            let ttl_seconds = board::claim_ttl_seconds(ttl, &config)?;
+            let ttl_seconds = match ttl {
+                Some(ttl) => board::check_seconds("--ttl", ttl)?,
+                None => crate::dispatch::settings::claim_ttl_seconds(&config)?,
+            };
             let o = open(globals)?;
             let lock = claimer
                 .map(|c| c.trim().to_owned())
@@ -471,7 +474,10 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
                 Err(exit) => return Ok(exit),
             };
             let config = Config::load(&root(globals)?)?;
-            let ttl_seconds = board::claim_ttl_seconds(ttl, &config)?;
+            let ttl_seconds = match ttl {
+                Some(ttl) => board::check_seconds("--ttl", ttl)?,
+                None => crate::dispatch::settings::claim_ttl_seconds(&config)?,
+            };
             let o = open(globals)?;
             let fence = Fence {
                 claim_lock: target.claim_lock,

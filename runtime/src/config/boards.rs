@@ -50,7 +50,7 @@ fn targets(
 ) -> Result<BTreeMap<String, PgTarget>, Problem> {
     let mut out = BTreeMap::new();
     for (slug, board) in boards {
-        if let Err(e) = crate::home::validate_slug(slug) {
+        if let Err(e) = crate::board::slug::validate(slug) {
             return Err(Problem {
                 key: format!("[boards.{slug:?}]"),
                 value: format!("{slug:?}"),

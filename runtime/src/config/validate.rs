@@ -11,7 +11,7 @@ use std::fmt::Display;
 use super::{Config, ProfileConfig};
 
 /// The largest number of seconds any duration setting accepts: 365 days.
-pub const MAX_SECONDS: i64 = 31_536_000;
+pub use crate::board::MAX_SECONDS;
 /// `[dispatch] max_spawn` and `kanban dispatch --max-spawn`; 0 is a tick that reclaims, sweeps
 /// and promotes but spawns nothing (as in the original).
 pub const MAX_SPAWN: (u32, u32) = (0, 1024);

@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 
 use super::schedule::Schedule;
 use super::{CronError, RunOutcome};
-use crate::board::{Board, BoardError, Tx};
+use crate::board::{Board, BoardError};
+use crate::db::Tx;
 
 /// File name of the store inside `<root>/cron/`.
 pub const STORE_FILE: &str = "jobs.db";

@@ -72,6 +72,26 @@ use std::borrow::Cow;
 
 pub use rusqlite::types::{FromSql, ToSql, Value, ValueRef};
 
+/// An open write transaction; SQL that writes takes one. Derefs to the connection. Only the
+/// board's write helper (`Board::write`) makes one, after its `BEGIN`.
+pub(crate) struct Tx<'a> {
+    conn: &'a Db,
+}
+
+impl<'a> Tx<'a> {
+    /// The transaction on `conn`, which the caller has just begun.
+    pub(crate) fn new(conn: &'a Db) -> Tx<'a> {
+        Tx { conn }
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        self.conn
+    }
+}
+
 /// `params![a, b, …]`: a statement's parameters, as a slice of [`ToSql`] values.
 pub(crate) use rusqlite::params;
 

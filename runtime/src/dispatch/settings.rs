@@ -11,6 +11,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::board::{self, BoardError};
 use crate::config::{self, Config, ConfigError};
 use crate::db::target::BoardLocation;
 use crate::identity::settings::{self as env, Setting};
@@ -216,6 +217,27 @@ pub fn heartbeat_interval(ttl_seconds: i64) -> Duration {
     Duration::from_millis(third_ms.clamp(200, 60_000))
 }
 
+/// The claim TTL of a claim made outside a tick (`kanban claim` without its own TTL):
+/// `HERMES_KANBAN_CLAIM_TTL_SECONDS` > the config's `[dispatch] claim_ttl_seconds` (900 s when
+/// unset). Each must be from 1 to [`board::MAX_SECONDS`].
+pub fn claim_ttl_seconds(config: &Config) -> Result<i64, BoardError> {
+    use board::check_seconds;
+    if let Some(text) = env::get(Setting::ClaimTtlSeconds) {
+        let what = Setting::ClaimTtlSeconds.key();
+        return match text.trim().parse::<i64>() {
+            Ok(ttl) => check_seconds(what, ttl),
+            Err(_) => Err(BoardError::InvalidSeconds {
+                what: what.to_owned(),
+                value: text,
+            }),
+        };
+    }
+    check_seconds(
+        "[dispatch] claim_ttl_seconds in kanban.toml",
+        config.dispatch.claim_ttl_seconds,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +321,16 @@ mod tests {
         c.dispatch.kill_wait_seconds = 1e20;
         let err = Settings::new(PathBuf::from("/tmp/x"), location(), &c).unwrap_err();
         assert!(err.to_string().contains("kill_wait_seconds"), "{err}");
+    }
+
+    #[test]
+    fn the_claim_ttl_outside_a_tick_is_the_configs() {
+        // The environment is not touched by unit tests; the e2e tests cover the variable.
+        let mut config = Config::default();
+        config.dispatch.claim_ttl_seconds = 77;
+        assert_eq!(super::claim_ttl_seconds(&config).unwrap(), 77);
+        config.dispatch.claim_ttl_seconds = -1;
+        let err = super::claim_ttl_seconds(&config).unwrap_err();
+        assert!(err.to_string().contains("claim_ttl_seconds"), "{err}");
     }
 }

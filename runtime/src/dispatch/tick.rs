@@ -1341,7 +1341,7 @@ impl Tick<'_> {
 /// `started` under an owner that is gone only with `[dispatch] owner_lost_turn = "pause"` —
 /// otherwise the run is released by the usual rules (a dead submitter is a crash, counted by the
 /// failure breaker; a live one restarts the owner, which settles the lost turn `interrupted`).
-fn owner_turn_paused(turn: &crate::admission::state::OwnerTurn, lost_turn_pauses: bool) -> bool {
+fn owner_turn_paused(turn: &crate::board::admission::OwnerTurn, lost_turn_pauses: bool) -> bool {
     match turn.status.as_deref() {
         Some("unknown") => true,
         Some("started") => {

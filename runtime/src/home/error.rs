@@ -9,10 +9,8 @@ use crate::db::target::TargetError;
 /// A failure of the home's layout: the root, a slug, the `current` file, a board's URL file.
 #[derive(Debug, thiserror::Error)]
 pub enum HomeError {
-    #[error(
-        "invalid board slug {slug:?}: {reason}; a slug is 1-64 characters of a-z, 0-9, `_` and `-`, starting with a letter or digit (e.g. `default`, `team-2`)"
-    )]
-    InvalidSlug { slug: String, reason: &'static str },
+    #[error(transparent)]
+    InvalidSlug(#[from] crate::board::slug::InvalidSlug),
 
     #[error(
         "board `{slug}` does not exist (no {path}); create it with `kanban boards create {slug}`"

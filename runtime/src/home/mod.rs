@@ -40,6 +40,8 @@ pub mod migrate;
 
 pub use error::{HomeError, Result};
 
+use crate::board::slug::InvalidSlug;
+
 use crate::db::target::{BoardLocation, PgTarget, Store, URL_FILE, UrlSource};
 use crate::identity::settings::{self, Setting};
 
@@ -113,34 +115,9 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
     })
 }
 
-/// Checks `slug` against `^[a-z0-9][a-z0-9_-]{0,63}$`.
+/// Checks `slug` against `^[a-z0-9][a-z0-9_-]{0,63}$` (see [`crate::board::slug`]).
 pub fn validate_slug(slug: &str) -> Result<()> {
-    let bad = |reason| {
-        Err(HomeError::InvalidSlug {
-            slug: slug.to_owned(),
-            reason,
-        })
-    };
-    let bytes = slug.as_bytes();
-    let Some(first) = bytes.first() else {
-        return bad("it is empty");
-    };
-    if bytes.len() > 64 {
-        return bad("it is longer than 64 characters");
-    }
-    if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
-        return bad("it must start with a lower-case letter or a digit");
-    }
-    if slug.contains('/') || slug.contains('\\') || slug.contains("..") {
-        return bad("it must not contain path separators or `..`");
-    }
-    if !bytes
-        .iter()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
-    {
-        return bad("it may only contain lower-case letters, digits, `_` and `-`");
-    }
-    Ok(())
+    Ok(crate::board::slug::validate(slug)?)
 }
 
 /// The database file of board `slug` under `root` (the slug must be valid).
@@ -255,10 +232,10 @@ pub fn validate_new_slug(slug: &str) -> Result<()> {
     validate_slug(slug)?;
     let hex = slug.strip_prefix("t_").unwrap_or("");
     if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(HomeError::InvalidSlug {
+        return Err(HomeError::InvalidSlug(InvalidSlug {
             slug: slug.to_owned(),
             reason: "it is shaped like a task id (`t_` and hex digits), whose workspace the default board keeps at `kanban/workspaces/<id>`",
-        });
+        }));
     }
     Ok(())
 }

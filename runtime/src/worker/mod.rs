@@ -427,8 +427,8 @@ fn run_as(
     }
     if bound.managed {
         match bound.board.record_bound_worker_result(&result, clock.now()) {
-            Ok(crate::admission::state::BoundResult::Recorded) => {}
-            Ok(crate::admission::state::BoundResult::NotBound { bound_pid }) => {
+            Ok(crate::board::admission::BoundResult::Recorded) => {}
+            Ok(crate::board::admission::BoundResult::NotBound { bound_pid }) => {
                 let _ = writeln!(
                     log,
                     "kanban worker: worker_result not recorded: the run is bound to {} now",

@@ -32,11 +32,11 @@ use crate::board::error::{BoardError, Result};
 use crate::board::events::Event;
 use crate::board::model::Status;
 use crate::board::outcome::{Claimed, Completed, Heartbeated};
-use crate::board::store::Tx;
 use crate::board::tasks::{
     COMPLETE_LEAKED_NOTE, ClaimOrigin, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
     completion_summary, summary_line,
 };
+use crate::db::Tx;
 use crate::db::{self, POSTGRES_CHANGED_MARK as CHANGED};
 
 /// A placeholder run id, encoded into an event's payload and then cut out (see

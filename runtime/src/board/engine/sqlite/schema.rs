@@ -38,7 +38,7 @@
 use std::path::Path;
 
 use crate::board::error::{BoardError, Result};
-use crate::board::store::Tx;
+use crate::db::Tx;
 use crate::db::{self, Db};
 
 /// `PRAGMA application_id` of a board kanban created (`"KBN1"`).
