@@ -211,7 +211,7 @@ pub enum BoardError {
     #[error("a task cannot be created both --triage and --blocked; pick one")]
     ConflictingInitialStatus,
 
-    #[error("{what} must be a whole number of seconds from 1 to {max}, got {value}", max = super::tasks::MAX_SECONDS)]
+    #[error("{what} must be a whole number of seconds from 1 to {max}, got {value}", max = super::limits::MAX_SECONDS)]
     InvalidSeconds { what: String, value: String },
 
     #[error(

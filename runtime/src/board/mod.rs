@@ -20,6 +20,7 @@ mod error;
 pub mod events;
 pub mod fsck;
 mod lifecycle;
+mod limits;
 pub mod model;
 pub mod outcome;
 pub mod query;

@@ -30,17 +30,13 @@ use crate::db::{self, Db, OptionalExtension, RowLock, params};
 
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
+pub use super::limits::{
+    BLOCK_RECURRENCE_LIMIT, DEFAULT_CLAIM_TTL_SECONDS, DEFAULT_FAILURE_LIMIT, MAX_SECONDS,
+};
 use super::model::{BlockKind, Status, TASK_COLUMNS, Task};
 use super::outcome::*;
 use super::store::{Board, random_hex};
 use crate::db::Tx;
-
-/// Default claim TTL: 900 s.
-pub const DEFAULT_CLAIM_TTL_SECONDS: i64 = 900;
-/// Consecutive failures before the breaker blocks a task (a task's `max_retries` wins).
-pub const DEFAULT_FAILURE_LIMIT: i64 = 2;
-/// The same block kind this many times in a row sends the task to `triage`.
-pub const BLOCK_RECURRENCE_LIMIT: i64 = 2;
 
 /// What `kanban create` asks for.
 #[derive(Debug, Clone, Default)]
@@ -105,10 +101,6 @@ pub fn default_claim_lock() -> String {
     let host = if host.is_empty() { "unknown" } else { &host };
     format!("{host}:{}", std::process::id())
 }
-
-/// The longest TTL, runtime or interval, in seconds (365 days): every duration of the board and
-/// of `kanban.toml` is checked against it.
-pub const MAX_SECONDS: i64 = 31_536_000;
 
 /// Checks a TTL or runtime given in seconds (`what` names it in the error).
 pub fn check_seconds(what: &str, value: i64) -> Result<i64> {
