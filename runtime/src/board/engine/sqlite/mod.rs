@@ -1,3 +1,6 @@
-//! The SQLite engine's own part of a board: its schema and migrations.
+//! The SQLite engine's own part of a board: opening a board file ([`open`]) and its schema and
+//! migrations ([`schema`]).
 
+pub(crate) mod open;
 pub(crate) mod schema;
+pub use open::wal_safe;
