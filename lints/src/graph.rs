@@ -24,8 +24,9 @@
 //! Rules: [`FILE_CYCLE`] (a strongly connected component of the file graph, reported once with
 //! each of its edges and one `file:line` per edge), [`TOP_LEVEL_CYCLE`] (the same over the first
 //! path segment below the root) and [`FORBIDDEN_CRATE`] (a forbidden external crate named by any
-//! path, `use`, `extern crate`, rename, macro path or macro token, or reached through another
-//! module's re-export, outside the policy's allowed module prefixes). Resolution is syntactic: a
+//! path, `use`, `extern crate`, rename, macro path or macro token, or reached through a
+//! re-export by a module that may not name it, outside the policy's allowed module prefixes; a
+//! re-export by an allowed module is that storage module's API). Resolution is syntactic: a
 //! glob import (`use a::*`) is an edge to `a` but names nothing through it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -120,8 +121,9 @@ struct Binding {
 enum Resolved {
     /// A module of the crate (by module path), with the names left after it.
     Module(Vec<String>, usize),
-    /// Outside the crate; the path as written, from the crate's name.
-    External(Vec<String>),
+    /// Outside the crate, through a re-export: the module that re-exports it and the path it
+    /// re-exports, from the crate's name.
+    External(Vec<String>, Vec<String>),
 }
 
 struct Graph<'t> {
@@ -255,7 +257,7 @@ impl<'t> Graph<'t> {
                 Some(_) => {}
                 None if self.is_external(&binding.path) => {
                     let skip = usize::from(binding.path[0].is_empty());
-                    return Resolved::External(binding.path[skip..].to_vec());
+                    return Resolved::External(module, binding.path[skip..].to_vec());
                 }
                 None => {}
             }
@@ -319,7 +321,8 @@ impl<'t> Graph<'t> {
                         *place = (*place).min(r.place);
                     }
                 }
-                Resolved::External(path) => {
+                // A storage module's re-export is its API; another module's is a way around.
+                Resolved::External(via, path) if !self.allowed_here(&via) => {
                     reached = self
                         .policy
                         .forbidden_crates
@@ -327,6 +330,7 @@ impl<'t> Graph<'t> {
                         .find(|c| path.first().is_some_and(|p| p == *c))
                         .copied();
                 }
+                Resolved::External(..) => {}
             }
         }
         let Some(krate) = named_crate.or(reached) else {
