@@ -371,7 +371,7 @@ impl<'t> Graph<'t> {
                 severity: Severity::Error,
                 rule: FORBIDDEN_CRATE,
                 message: format!(
-                    "{} names `{krate}` ({how}{more}), outside {}",
+                    "{} names `{krate}` ({how}{more}), {}",
                     self.describe(&self.file_mods[file]),
                     self.allowed_list()
                 ),
@@ -392,9 +392,9 @@ impl<'t> Graph<'t> {
             .map(|p| format!("`{p}`"))
             .collect();
         if names.is_empty() {
-            "every module".into()
+            "which no module of this crate may name".into()
         } else {
-            names.join(" and ")
+            format!("outside {}", names.join(" and "))
         }
     }
 

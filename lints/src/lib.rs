@@ -46,17 +46,6 @@ pub fn lint_tree(tree: &Tree) -> Vec<Diagnostic> {
     diags
 }
 
-/// The module graph's findings over the checked members of the workspace at `root`.
-pub fn graph_workspace(
-    root: &std::path::Path,
-    members: &[scope::Member],
-) -> Result<Vec<Diagnostic>, LoadError> {
-    Ok(graph::check(
-        &Tree::load_workspace(root, members)?,
-        scope::MODULE_GRAPHS,
-    ))
-}
-
 /// The drift guard's findings over the checked members of the workspace at `root`.
 pub fn drift_workspace(
     root: &std::path::Path,

@@ -481,16 +481,41 @@ fn a_path_attribute_is_honoured() {
 // ---- the real tree --------------------------------------------------------------------------
 
 #[test]
-fn runtime_src_has_no_import_cycle_and_names_the_storage_crates_only_in_db_and_engine() {
+fn the_checked_crates_have_no_import_cycle_and_name_the_storage_crates_only_in_their_modules() {
     let lints = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = lints.parent().unwrap_or(lints);
-    let tree = Tree::load(root).expect("runtime/src loads");
+    let dirs: Vec<String> = MODULE_GRAPHS.iter().map(|p| p.src.to_owned()).collect();
+    let tree = Tree::load_dirs(root, &dirs).expect("the checked crates load");
     let diags = graph::check(&tree, MODULE_GRAPHS);
     assert!(
         diags.is_empty(),
-        "the module graph of runtime/src ({} finding(s)):{}",
+        "the module graph of {} ({} finding(s)):{}",
+        dirs.join(", "),
         diags.len(),
         show(&diags)
+    );
+}
+
+#[test]
+fn a_crate_that_may_not_name_a_storage_crate_at_all() {
+    let web = MODULE_GRAPHS
+        .iter()
+        .find(|p| p.src == "web/src")
+        .expect("scope.rs has a policy for web/src");
+    let tree = Tree::from_sources([
+        ("web/src/lib.rs", "mod page;\n"),
+        ("web/src/page.rs", "use rusqlite::Connection;\n"),
+    ])
+    .expect("the case parses");
+    let diags = graph::check_crate(&tree, web);
+    assert_eq!(diags.len(), 1, "{}", show(&diags));
+    assert!(
+        diags[0].to_string().starts_with(
+            "web/src/page.rs:1:15: forbidden-crate: `page` names `rusqlite` \
+             (`rusqlite::Connection`), which no module of this crate may name"
+        ),
+        "{}",
+        diags[0]
     );
 }
 
