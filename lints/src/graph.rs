@@ -1,33 +1,13 @@
-//! The module graph of a crate (model: rust-analyzer's tidy tests): no import cycle between its
-//! files, none between its top-level modules, and the storage crates named only where
-//! [`crate::scope::MODULE_GRAPHS`] allows them.
+//! The module graph of a crate (model: rust-analyzer's tidy tests): [`FILE_CYCLE`] — no import
+//! cycle between its files; [`TOP_LEVEL_CYCLE`] — none between its top-level modules;
+//! [`FORBIDDEN_CRATE`] — the storage crates named only where [`crate::scope::MODULE_GRAPHS`]
+//! allows them.
 //!
-//! Every file of the crate's `src/` is one node, named by its module path (`a/b.rs` and
-//! `a/b/mod.rs` are `a::b`, `lib.rs`/`main.rs` the root; `#[path = "…"] mod x;` is honoured;
-//! inline `mod x { … }` blocks belong to their file). A node depends on another when its code
-//! names that module: `use crate::…` (grouped trees too), `pub use`/`pub(crate) use`
-//! re-exports, `use super::…`/`self::…`, a bare path through a child module or an imported alias,
-//! inline paths in expressions, types, patterns, attribute and macro paths, and `crate::…`,
-//! `super::…` or alias paths in a macro's token stream (`matches!`, `format!` arguments). A path
-//! goes to the longest prefix that is a module; when that module only re-exports the next name
-//! (`pub use model::Task;` in `board/mod.rs`), the edge follows the re-export to where the name
-//! comes from, so a facade `mod.rs` does not blur the graph. Importing a module itself
-//! (`use crate::board;`) is no edge; what is then named through it is.
-//!
-//! Not edges: a reference inside one file; a reference to an ancestor of the referring module,
-//! the crate root included (the parent declares its children and holds what they share: a
-//! child reaching up is the ordinary direction, and a parent reaching down then never makes a
-//! cycle with it — a cycle through a parent's re-export is still found, as the re-export is
-//! followed); `mod x;` declarations. Test code is not read at all (`#[cfg(test)]` items and the
-//! files of `#[cfg(test)] mod x;`, see [`crate::source`]): a test may import anything.
-//!
-//! Rules: [`FILE_CYCLE`] (a strongly connected component of the file graph, reported once with
-//! each of its edges and one `file:line` per edge), [`TOP_LEVEL_CYCLE`] (the same over the first
-//! path segment below the root) and [`FORBIDDEN_CRATE`] (a forbidden external crate named by any
-//! path, `use`, `extern crate`, rename, macro path or macro token, or reached through a
-//! re-export by a module that may not name it, outside the policy's allowed module prefixes; a
-//! re-export by an allowed module is that storage module's API). Resolution is syntactic: a
-//! glob import (`use a::*`) is an edge to `a` but names nothing through it.
+//! Nodes are files by module path; edges are every `use`, re-export and qualified path (macro
+//! tokens included) naming another file's module, following re-exports. References within a
+//! file or to an ancestor module (the root included) are not edges, and test code is not read:
+//! a test may import anything. What counts, and why, is in docs/enforcement.md#module-graph.
+//! Resolution is syntactic; this module only reads and reports.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
