@@ -135,3 +135,43 @@ fn relative(root: &Path, path: &Path) -> Result<String, ScopeError> {
         .collect::<Vec<_>>()
         .join("/"))
 }
+
+/// The module-graph policy of one crate ([`crate::graph`]): its files must not import each other
+/// in a cycle, nor its top-level modules, and `forbidden_crates` may be named only in the
+/// modules under `allowed_prefixes`.
+#[derive(Debug, Clone, Copy)]
+pub struct ModuleGraph {
+    /// The crate's source folder, relative to the workspace root (`runtime/src`).
+    pub src: &'static str,
+    /// External crates (as Rust names them: `kanban_pgwire`) named only in the allowed modules.
+    pub forbidden_crates: &'static [&'static str],
+    /// Module paths (`board::engine`) in which, and below which, they may be named.
+    pub allowed_prefixes: &'static [&'static str],
+    /// Why.
+    pub reason: &'static str,
+}
+
+/// The crates whose module graph is checked.
+pub const MODULE_GRAPHS: &[ModuleGraph] = &[
+    ModuleGraph {
+        src: RUNTIME_SRC,
+        forbidden_crates: &["rusqlite", "kanban_pgwire"],
+        allowed_prefixes: &["db", "board::engine"],
+        reason: "the storage engines live in `db/` (connections) and `board/engine/` \
+             (engine-specific schema and fast paths); the domain, the home, the CLI and the rest \
+             speak to storage only through them (issue 25, ARCHITECTURE.md)",
+    },
+    ModuleGraph {
+        src: "web/src",
+        forbidden_crates: &["rusqlite", "kanban_pgwire"],
+        allowed_prefixes: &[],
+        reason: "the web UI reads and writes boards through the runtime's library, never a \
+             storage engine of its own",
+    },
+    ModuleGraph {
+        src: "pgwire/src",
+        forbidden_crates: &[],
+        allowed_prefixes: &[],
+        reason: "the PostgreSQL client: no import cycle",
+    },
+];

@@ -11,7 +11,8 @@ use crate::workspace::Workspace;
 /// One step of the check.
 type Step = fn(&Workspace) -> anyhow::Result<()>;
 
-/// Runs fmt, clippy, drift, lint and the link check over the workspace `ws`, then, if
+/// Runs fmt, clippy, drift, lint (the syn rules and the module graph) and the link check over
+/// the workspace `ws`, then, if
 /// `tests`, prepares what the tests need and runs them.
 pub fn run(ws: &Workspace, tests: bool) -> anyhow::Result<()> {
     let mut steps: Vec<(&str, Step)> = vec![

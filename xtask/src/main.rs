@@ -127,11 +127,16 @@ fn drift_verbose(ws: &Workspace) -> anyhow::Result<()> {
     report("drift", &diags, started)
 }
 
-/// `cargo xtask lint`: the syn-based rules over the checked workspace members.
+/// `cargo xtask lint`: the syn-based rules and the module graph (no import cycle, the storage
+/// crates only in their modules) over the checked workspace members.
 pub fn lint(ws: &Workspace) -> anyhow::Result<()> {
     let started = Instant::now();
     let diags = ws.lint().context("lint")?;
-    report("lint", &diags, started)
+    let result = report("lint", &diags, started);
+    if let Some(summary) = kanban_lints::graph::summary(&diags) {
+        eprintln!("{summary}");
+    }
+    result
 }
 
 /// Prints `diags`; fails when one of them is an error.
