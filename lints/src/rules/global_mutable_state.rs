@@ -53,7 +53,7 @@ pub const ALLOWED: &[(&str, &str, &str)] = &[
         "SQL text built once from compile-time constants and the backend's row-lock clause",
     ),
     (
-        "runtime/src/board/pg_fast.rs",
+        "runtime/src/board/engine/postgres/fast.rs",
         "SQL",
         "the PostgreSQL fast paths' SQL text, built once from compile-time constants",
     ),

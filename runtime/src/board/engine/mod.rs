@@ -3,5 +3,6 @@
 //! once, in the common dialect of [`crate::db`]; a file here is the only other place (with `db/`)
 //! that may name `rusqlite` or `kanban_pgwire`.
 
+pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
