@@ -77,11 +77,13 @@ mod tests {
         let text = super::error_chain(&Outer(sqlite));
         assert_eq!(text, "cannot open the board /b/kanban.db: disk I/O error");
         let io = std::io::Error::other("no space left");
-        let text = super::error_chain(&crate::board::BoardError::Io {
-            action: "create",
-            path: "/b".into(),
-            source: io,
-        });
+        let text = super::error_chain(&crate::board::BoardError::Storage(
+            crate::board::StorageError::Io {
+                action: "create",
+                path: "/b".into(),
+                source: io,
+            },
+        ));
         assert_eq!(text, "cannot create /b: no space left");
     }
 }

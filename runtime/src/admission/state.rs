@@ -5,7 +5,7 @@
 //! clock or a process.
 
 use crate::board::store::Board;
-use crate::board::{BoardError, Result};
+use crate::board::{BoardError, Result, StorageError};
 use crate::db::{self, Db, OptionalExtension, params};
 
 /// The schema of the owner's `state.db`.
@@ -216,7 +216,7 @@ impl StateDb {
                 ],
             )?;
             let created = get_in(tx, new.admission_id)?
-                .ok_or(BoardError::Sql(db::Error::no_rows()))?;
+                .ok_or(BoardError::Storage(StorageError::Sql(db::Error::no_rows())))?;
             Ok(Admitted::Created(created))
         })
     }

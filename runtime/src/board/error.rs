@@ -6,9 +6,87 @@
 
 use std::path::PathBuf;
 
-/// Anything the board store can fail with.
+/// Anything a board can fail with: a domain error, or its store's ([`StorageError`]).
 #[derive(Debug, thiserror::Error)]
 pub enum BoardError {
+    #[error("no task `{id}` on this board; `kanban list` shows the task ids")]
+    TaskNotFound { id: String },
+
+    #[error("parent task `{id}` does not exist on this board; `kanban list` shows the task ids")]
+    ParentNotFound { id: String },
+
+    #[error("a task title must not be blank")]
+    BlankTitle,
+
+    #[error("a comment body must not be blank")]
+    BlankComment,
+
+    #[error("a block reason must not be blank")]
+    BlankReason,
+
+    #[error("an assignee must not be blank")]
+    BlankAssignee,
+
+    #[error("a task cannot be created both --triage and --blocked; pick one")]
+    ConflictingInitialStatus,
+
+    #[error("{what} must be a whole number of seconds from 1 to {max}, got {value}", max = super::limits::MAX_SECONDS)]
+    InvalidSeconds { what: String, value: String },
+
+    #[error(
+        "unknown block kind {kind:?}; use one of: dependency, needs_input, capability, transient"
+    )]
+    InvalidBlockKind { kind: String },
+
+    #[error(
+        "unknown status {status:?}; use one of: triage, todo, scheduled, ready, running, blocked, review, done, archived"
+    )]
+    InvalidStatus { status: String },
+
+    #[error("a task cannot depend on itself (`{id}`)")]
+    SelfLink { id: String },
+
+    #[error(
+        "linking `{parent}` -> `{child}` would create a dependency cycle (`{parent}` already depends on `{child}`)"
+    )]
+    Cycle { parent: String, child: String },
+
+    #[error("corrupt row in {table}: {message}; run `kanban fsck`")]
+    CorruptRow {
+        table: &'static str,
+        message: String,
+    },
+
+    #[error(
+        "task id prefix `{prefix}` is too short; give at least {min} characters of the id after `t_` (`kanban list` shows the ids)"
+    )]
+    IdPrefixTooShort { prefix: String, min: usize },
+
+    #[error("task id prefix `{prefix}` is ambiguous; it matches: {}", matches.join(", "))]
+    AmbiguousId {
+        prefix: String,
+        matches: Vec<String>,
+    },
+
+    #[error("nothing to edit; pass --title, --body, --body-file, --priority or --max-retries")]
+    NothingToEdit,
+
+    #[error("--max-retries must be a whole number from 1 to 1000, got {value}")]
+    InvalidMaxRetries { value: i64 },
+
+    #[error("cannot encode an event payload")]
+    Payload(#[from] serde_json::Error),
+
+    /// The store could not be opened, read or written (see [`StorageError`]).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// What the store a board lives in can fail with: opening it (the file, the server), its schema,
+/// a statement, the busy budget. A domain error (a task that does not exist, a blank title) is a
+/// [`BoardError`]; a connection's own failure is a [`crate::db::Error`], carried here.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
     #[error(
         "board `{slug}` does not exist (no {path}); create it with `kanban boards create {slug}`"
     )]
@@ -89,7 +167,7 @@ pub enum BoardError {
         source: crate::db::Error,
     },
 
-    /// A statement failed (a lost PostgreSQL connection is [`BoardError::PgConnectionLost`]
+    /// A statement failed (a lost PostgreSQL connection is [`BoardError::Storage(StorageError::PgConnectionLost)`]
     /// instead: see the `From` conversion).
     #[error("a board query failed")]
     Sql(#[source] crate::db::Error),
@@ -190,74 +268,6 @@ pub enum BoardError {
         max: u64,
     },
 
-    #[error("no task `{id}` on this board; `kanban list` shows the task ids")]
-    TaskNotFound { id: String },
-
-    #[error("parent task `{id}` does not exist on this board; `kanban list` shows the task ids")]
-    ParentNotFound { id: String },
-
-    #[error("a task title must not be blank")]
-    BlankTitle,
-
-    #[error("a comment body must not be blank")]
-    BlankComment,
-
-    #[error("a block reason must not be blank")]
-    BlankReason,
-
-    #[error("an assignee must not be blank")]
-    BlankAssignee,
-
-    #[error("a task cannot be created both --triage and --blocked; pick one")]
-    ConflictingInitialStatus,
-
-    #[error("{what} must be a whole number of seconds from 1 to {max}, got {value}", max = super::limits::MAX_SECONDS)]
-    InvalidSeconds { what: String, value: String },
-
-    #[error(
-        "unknown block kind {kind:?}; use one of: dependency, needs_input, capability, transient"
-    )]
-    InvalidBlockKind { kind: String },
-
-    #[error(
-        "unknown status {status:?}; use one of: triage, todo, scheduled, ready, running, blocked, review, done, archived"
-    )]
-    InvalidStatus { status: String },
-
-    #[error("a task cannot depend on itself (`{id}`)")]
-    SelfLink { id: String },
-
-    #[error(
-        "linking `{parent}` -> `{child}` would create a dependency cycle (`{parent}` already depends on `{child}`)"
-    )]
-    Cycle { parent: String, child: String },
-
-    #[error("corrupt row in {table}: {message}; run `kanban fsck`")]
-    CorruptRow {
-        table: &'static str,
-        message: String,
-    },
-
-    #[error(
-        "task id prefix `{prefix}` is too short; give at least {min} characters of the id after `t_` (`kanban list` shows the ids)"
-    )]
-    IdPrefixTooShort { prefix: String, min: usize },
-
-    #[error("task id prefix `{prefix}` is ambiguous; it matches: {}", matches.join(", "))]
-    AmbiguousId {
-        prefix: String,
-        matches: Vec<String>,
-    },
-
-    #[error("nothing to edit; pass --title, --body, --body-file, --priority or --max-retries")]
-    NothingToEdit,
-
-    #[error("--max-retries must be a whole number from 1 to 1000, got {value}")]
-    InvalidMaxRetries { value: i64 },
-
-    #[error("cannot encode an event payload")]
-    Payload(#[from] serde_json::Error),
-
     /// A `postgres://` location that cannot name a board (see `crate::db::target`).
     #[error(transparent)]
     Target(Box<crate::db::target::TargetError>),
@@ -268,22 +278,22 @@ pub type Result<T, E = BoardError> = std::result::Result<T, E>;
 
 /// Every statement's failure becomes a board error here (the `?` of every read and write of
 /// `board/`): a lost PostgreSQL connection, which names its board, is
-/// [`BoardError::PgConnectionLost`] whatever the statement was (a read of `kanban list` as much as
-/// a transition's write); anything else is [`BoardError::Sql`].
+/// [`BoardError::Storage(StorageError::PgConnectionLost)`] whatever the statement was (a read of `kanban list` as much as
+/// a transition's write); anything else is [`BoardError::Storage(StorageError::Sql)`].
 impl From<crate::db::target::TargetError> for BoardError {
     fn from(e: crate::db::target::TargetError) -> Self {
-        BoardError::Target(Box::new(e))
+        BoardError::Storage(StorageError::Target(Box::new(e)))
     }
 }
 
 impl From<crate::db::Error> for BoardError {
     fn from(source: crate::db::Error) -> BoardError {
         match source.lost_database() {
-            Some(url) => BoardError::PgConnectionLost {
+            Some(url) => BoardError::Storage(StorageError::PgConnectionLost {
                 url: url.to_owned(),
                 source,
-            },
-            None => BoardError::Sql(source),
+            }),
+            None => BoardError::Storage(StorageError::Sql(source)),
         }
     }
 }
@@ -315,58 +325,58 @@ impl BoardError {
     }
 
     /// `self`, a failure on the PostgreSQL board `url`, in PostgreSQL's words: a write the
-    /// server refused as read-only becomes [`BoardError::PgReadOnly`], any failure once the
+    /// server refused as read-only becomes [`BoardError::Storage(StorageError::PgReadOnly)`], any failure once the
     /// connection is gone (`lost`, or an error of kind [`crate::db::ErrorKind::ConnectionLost`])
-    /// [`BoardError::PgConnectionLost`], so no SQLite advice (files, folders, disks) is given
+    /// [`BoardError::Storage(StorageError::PgConnectionLost)`], so no SQLite advice (files, folders, disks) is given
     /// about a server. Anything else is returned unchanged.
     ///
     /// A lock not granted within the busy timeout (`busy_timeout_ms`, the session's
     /// `lock_timeout`: the board's write lock, taken with a transaction's first statement, or a
-    /// task's row) is [`BoardError::Busy`], as SQLite's busy is.
+    /// task's row) is [`BoardError::Storage(StorageError::Busy)`], as SQLite's busy is.
     pub(crate) fn on_postgres(self, url: &str, lost: bool, busy_timeout_ms: u64) -> BoardError {
         use crate::db::ErrorKind;
-        if matches!(self, BoardError::ReadOnly { .. }) {
-            return BoardError::PgReadOnly {
+        if matches!(self, BoardError::Storage(StorageError::ReadOnly { .. })) {
+            return BoardError::Storage(StorageError::PgReadOnly {
                 url: url.to_owned(),
                 by_server: true,
                 source: None,
-            };
+            });
         }
         let kind = match &self {
-            BoardError::Sql(source)
-            | BoardError::Sqlite { source, .. }
-            | BoardError::Postgres { source, .. } => source.kind(),
+            BoardError::Storage(StorageError::Sql(source))
+            | BoardError::Storage(StorageError::Sqlite { source, .. })
+            | BoardError::Storage(StorageError::Postgres { source, .. }) => source.kind(),
             _ => return self,
         };
         let lost = lost || kind == ErrorKind::ConnectionLost;
         if !lost && kind == ErrorKind::Busy {
-            return BoardError::Busy {
+            return BoardError::Storage(StorageError::Busy {
                 path: PathBuf::from(url),
                 what: "lock the board or a task for a write",
                 timeout_ms: busy_timeout_ms,
                 tries: 1,
-            };
+            });
         }
         if !lost && kind != ErrorKind::ReadOnly {
             return self;
         }
-        let (BoardError::Sql(source)
-        | BoardError::Sqlite { source, .. }
-        | BoardError::Postgres { source, .. }) = self
+        let (BoardError::Storage(StorageError::Sql(source))
+        | BoardError::Storage(StorageError::Sqlite { source, .. })
+        | BoardError::Storage(StorageError::Postgres { source, .. })) = self
         else {
             return self;
         };
         if lost {
-            BoardError::PgConnectionLost {
+            BoardError::Storage(StorageError::PgConnectionLost {
                 url: url.to_owned(),
                 source,
-            }
+            })
         } else {
-            BoardError::PgReadOnly {
+            BoardError::Storage(StorageError::PgReadOnly {
                 url: url.to_owned(),
                 by_server: true,
                 source: Some(source),
-            }
+            })
         }
     }
 
@@ -374,9 +384,11 @@ impl BoardError {
     /// `SQLITE_NOTADB`): the caller should stop and say so rather than retry.
     pub fn is_corrupt(&self) -> bool {
         match self {
-            BoardError::Sql(source)
-            | BoardError::Sqlite { source, .. }
-            | BoardError::Postgres { source, .. } => source.kind() == crate::db::ErrorKind::Corrupt,
+            BoardError::Storage(StorageError::Sql(source))
+            | BoardError::Storage(StorageError::Sqlite { source, .. })
+            | BoardError::Storage(StorageError::Postgres { source, .. }) => {
+                source.kind() == crate::db::ErrorKind::Corrupt
+            }
             _ => false,
         }
     }
@@ -395,7 +407,7 @@ mod tests {
         // The `?` of any read or write: a lost connection names its board.
         let err = BoardError::from(db::Error::lost(URL, Wire::Closed));
         assert!(
-            matches!(err, BoardError::PgConnectionLost { ref url, .. } if url == URL),
+            matches!(err, BoardError::Storage(StorageError::PgConnectionLost { ref url, .. }) if url == URL),
             "{err}"
         );
         assert!(err.to_string().contains(URL), "{err}");
@@ -406,14 +418,18 @@ mod tests {
             db::Error::Aborted,
         ] {
             let err = BoardError::from(other);
-            assert!(matches!(err, BoardError::Sql(_)), "{err}");
+            assert!(
+                matches!(err, BoardError::Storage(StorageError::Sql(_))),
+                "{err}"
+            );
         }
     }
 
     #[test]
     fn a_failure_of_the_lost_connection_kind_is_said_as_lost_even_before_the_board_notices() {
-        let lost =
-            |source: db::Error, lost: bool| BoardError::Sql(source).on_postgres(URL, lost, 1000);
+        let lost = |source: db::Error, lost: bool| {
+            BoardError::Storage(StorageError::Sql(source)).on_postgres(URL, lost, 1000)
+        };
         // Closed, or a server error that ends the session, is a lost connection whether or
         // not the connection already reads as closed.
         for source in [
@@ -424,18 +440,36 @@ mod tests {
             }))),
         ] {
             let err = lost(source, false);
-            assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
+            assert!(
+                matches!(
+                    err,
+                    BoardError::Storage(StorageError::PgConnectionLost { .. })
+                ),
+                "{err}"
+            );
         }
         // Another failure is left as it was unless the connection is gone.
         let err = lost(db::Error::no_rows(), false);
-        assert!(matches!(err, BoardError::Sql(_)), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::Sql(_))),
+            "{err}"
+        );
         let err = lost(db::Error::no_rows(), true);
-        assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                BoardError::Storage(StorageError::PgConnectionLost { .. })
+            ),
+            "{err}"
+        );
         // Already said: unchanged.
         let said =
             BoardError::from(db::Error::lost(URL, Wire::Closed)).on_postgres(URL, true, 1000);
         assert!(
-            matches!(said, BoardError::PgConnectionLost { .. }),
+            matches!(
+                said,
+                BoardError::Storage(StorageError::PgConnectionLost { .. })
+            ),
             "{said}"
         );
     }

@@ -32,7 +32,7 @@ pub mod views;
 mod wake;
 
 pub use edit::{Edit, Edited, ID_PREFIX_MIN};
-pub use error::{BoardError, Result};
+pub use error::{BoardError, Result, StorageError};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
 pub use lifecycle::*;

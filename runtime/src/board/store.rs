@@ -23,11 +23,12 @@
 //!
 //! [`OpenOptions::read_only`] opens a board for reading only (read commands fall back to it when
 //! the file or its folder is not writable): no pragma that writes, no migration, and writes fail
-//! with [`BoardError::ReadOnly`].
+//! with [`BoardError::Storage(StorageError::ReadOnly)`].
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::board::StorageError;
 use crate::db::{self, Db, ErrorKind, Tx};
 
 use super::error::{BoardError, Result};
@@ -60,7 +61,7 @@ pub struct OpenOptions {
     pub busy_timeout_ms: Option<u64>,
     pub durability: Durability,
     /// Open for reading only: no pragma that writes, no migration (an outdated schema is an
-    /// error), every write fails with [`BoardError::ReadOnly`]. Wins over `create`.
+    /// error), every write fails with [`BoardError::Storage(StorageError::ReadOnly)`]. Wins over `create`.
     pub read_only: bool,
 }
 
@@ -134,10 +135,10 @@ impl Board {
         }
         let creates = options.create && !options.read_only;
         if !creates && !location.pinned && !location.db_path.exists() {
-            return Err(BoardError::BoardNotFound {
+            return Err(BoardError::Storage(StorageError::BoardNotFound {
                 slug: location.slug.clone(),
                 path: location.db_path.clone(),
-            });
+            }));
         }
         Self::open_path(&location.db_path, options)
     }
@@ -170,7 +171,7 @@ impl Board {
         self.conn.as_sqlite().is_none()
     }
 
-    /// The busy timeout in milliseconds (for [`BoardError::Busy`]).
+    /// The busy timeout in milliseconds (for [`BoardError::Storage(StorageError::Busy)`]).
     pub(in crate::board) fn busy_timeout_ms(&self) -> u64 {
         u64::try_from(self.busy_timeout.as_millis()).unwrap_or(u64::MAX)
     }
@@ -191,16 +192,17 @@ impl Board {
             );
         }
         let kind = match &err {
-            BoardError::Sql(source) | BoardError::Sqlite { source, .. } => Some(source.kind()),
+            BoardError::Storage(StorageError::Sql(source))
+            | BoardError::Storage(StorageError::Sqlite { source, .. }) => Some(source.kind()),
             _ => None,
         };
         match kind {
-            Some(ErrorKind::ReadOnly) => BoardError::ReadOnly {
+            Some(ErrorKind::ReadOnly) => BoardError::Storage(StorageError::ReadOnly {
                 path: self.path.clone(),
-            },
-            Some(ErrorKind::CannotOpen) => BoardError::CannotOpen {
+            }),
+            Some(ErrorKind::CannotOpen) => BoardError::Storage(StorageError::CannotOpen {
                 path: self.path.clone(),
-            },
+            }),
             _ => err,
         }
     }
@@ -241,20 +243,20 @@ impl Board {
     {
         if self.read_only {
             if self.is_postgres() {
-                return Err(BoardError::PgReadOnly {
+                return Err(BoardError::Storage(StorageError::PgReadOnly {
                     url: self.path.to_string_lossy().into_owned(),
                     by_server: false,
                     source: None,
-                }
+                })
                 .into());
             }
-            return Err(BoardError::ReadOnly {
+            return Err(BoardError::Storage(StorageError::ReadOnly {
                 path: self.path.clone(),
-            }
+            })
             .into());
         }
         if !self.conn.is_autocommit() {
-            return Err(BoardError::NestedWrite.into());
+            return Err(BoardError::Storage(StorageError::NestedWrite).into());
         }
         self.retry_busy("begin a write transaction", begin)?;
         let tx = Tx::new(&self.conn);
@@ -297,7 +299,9 @@ impl Board {
                 // A statement of the body the commit sent (see `Db::execute_unchecked`): its
                 // failure is the body's, never retried.
                 // On PostgreSQL a read-only session or a lost connection is still said so.
-                Err(e) if e.is_queued_statement() => break Err(self.classify(BoardError::Sql(e))),
+                Err(e) if e.is_queued_statement() => {
+                    break Err(self.classify(BoardError::Storage(StorageError::Sql(e))));
+                }
                 Err(e) if e.kind() == ErrorKind::Busy => {
                     match next_busy_try(started.elapsed(), self.busy_timeout, tries, jitter()) {
                         Some((pause, left)) => {
@@ -305,28 +309,30 @@ impl Board {
                             tries += 1;
                             shortened = true;
                             if let Err(source) = self.conn.set_lock_wait(left) {
-                                break Err(self.classify(BoardError::Sqlite {
-                                    path: self.path.clone(),
-                                    source,
-                                }));
+                                break Err(self.classify(BoardError::Storage(
+                                    StorageError::Sqlite {
+                                        path: self.path.clone(),
+                                        source,
+                                    },
+                                )));
                             }
                         }
                         None => {
-                            break Err(BoardError::Busy {
+                            break Err(BoardError::Storage(StorageError::Busy {
                                 path: self.path.clone(),
                                 what,
                                 timeout_ms: u64::try_from(self.busy_timeout.as_millis())
                                     .unwrap_or(u64::MAX),
                                 tries: tries + 1,
-                            });
+                            }));
                         }
                     }
                 }
                 Err(source) => {
-                    break Err(self.classify(BoardError::Sqlite {
+                    break Err(self.classify(BoardError::Storage(StorageError::Sqlite {
                         path: self.path.clone(),
                         source,
-                    }));
+                    })));
                 }
             }
         };
@@ -380,11 +386,11 @@ pub(super) fn busy_timeout_from_env() -> Result<u64> {
         None => Ok(DEFAULT_BUSY_TIMEOUT_MS),
         Some(text) => match text.trim().parse::<u64>() {
             Ok(ms) if (1..=MAX_BUSY_TIMEOUT_MS).contains(&ms) => Ok(ms),
-            _ => Err(BoardError::InvalidBusyTimeout {
+            _ => Err(BoardError::Storage(StorageError::InvalidBusyTimeout {
                 key: Setting::BusyTimeoutMs.key(),
                 value: text,
                 max: MAX_BUSY_TIMEOUT_MS,
-            }),
+            })),
         },
     }
 }

@@ -26,6 +26,7 @@
 //! * `reopen` sends a done task back and invalidates every descendant in
 //!   `ready`/`review`/`running`/`done`; like `archive`, it signals nothing.
 
+use crate::board::StorageError;
 use crate::db::{self, Db, OptionalExtension, RowLock, params};
 
 use super::error::{BoardError, Result};
@@ -335,7 +336,7 @@ fn promote_todo_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<bool> {
 /// True for the failure of a create whose drawn task id another task has (PostgreSQL's
 /// primary key refused it).
 pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
-    matches!(err, BoardError::Sql(e) | BoardError::Sqlite { source: e, .. }
+    matches!(err, BoardError::Storage(StorageError::Sql(e)) | BoardError::Storage(StorageError::Sqlite { source: e, .. })
         if e.kind() == db::ErrorKind::UniqueViolation && e.constraint() == Some("tasks_pkey"))
 }
 

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use super::escape::{block, line};
 use super::{CmdResult, Exit, Globals, Refused, print_json};
+use crate::board::StorageError;
 use crate::board::{
     self, BlockKind, Board, BoardError, ClaimOutcome, ClaimSpec, Completion, Fence, NewTask,
     OpenOptions, Outcome, Refusal, Status, Task, TaskFilter,
@@ -309,10 +310,10 @@ pub(super) fn open_read(globals: &Globals) -> anyhow::Result<Opened> {
         Err(err) => {
             let unwritable = matches!(
                 err.downcast_ref::<BoardError>(),
-                Some(BoardError::ReadOnly { .. } | BoardError::CannotOpen { .. })
+                Some(BoardError::Storage(StorageError::ReadOnly { .. }) | BoardError::Storage(StorageError::CannotOpen { .. }))
             ) || err
                 .downcast_ref::<BoardError>()
-                .is_some_and(|e| matches!(e, BoardError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied));
+                .is_some_and(|e| matches!(e, BoardError::Storage(StorageError::Io { source, .. }) if source.kind() == std::io::ErrorKind::PermissionDenied));
             let root = root(globals)?;
             let loc = paths::resolve(&root, globals.board.as_deref())?;
             if !unwritable || !loc.db_path.is_file() {
@@ -384,9 +385,12 @@ pub fn run(command: BoardCommand, globals: &Globals) -> CmdResult {
 
 /// A SQLite failure inside a transition carries no path of its own; say which board it was.
 fn name_the_board(err: anyhow::Error, globals: &Globals) -> anyhow::Error {
-    let pathless = err
-        .chain()
-        .any(|e| matches!(e.downcast_ref::<BoardError>(), Some(BoardError::Sql(_))));
+    let pathless = err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<BoardError>(),
+            Some(BoardError::Storage(StorageError::Sql(_)))
+        )
+    });
     if !pathless {
         return err;
     }
@@ -1045,7 +1049,7 @@ fn boards(command: BoardsCommand, globals: &Globals) -> CmdResult {
             let path = paths::db_path(&root, &slug);
             match Board::create_new(&path, &OpenOptions::create()) {
                 Ok(()) => {}
-                Err(BoardError::FileExists { .. }) => {
+                Err(BoardError::Storage(StorageError::FileExists { .. })) => {
                     return Err(crate::home::HomeError::BoardExists { slug, path }.into());
                 }
                 Err(err) => {

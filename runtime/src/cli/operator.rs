@@ -11,6 +11,7 @@ use super::board::{BoardCommand, authorize, done, fence, now, open, open_read, p
 use super::escape::line;
 use super::review::ReviewCommand;
 use super::{CmdResult, Exit, Globals, Refused};
+use crate::board::StorageError;
 use crate::board::{BoardError, Edit};
 use crate::home::{self as paths, DEFAULT_BOARD};
 
@@ -211,10 +212,10 @@ pub fn remove_board(root: &Path, slug: &str, globals: &Globals) -> CmdResult {
     let folder = paths::boards_dir(root).join(slug);
     let location = paths::locate(root, slug)?;
     if !location.exists() {
-        return Err(BoardError::BoardNotFound {
+        return Err(BoardError::Storage(StorageError::BoardNotFound {
             slug: slug.to_owned(),
             path: db,
-        }
+        })
         .into());
     }
     // A board kanban.toml declares would come back with the next command: the entry goes first.

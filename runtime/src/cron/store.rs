@@ -18,6 +18,7 @@
 //!
 //! This module never runs a job and never reads the clock: every transition takes `now`.
 
+use crate::board::StorageError;
 use crate::db::{self, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -775,7 +776,7 @@ impl Store {
 /// other (busy, read-only, not a SQLite file, …) already says which file and what to do.
 fn store_error(path: &Path, err: BoardError) -> CronError {
     match err {
-        BoardError::Sql(source) => CronError::Db {
+        BoardError::Storage(StorageError::Sql(source)) => CronError::Db {
             path: path.to_owned(),
             source,
         },
@@ -972,7 +973,10 @@ mod tests {
         std::fs::write(&path, b"my notes, not a database\n").unwrap();
         let err = Store::open(dir.path()).unwrap_err();
         assert!(
-            matches!(err, CronError::Store(BoardError::NotSqlite { .. })),
+            matches!(
+                err,
+                CronError::Store(BoardError::Storage(StorageError::NotSqlite { .. }))
+            ),
             "{err}"
         );
         assert!(
@@ -987,7 +991,10 @@ mod tests {
         std::fs::create_dir(&path).unwrap();
         let err = Store::open(dir.path()).unwrap_err();
         assert!(
-            matches!(err, CronError::Store(BoardError::NotRegularFile { .. })),
+            matches!(
+                err,
+                CronError::Store(BoardError::Storage(StorageError::NotRegularFile { .. }))
+            ),
             "{err}"
         );
     }

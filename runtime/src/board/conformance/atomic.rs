@@ -1,4 +1,5 @@
 use super::*;
+use crate::board::StorageError;
 
 /// Runs `transition` with the insert of its `kind` event failing: it must fail with the engine's
 /// error, and leave the task, its runs, its events and its comments exactly as they were.
@@ -33,7 +34,7 @@ fn fails_whole(s: &dyn Store, b: &Board, id: &str, kind: &str, transition: impl 
 }
 
 fn sql_error<T: std::fmt::Debug>(r: Result<T>) -> bool {
-    matches!(r, Err(BoardError::Sql(_)))
+    matches!(r, Err(BoardError::Storage(StorageError::Sql(_))))
 }
 
 pub(crate) fn a_transition_whose_event_cannot_be_written_changes_nothing(s: &dyn Store) {

@@ -1,5 +1,6 @@
 use super::tamper;
 use super::*;
+use crate::board::StorageError;
 
 fn batch(ids: &[&str]) -> Vec<(String, Status)> {
     ids.iter()
@@ -275,7 +276,11 @@ pub(crate) fn claim_batch_a_failed_claim_is_rolled_back_alone_and_the_others_com
         "{:?}",
         out[0]
     );
-    assert!(matches!(&out[1], Err(BoardError::Sql(_))), "{:?}", out[1]);
+    assert!(
+        matches!(&out[1], Err(BoardError::Storage(StorageError::Sql(_)))),
+        "{:?}",
+        out[1]
+    );
     assert!(
         matches!(&out[2], Err(BoardError::TaskNotFound { .. })),
         "{:?}",

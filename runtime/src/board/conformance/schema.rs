@@ -1,5 +1,6 @@
 use super::tamper;
 use super::*;
+use crate::board::StorageError;
 
 pub(crate) fn reopening_is_a_no_op_and_newer_schema_is_refused(s: &dyn Store) {
     let (d, board) = s.board();
@@ -15,7 +16,10 @@ pub(crate) fn reopening_is_a_no_op_and_newer_schema_is_refused(s: &dyn Store) {
     drop(again);
     let err = d.reopen(&OpenOptions::default()).unwrap_err();
     assert!(
-        matches!(err, BoardError::SchemaTooNew { found: 99, .. }),
+        matches!(
+            err,
+            BoardError::Storage(StorageError::SchemaTooNew { found: 99, .. })
+        ),
         "{err}"
     );
 }
@@ -36,7 +40,10 @@ pub(crate) fn body_error_rolls_back_and_nesting_is_refused(s: &dyn Store) {
         .unwrap();
     assert_eq!(n, 0);
     let nested: Result<Result<()>> = board.write(|_tx| Ok(board.write(|_inner| Ok(()))));
-    assert!(matches!(nested, Ok(Err(BoardError::NestedWrite))));
+    assert!(matches!(
+        nested,
+        Ok(Err(BoardError::Storage(StorageError::NestedWrite)))
+    ));
     assert!(board.conn().is_autocommit());
 }
 
@@ -50,13 +57,13 @@ pub(crate) fn a_read_only_open_reads_and_refuses_every_write(s: &dyn Store) {
     assert_eq!(kinds(&ro, &id), ["created"]);
     // Each store says it in its own words (a file and its folder; a PostgreSQL session).
     let read_only = |err: &BoardError| {
-        matches!(err, BoardError::ReadOnly { .. })
+        matches!(err, BoardError::Storage(StorageError::ReadOnly { .. }))
             || matches!(
                 err,
-                BoardError::PgReadOnly {
+                BoardError::Storage(StorageError::PgReadOnly {
                     by_server: false,
                     ..
-                }
+                })
             )
     };
     let err = ro.create_task(&new("u"), T0).unwrap_err();
@@ -161,7 +168,10 @@ pub(crate) fn a_write_while_another_connection_writes_gives_up_after_the_busy_ti
         .unwrap();
     let err = inner.unwrap_err();
     assert!(
-        matches!(err, BoardError::Busy { timeout_ms: 30, .. }),
+        matches!(
+            err,
+            BoardError::Storage(StorageError::Busy { timeout_ms: 30, .. })
+        ),
         "{err}"
     );
     assert!(err.to_string().contains("30 ms"), "{err}");

@@ -467,7 +467,10 @@ mod tests {
         let err = impatient
             .heartbeat(&held, &fence(runs[0]), None, 900, 101)
             .unwrap_err();
-        assert!(matches!(err, BoardError::Busy { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::Busy { .. })),
+            "{err}"
+        );
         assert!(impatient.conn().is_autocommit());
         other.batch("ROLLBACK").unwrap();
         assert_eq!(b.get_task(&held).unwrap().last_heartbeat_at, Some(100));
@@ -546,13 +549,13 @@ mod tests {
 
     /// The error of a create whose id was taken, as the server reports it.
     fn taken_error() -> BoardError {
-        BoardError::Sql(db::Error::Queued(kanban_pgwire::Error::Db(Box::new(
-            kanban_pgwire::DbError {
+        BoardError::Storage(StorageError::Sql(db::Error::Queued(
+            kanban_pgwire::Error::Db(Box::new(kanban_pgwire::DbError {
                 code: "23505".into(),
                 constraint: Some("tasks_pkey".into()),
                 ..kanban_pgwire::DbError::default()
-            },
-        ))))
+            })),
+        )))
     }
 
     #[test]

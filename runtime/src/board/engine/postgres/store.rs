@@ -21,6 +21,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::board::StorageError;
 use crate::board::error::{BoardError, Result};
 use crate::board::store::{Board, Durability, OpenOptions};
 use crate::db::Db;
@@ -41,16 +42,18 @@ impl Board {
             None => crate::board::store::busy_timeout_from_env()?,
         };
         let url = target.redacted();
-        let failed = |source: kanban_pgwire::Error| BoardError::Postgres {
-            url: url.clone(),
-            source: source.into(),
+        let failed = |source: kanban_pgwire::Error| {
+            BoardError::Storage(StorageError::Postgres {
+                url: url.clone(),
+                source: source.into(),
+            })
         };
         let config = target.connect_config().map_err(failed)?;
         let mut client = kanban_pgwire::Client::connect(&config).map_err(|e| match e {
-            kanban_pgwire::Error::Io { .. } => BoardError::PgUnreachable {
+            kanban_pgwire::Error::Io { .. } => BoardError::Storage(StorageError::PgUnreachable {
                 url: url.clone(),
                 source: e.into(),
-            },
+            }),
             other => failed(other),
         })?;
         let sync = match options.durability {
@@ -69,10 +72,12 @@ impl Board {
                 .map_err(failed)?;
         }
         bring_up(&mut client, &url, options).map_err(|e| match e {
-            BoardError::PgNoBoard { url, .. } => BoardError::PgNoBoard {
-                url,
-                advice: BoardError::no_board_advice(target.source(), slug),
-            },
+            BoardError::Storage(StorageError::PgNoBoard { url, .. }) => {
+                BoardError::Storage(StorageError::PgNoBoard {
+                    url,
+                    advice: BoardError::no_board_advice(target.source(), slug),
+                })
+            }
             other => other,
         })?;
         Ok(Board::from_db(
@@ -86,18 +91,24 @@ impl Board {
 
 /// Brings the connected database to the board schema (or checks it, read-only).
 fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions) -> Result<()> {
-    let schema = |source| BoardError::PgSchema {
-        url: url.to_owned(),
-        source,
+    let schema = |source| {
+        BoardError::Storage(StorageError::PgSchema {
+            url: url.to_owned(),
+            source,
+        })
     };
-    let failed = |source: kanban_pgwire::Error| BoardError::Postgres {
-        url: url.to_owned(),
-        source: source.into(),
+    let failed = |source: kanban_pgwire::Error| {
+        BoardError::Storage(StorageError::Postgres {
+            url: url.to_owned(),
+            source: source.into(),
+        })
     };
-    let too_new = |found| BoardError::SchemaTooNew {
-        path: PathBuf::from(url),
-        found,
-        supported: crate::board::engine::postgres::schema::LATEST,
+    let too_new = |found| {
+        BoardError::Storage(StorageError::SchemaTooNew {
+            path: PathBuf::from(url),
+            found,
+            supported: crate::board::engine::postgres::schema::LATEST,
+        })
     };
     let found = crate::board::engine::postgres::schema::schema_version(client).map_err(schema)?;
     if found > crate::board::engine::postgres::schema::LATEST {
@@ -114,17 +125,17 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
         return Ok(());
     }
     if found == 0 && (!options.create || options.read_only) {
-        return Err(BoardError::PgNoBoard {
+        return Err(BoardError::Storage(StorageError::PgNoBoard {
             url: url.to_owned(),
             advice: String::new(),
-        });
+        }));
     }
     if options.read_only {
-        return Err(BoardError::OutdatedReadOnly {
+        return Err(BoardError::Storage(StorageError::OutdatedReadOnly {
             path: PathBuf::from(url),
             found,
             supported: crate::board::engine::postgres::schema::LATEST,
-        });
+        }));
     }
     migrate_once(client).map(drop).map_err(|e| match e {
         crate::board::engine::postgres::schema::PgSchemaError::TooNew { found } => too_new(found),
@@ -223,7 +234,10 @@ mod tests {
         let target = PostgresStore::fresh_target();
         for options in [OpenOptions::default(), OpenOptions::read_only()] {
             let err = Board::open_postgres(&target, None, &options).unwrap_err();
-            assert!(matches!(err, BoardError::PgNoBoard { .. }), "{err}");
+            assert!(
+                matches!(err, BoardError::Storage(StorageError::PgNoBoard { .. })),
+                "{err}"
+            );
             assert!(err.to_string().contains(&target.redacted()), "{err}");
         }
         let mut client = kanban_pgwire::Client::connect(target.config()).unwrap();
@@ -280,10 +294,10 @@ mod tests {
         assert!(
             matches!(
                 err,
-                BoardError::PgReadOnly {
+                BoardError::Storage(StorageError::PgReadOnly {
                     by_server: false,
                     ..
-                }
+                })
             ),
             "{err}"
         );
@@ -428,7 +442,13 @@ mod tests {
             ..Default::default()
         };
         let err = board.create_task(&new, 1).unwrap_err();
-        assert!(matches!(err, BoardError::PgConnectionLost { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                BoardError::Storage(StorageError::PgConnectionLost { .. })
+            ),
+            "{err}"
+        );
         let shown = err.to_string();
         for says in [
             target.redacted().as_str(),
@@ -488,7 +508,10 @@ mod tests {
         assert_eq!(ended.len(), 1, "the board's one session");
         let check = |what: &str, err: BoardError| {
             assert!(
-                matches!(err, BoardError::PgConnectionLost { .. }),
+                matches!(
+                    err,
+                    BoardError::Storage(StorageError::PgConnectionLost { .. })
+                ),
                 "{what}: {}",
                 crate::error_chain(&err)
             );
@@ -539,7 +562,10 @@ mod tests {
         )
         .unwrap();
         let err = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap_err();
-        assert!(matches!(err, BoardError::PgUnreachable { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::PgUnreachable { .. })),
+            "{err}"
+        );
         let chain = crate::error_chain(&err);
         assert!(
             chain.contains(&format!("kb@127.0.0.1:{port}/board")),
@@ -561,6 +587,9 @@ mod tests {
         let chain = crate::error_chain(&err);
         assert!(chain.contains("kanban@"), "{chain}");
         assert!(!chain.contains("Sekr1t-xyz"), "{chain}");
-        assert!(matches!(err, BoardError::PgUnreachable { .. }), "{chain}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::PgUnreachable { .. })),
+            "{chain}"
+        );
     }
 }

@@ -13,6 +13,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use super::schema;
+use crate::board::StorageError;
 use crate::board::store::{Board, Durability, OpenOptions, busy_timeout_from_env, random_hex};
 use crate::board::{BoardError, Result};
 use crate::db::{self, Db, ErrorKind};
@@ -49,16 +50,18 @@ fn refuse_vulnerable_sqlite(path: &Path) -> Result<()> {
     if wal_safe(db::version_number()) {
         return Ok(());
     }
-    Err(BoardError::VulnerableSqlite {
+    Err(BoardError::Storage(StorageError::VulnerableSqlite {
         version: db::version_text().to_owned(),
         path: path.to_path_buf(),
-    })
+    }))
 }
 
 fn sqlite_err<E: Into<db::Error>>(path: &Path) -> impl FnOnce(E) -> BoardError + '_ {
-    move |source| BoardError::Sqlite {
-        path: path.to_path_buf(),
-        source: source.into(),
+    move |source| {
+        BoardError::Storage(StorageError::Sqlite {
+            path: path.to_path_buf(),
+            source: source.into(),
+        })
     }
 }
 
@@ -94,9 +97,9 @@ fn open_read_only(path: &Path) -> Result<Connection> {
             let mut wal = path.as_os_str().to_owned();
             wal.push("-wal");
             if Path::new(&wal).exists() {
-                return Err(BoardError::CannotOpen {
+                return Err(BoardError::Storage(StorageError::CannotOpen {
                     path: path.to_path_buf(),
-                });
+                }));
             }
             let uri = format!("file:{}?mode=ro&immutable=1", uri_path(path));
             Connection::open_with_flags(uri, flags).map_err(|e| open_error(path, e))
@@ -123,16 +126,16 @@ fn uri_path(path: &Path) -> String {
 fn folder_error(dir: &Path, source: std::io::Error) -> BoardError {
     match source.kind() {
         std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
-            BoardError::CannotCreateFolder {
+            BoardError::Storage(StorageError::CannotCreateFolder {
                 path: dir.to_path_buf(),
                 source,
-            }
+            })
         }
-        _ => BoardError::Io {
+        _ => BoardError::Storage(StorageError::Io {
             action: "create the directory",
             path: dir.to_path_buf(),
             source,
-        },
+        }),
     }
 }
 
@@ -140,16 +143,16 @@ fn folder_error(dir: &Path, source: std::io::Error) -> BoardError {
 fn open_error(path: &Path, source: impl Into<db::Error>) -> BoardError {
     let source = source.into();
     match source.kind() {
-        ErrorKind::CannotOpen => BoardError::CannotOpen {
+        ErrorKind::CannotOpen => BoardError::Storage(StorageError::CannotOpen {
             path: path.to_path_buf(),
-        },
-        ErrorKind::ReadOnly => BoardError::ReadOnly {
+        }),
+        ErrorKind::ReadOnly => BoardError::Storage(StorageError::ReadOnly {
             path: path.to_path_buf(),
-        },
-        _ => BoardError::Sqlite {
+        }),
+        _ => BoardError::Storage(StorageError::Sqlite {
             path: path.to_path_buf(),
             source,
-        },
+        }),
     }
 }
 
@@ -170,10 +173,12 @@ fn check_file_with(path: &Path, after_missing: impl FnOnce()) -> Result<bool> {
             after_missing();
             return match std::fs::symlink_metadata(path) {
                 // A dangling symlink: SQLite would create a file wherever it points.
-                Ok(name) if name.file_type().is_symlink() => Err(BoardError::NotRegularFile {
-                    path: path.to_path_buf(),
-                    kind: "symlink to nothing",
-                }),
+                Ok(name) if name.file_type().is_symlink() => {
+                    Err(BoardError::Storage(StorageError::NotRegularFile {
+                        path: path.to_path_buf(),
+                        kind: "symlink to nothing",
+                    }))
+                }
                 // Something appeared meanwhile (another process creating the board on its first
                 // use): judge it like any file found there.
                 Ok(_) => check_file(path),
@@ -181,18 +186,18 @@ fn check_file_with(path: &Path, after_missing: impl FnOnce()) -> Result<bool> {
             };
         }
         Err(source) => {
-            return Err(BoardError::Io {
+            return Err(BoardError::Storage(StorageError::Io {
                 action: "inspect",
                 path: path.to_path_buf(),
                 source,
-            });
+            }));
         }
     };
     if !meta.is_file() {
-        return Err(BoardError::NotRegularFile {
+        return Err(BoardError::Storage(StorageError::NotRegularFile {
             path: path.to_path_buf(),
             kind: file_kind(&meta.file_type()),
-        });
+        }));
     }
     if meta.len() == 0 {
         return Ok(true);
@@ -210,15 +215,17 @@ fn check_file_with(path: &Path, after_missing: impl FnOnce()) -> Result<bool> {
             }
             Ok(n)
         })
-        .map_err(|source| BoardError::Io {
-            action: "read",
-            path: path.to_path_buf(),
-            source,
+        .map_err(|source| {
+            BoardError::Storage(StorageError::Io {
+                action: "read",
+                path: path.to_path_buf(),
+                source,
+            })
         })?;
     if read < head.len() || &head != SQLITE_HEADER {
-        return Err(BoardError::NotSqlite {
+        return Err(BoardError::Storage(StorageError::NotSqlite {
             path: path.to_path_buf(),
-        });
+        }));
     }
     Ok(true)
 }
@@ -267,9 +274,9 @@ impl Board {
         let create = options.create && !options.read_only;
         if !exists {
             if !create {
-                return Err(BoardError::MissingFile {
+                return Err(BoardError::Storage(StorageError::MissingFile {
                     path: path.to_path_buf(),
-                });
+                }));
             }
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent).map_err(|source| folder_error(parent, source))?;
@@ -364,9 +371,9 @@ impl Board {
         before_link: impl FnOnce(&Path) -> Result<()>,
     ) -> Result<()> {
         if std::fs::symlink_metadata(path).is_ok() {
-            return Err(BoardError::FileExists {
+            return Err(BoardError::Storage(StorageError::FileExists {
                 path: path.to_path_buf(),
-            });
+            }));
         }
         let parent = path
             .parent()
@@ -395,15 +402,15 @@ impl Board {
             before_link(&temp)?;
             std::fs::hard_link(&temp, path).map_err(|source| {
                 if source.kind() == std::io::ErrorKind::AlreadyExists {
-                    BoardError::FileExists {
+                    BoardError::Storage(StorageError::FileExists {
                         path: path.to_path_buf(),
-                    }
+                    })
                 } else {
-                    BoardError::Io {
+                    BoardError::Storage(StorageError::Io {
                         action: "create",
                         path: path.to_path_buf(),
                         source,
-                    }
+                    })
                 }
             })?;
             // Make the new name durable; a failure here leaves a complete board behind.
@@ -497,11 +504,11 @@ impl Board {
             return Ok(());
         }
         if self.read_only {
-            return Err(BoardError::OutdatedReadOnly {
+            return Err(BoardError::Storage(StorageError::OutdatedReadOnly {
                 path: self.path.clone(),
                 found: current,
                 supported: schema::LATEST,
-            });
+            }));
         }
         let path = self.path.clone();
         self.write(|tx| {
@@ -513,17 +520,19 @@ impl Board {
             schema::migrate_in(tx, current, &self.path).map(drop)
         })
         .map_err(|e| match e {
-            BoardError::Sql(source) => BoardError::Sqlite { path, source },
+            BoardError::Storage(StorageError::Sql(source)) => {
+                BoardError::Storage(StorageError::Sqlite { path, source })
+            }
             other => other,
         })
     }
 
     fn too_new(&self, found: i64) -> BoardError {
-        BoardError::SchemaTooNew {
+        BoardError::Storage(StorageError::SchemaTooNew {
             path: self.path.clone(),
             found,
             supported: schema::LATEST,
-        }
+        })
     }
 }
 
@@ -718,7 +727,10 @@ mod tests {
         let bytes = b"this is my shopping list, not a database\n".repeat(10);
         std::fs::write(&path, &bytes).unwrap();
         let err = Board::open_path(&path, &OpenOptions::create()).unwrap_err();
-        assert!(matches!(err, BoardError::NotSqlite { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::NotSqlite { .. })),
+            "{err}"
+        );
         assert!(err.to_string().contains("not a SQLite database"));
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
         assert!(!dir.path().join("kanban.db-wal").exists());
@@ -729,14 +741,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("boards/x/kanban.db");
         let err = Board::create_new_with(&path, &OpenOptions::create(), |_| {
-            Err(BoardError::Io {
+            Err(BoardError::Storage(StorageError::Io {
                 action: "write",
                 path: PathBuf::from("disk"),
                 source: std::io::Error::from(std::io::ErrorKind::StorageFull),
-            })
+            }))
         })
         .unwrap_err();
-        assert!(matches!(err, BoardError::Io { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::Io { .. })),
+            "{err}"
+        );
         assert!(!path.exists());
         let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
             .unwrap()
@@ -750,7 +765,10 @@ mod tests {
         assert!(board.fsck().unwrap().is_empty());
         drop(board);
         let err = Board::create_new(&path, &OpenOptions::create()).unwrap_err();
-        assert!(matches!(err, BoardError::FileExists { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::FileExists { .. })),
+            "{err}"
+        );
     }
 
     #[test]
@@ -762,7 +780,10 @@ mod tests {
             Ok(())
         })
         .unwrap_err();
-        assert!(matches!(err, BoardError::FileExists { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::FileExists { .. })),
+            "{err}"
+        );
         assert_eq!(std::fs::read(&path).unwrap(), b"theirs");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
@@ -780,7 +801,10 @@ mod tests {
         let board = Board::open_path(&path, &options).unwrap();
         let err = board.write(|_tx| Ok::<_, BoardError>(())).unwrap_err();
         assert!(
-            matches!(err, BoardError::Busy { timeout_ms: 30, .. }),
+            matches!(
+                err,
+                BoardError::Storage(StorageError::Busy { timeout_ms: 30, .. })
+            ),
             "{err}"
         );
         let text = err.to_string();
@@ -807,10 +831,10 @@ mod tests {
         assert!(
             matches!(
                 err,
-                BoardError::NotRegularFile {
+                BoardError::Storage(StorageError::NotRegularFile {
                     kind: "symlink to nothing",
                     ..
-                }
+                })
             ),
             "{err}"
         );
@@ -837,11 +861,11 @@ mod tests {
         assert!(
             matches!(
                 err,
-                BoardError::Busy {
+                BoardError::Storage(StorageError::Busy {
                     what: "switch the board to WAL",
                     tries,
                     ..
-                } if tries == BUSY_RETRIES + 1
+                }) if tries == BUSY_RETRIES + 1
             ),
             "{err}"
         );
@@ -872,11 +896,11 @@ mod tests {
         assert!(
             matches!(
                 err,
-                BoardError::Busy {
+                BoardError::Storage(StorageError::Busy {
                     what: "switch the store to WAL",
                     tries,
                     ..
-                } if tries == BUSY_RETRIES + 1
+                }) if tries == BUSY_RETRIES + 1
             ),
             "{err}"
         );
@@ -912,7 +936,10 @@ mod tests {
             for options in [OpenOptions::create(), OpenOptions::read_only()] {
                 let err = Board::open_path(path, &options).unwrap_err();
                 assert!(
-                    matches!(err, BoardError::NotRegularFile { .. }),
+                    matches!(
+                        err,
+                        BoardError::Storage(StorageError::NotRegularFile { .. })
+                    ),
                     "{}: {err}",
                     path.display()
                 );
@@ -947,12 +974,18 @@ mod tests {
             1
         );
         let err = ro.write(|_tx| Ok::<_, BoardError>(())).unwrap_err();
-        assert!(matches!(err, BoardError::ReadOnly { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::ReadOnly { .. })),
+            "{err}"
+        );
         assert!(err.to_string().contains(&path.display().to_string()));
         // A missing file is never created by a read-only open.
         let missing = dir.path().join("missing.db");
         let err = Board::open_path(&missing, &OpenOptions::read_only()).unwrap_err();
-        assert!(matches!(err, BoardError::MissingFile { .. }), "{err}");
+        assert!(
+            matches!(err, BoardError::Storage(StorageError::MissingFile { .. })),
+            "{err}"
+        );
         assert!(!missing.exists());
     }
 }

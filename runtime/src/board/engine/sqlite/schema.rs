@@ -37,6 +37,7 @@
 
 use std::path::Path;
 
+use crate::board::StorageError;
 use crate::board::error::{BoardError, Result};
 use crate::db::Tx;
 use crate::db::{self, Db};
@@ -354,11 +355,11 @@ fn adopt_in(tx: &Tx<'_>, path: &Path) -> Result<()> {
         }
         let present = columns(tx, table)?;
         if let Some(column) = base.iter().find(|c| !present.iter().any(|p| p == *c)) {
-            return Err(BoardError::ForeignSchema {
+            return Err(BoardError::Storage(StorageError::ForeignSchema {
                 path: path.to_path_buf(),
                 table,
                 column,
-            });
+            }));
         }
     }
     // Creates only tables that are missing; an existing table is left as it is.
@@ -507,11 +508,11 @@ mod tests {
         assert!(
             matches!(
                 err,
-                BoardError::ForeignSchema {
+                BoardError::Storage(StorageError::ForeignSchema {
                     table: "tasks",
                     column: "title",
                     ..
-                }
+                })
             ),
             "{err}"
         );
