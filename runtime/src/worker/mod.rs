@@ -52,9 +52,10 @@ use crate::board::{
 };
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::dispatch::exit::{EXIT_TRAILER, code};
-use crate::dispatch::{Settings, process};
+use crate::dispatch::Settings;
 use crate::gates;
+use crate::proc::exit::{EXIT_TRAILER, code};
+use crate::proc::process;
 
 use heartbeat::{Heartbeat, HeartbeatSpec};
 use prompt::{AttemptView, CommentView, ParentView, PromptInput, TaskView};
