@@ -10,6 +10,7 @@
 //! * [`board`] — the SQLite store; every transition is a compare-and-swap with a typed outcome.
 //! * [`dispatch`] — the tick, reclaim phases, spawn budget, `default_spawn`.
 //! * [`worker`] — the spawned worker process.
+//! * [`proc`] — exit codes, the log trailer, pid fingerprints and liveness, a daemon's backoff.
 //! * [`admission`] — owner mode: the owner daemon, `kanban.run`, the submitter.
 //! * [`agent`] — the `Agent` trait and the built-in agents.
 //! * [`cron`] — job store, schedule grammar, scheduler, `run_job`.
@@ -32,6 +33,7 @@ pub mod dispatch;
 pub mod gates;
 pub mod home;
 pub mod identity;
+pub mod proc;
 pub mod sync;
 pub mod worker;
 

@@ -53,7 +53,7 @@ fn group_alive(pgid: i64) -> bool {
 }
 
 fn host_prefix() -> String {
-    kanban_runtime::dispatch::process::host_prefix()
+    kanban_runtime::proc::process::host_prefix()
 }
 
 #[test]

@@ -28,7 +28,7 @@ use super::protocol;
 use crate::board::{Board, Fence, OpenOptions};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::dispatch::exit::code;
+use crate::proc::exit::code;
 use crate::worker::heartbeat::{Heartbeat, HeartbeatSpec};
 
 /// A failed call.

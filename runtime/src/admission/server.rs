@@ -43,9 +43,10 @@ use crate::board::admission::MarkerOutcome;
 use crate::board::{self, Board, BoardError, Event, OpenOptions, RunStatus};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::dispatch::exit::WorkerExit;
-use crate::dispatch::exit::code;
-use crate::dispatch::{SpawnRequest, SpawnRole, process};
+use crate::dispatch::{SpawnRequest, SpawnRole};
+use crate::proc::exit::WorkerExit;
+use crate::proc::exit::code;
+use crate::proc::process;
 
 /// A test-only fault point: the owner kills itself (SIGKILL) right after this commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -164,7 +164,7 @@ pub struct ProbeAgent;
 impl Agent for ProbeAgent {
     fn run(&mut self, _request: &Request<'_>) -> Result<Reply, AgentError> {
         let report = serde_json::json!({
-            "identity": identity::report(),
+            "identity": gates::report(),
             "child_env": identity::child_env_preview(),
         });
         let final_response = report.to_string();

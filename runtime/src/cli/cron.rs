@@ -199,7 +199,7 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
                     "kanban cron daemon: tick failing ({failed_ticks} in a row): {message}; \
                      retrying in {:.2}s (backoff up to {}s); it resumes by itself",
                     retry_in.as_secs_f64(),
-                    crate::dispatch::daemon::MAX_BACKOFF.as_secs()
+                    crate::proc::backoff::MAX_BACKOFF.as_secs()
                 ),
                 DaemonEvent::Recovered { failed_ticks } => eprintln!(
                     "kanban cron daemon: recovered: ticks succeed again after {failed_ticks} \

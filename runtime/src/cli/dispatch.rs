@@ -276,7 +276,7 @@ pub(crate) fn health_line(health: &dispatch::Health<'_>) -> String {
              {}s); it resumes by itself once the board works again",
             line(&crate::error_chain(*error)),
             retry_in.as_secs_f64(),
-            dispatch::daemon::MAX_BACKOFF.as_secs()
+            crate::proc::backoff::MAX_BACKOFF.as_secs()
         ),
         dispatch::Health::Recovered { failed_ticks } => {
             format!("recovered: ticks succeed again after {failed_ticks} failed tick(s)")

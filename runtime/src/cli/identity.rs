@@ -1,5 +1,5 @@
 //! `kanban identity [--json]`: what the current process believes about its worker identity, and
-//! every gate's verdict. Parses and prints only; the report is [`crate::identity::report`].
+//! every gate's verdict. Parses and prints only; the report is [`crate::gates::report`].
 
 use super::{CmdResult, Exit, Globals, print_json};
 use crate::identity;
@@ -15,7 +15,7 @@ pub enum IdentityCommand {
 pub fn run(command: IdentityCommand, globals: &Globals) -> CmdResult {
     match command {
         IdentityCommand::Identity => {
-            let report = identity::report();
+            let report = crate::gates::report();
             if globals.json {
                 print_json(&report)?;
             } else {

@@ -171,7 +171,9 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         CRON_INTERVAL_SECONDS,
     )?;
     if let Some(tz) = &c.timezone {
-        crate::cron::schedule::zone(Some(tz)).map_err(|_| {
+        // The lookup cron's `schedule::zone` makes (jiff's bundled database), asked here directly
+        // so that the configuration does not depend on the scheduler.
+        jiff::tz::TimeZone::get(tz).map_err(|_| {
             Problem::new(
                 "[cron] timezone",
                 format!("{tz:?}"),

@@ -183,7 +183,7 @@ impl Scheduler {
         mut on_event: impl FnMut(DaemonEvent),
     ) -> Result<(), CronError> {
         let mut running: Vec<JobHandle> = Vec::new();
-        let mut streak = crate::dispatch::daemon::Streak::default();
+        let mut streak = crate::proc::backoff::Streak::default();
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let mut report = TickReport::default();
             let mut pause = interval;
@@ -197,7 +197,7 @@ impl Scheduler {
                 Err(e) => {
                     let message = crate::error_chain(&e);
                     let (failed_ticks, new) = streak.failed(message.clone());
-                    pause = crate::dispatch::daemon::backoff(failed_ticks);
+                    pause = crate::proc::backoff::backoff(failed_ticks);
                     if new {
                         on_event(DaemonEvent::Failing {
                             message,

@@ -1,11 +1,11 @@
 //! The dispatcher: one tick at a time per board, reclaim phases, spawn budget, failure accounting,
-//! pid liveness with a fingerprint, and `default_spawn`, the only place that grants identity.
+//! and `default_spawn`, the only place that grants identity. The process facts it decides on (exit
+//! codes and the log trailer, pid liveness with a fingerprint, TERM/KILL) are `proc`'s, shared
+//! with the worker.
 //!
 //! * [`tick()`] — one tick as a library function over a board, [`Settings`], an injected clock and a
 //!   [`Workers`] implementation (real processes, a no-op spawner, or a test fake).
 //! * [`daemon`] — the tick lock wrapper and the wake-on-change loop (`kanban dispatch`).
-//! * [`process`] — host-local liveness (`/proc`, boot id + start time fingerprint) and TERM/KILL.
-//! * [`exit`] — worker exit classification from the reaped status or the log trailer.
 //! * [`guard`] — the respawn guard: cooldowns, credential problems, recent success, open PRs.
 //! * [`spawn`] — [`default_spawn`]: the worker `Command` and the identity it is granted.
 //! * [`lock`] — the per-board non-blocking tick lock.
@@ -28,10 +28,8 @@
 
 pub mod daemon;
 pub mod demo;
-pub mod exit;
 pub mod guard;
 pub mod lock;
-pub mod process;
 pub mod settings;
 pub mod spawn;
 pub mod tick;

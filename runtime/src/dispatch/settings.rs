@@ -16,7 +16,7 @@ use crate::config::{self, Config, ConfigError};
 use crate::db::target::BoardLocation;
 use crate::identity::settings::{self as env, Setting};
 
-use super::process::{self, KillWait};
+use crate::proc::process::{self, KillWait};
 
 /// Seconds a claim is pushed out when our worker survived termination (reference: 120 s).
 pub const RECLAIM_DEFER_SECONDS: i64 = 120;

@@ -3,12 +3,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::exit::WorkerExit;
-use super::process::{KillWait, Liveness, Termination};
 use super::*;
 use crate::board::{self, Board, Completion, Fence, NewTask, OpenOptions, Outcome, Status};
 use crate::clock::{Clock, ManualClock};
 use crate::config::{Config, ProfileConfig};
+use crate::proc::exit::{self, WorkerExit};
+use crate::proc::process::{KillWait, Liveness, Termination};
 
 #[derive(Default)]
 struct Fake {

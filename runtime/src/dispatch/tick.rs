@@ -40,12 +40,12 @@ use crate::board::{self, Board, BoardError, Event, Outcome, Status};
 use crate::board::{Candidate, Failure, Release, RunningTask, Workload};
 use crate::clock::Clock;
 
-use super::exit::{self, ExitClass, WorkerExit};
 use super::guard::{self, Guard};
-use super::process::{self, Liveness, Termination};
 use super::settings::{PROTOCOL_VIOLATION_LIMIT, Settings};
 use super::spawn::SpawnRequest;
 use super::workers::{Reaped, Tracked, Workers};
+use crate::proc::exit::{self, ExitClass, WorkerExit};
+use crate::proc::process::{self, Liveness, Termination};
 
 /// Seconds after its run closed before a still-running worker is terminated (reference: 120 s).
 pub const TERMINAL_REAP_GRACE_SECONDS: i64 = 120;
@@ -1273,7 +1273,7 @@ impl Tick<'_> {
                     let fingerprint = self
                         .workers
                         .fingerprint(pid)
-                        .unwrap_or_else(|| super::process::UNVERIFIED.to_owned());
+                        .unwrap_or_else(|| crate::proc::process::UNVERIFIED.to_owned());
                     self.workers.track(Tracked {
                         pid,
                         fingerprint: Some(fingerprint.clone()),
@@ -1347,7 +1347,8 @@ fn owner_turn_paused(turn: &crate::board::admission::OwnerTurn, lost_turn_pauses
         Some("started") => {
             lost_turn_pauses
                 && turn.owner_pid.is_none_or(|pid| {
-                    !super::process::liveness(pid, turn.owner_birth.as_deref()).may_be_running()
+                    !crate::proc::process::liveness(pid, turn.owner_birth.as_deref())
+                        .may_be_running()
                 })
         }
         _ => false,

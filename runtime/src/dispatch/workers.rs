@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use super::exit::WorkerExit;
-use super::process::{self, KillWait, Liveness, Termination};
 use super::spawn::{SpawnError, SpawnRequest, default_spawn};
+use crate::proc::exit::WorkerExit;
+use crate::proc::process::{self, KillWait, Liveness, Termination};
 
 /// A child this dispatcher reaped.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

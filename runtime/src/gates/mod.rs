@@ -235,6 +235,12 @@ pub fn lifecycle_target(explicit: Option<&str>) -> Result<LifecycleTarget, Lifec
     })
 }
 
+/// What `kanban identity --json` prints for the current context: identity's own facts with
+/// every gate's verdict ([`snapshot`]).
+pub fn report() -> identity::IdentityReport {
+    identity::report(snapshot())
+}
+
 /// Every gate's verdict in the current context, for `kanban identity --json`.
 pub fn snapshot() -> serde_json::Map<String, serde_json::Value> {
     use serde_json::Value;

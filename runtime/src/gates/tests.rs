@@ -2,8 +2,8 @@
 //! each run in a re-executed child of this test binary with the worker environment.
 
 use super::*;
-use crate::identity::non_dispatcher_owned_context;
 use crate::identity::testenv::{WORKER_ENV, in_child, kanban_env, test_path};
+use crate::identity::{delegated_child_context, non_dispatcher_owned_context};
 
 fn worker(name: &str, body: impl FnOnce()) {
     in_child(&test_path(module_path!(), name), WORKER_ENV, body);
@@ -232,5 +232,23 @@ fn lifecycle_target_defaults_fences_and_refuses() {
             lifecycle_target(Some("t_worker_real_task")),
             Err(LifecycleRefused::Fenced(_))
         ));
+    });
+}
+
+#[test]
+fn report_reflects_the_context() {
+    worker("report_reflects_the_context", || {
+        let owned = report();
+        assert!(owned.owned);
+        assert_eq!(owned.task.as_deref(), Some("t_worker_real_task"));
+        assert_eq!(owned.run_id, Some(42));
+        assert!(!owned.delegated_child);
+        assert_eq!(owned.gates["kanban_mode_enabled"], true);
+        let _scope = delegated_child_context();
+        let lowered = report();
+        assert!(!lowered.owned);
+        assert_eq!(lowered.task, None);
+        assert!(lowered.delegated_child);
+        assert_eq!(lowered.gates["kanban_mode_enabled"], false);
     });
 }

@@ -336,18 +336,19 @@ pub struct IdentityReport {
     pub run_id: Option<i64>,
     /// [`is_delegated_child`]: a delegated-child scope or the marker in the process.
     pub delegated_child: bool,
-    /// Every gate's verdict ([`crate::gates::snapshot`]).
+    /// Every gate's verdict, as the caller passed it in.
     pub gates: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The report for the current context; `gates` is filled by [`crate::gates::snapshot`].
-pub fn report() -> IdentityReport {
+/// The report for the current context, carrying `gates`, every gate's verdict. The gates consume
+/// identity, so identity does not ask them: the gates module passes its own snapshot in.
+pub fn report(gates: serde_json::Map<String, serde_json::Value>) -> IdentityReport {
     let identity = gate();
     IdentityReport {
         owned: is_dispatcher_owned_worker_context(),
         task: identity.as_ref().map(|i| i.task.clone()),
         run_id: identity.as_ref().and_then(|i| i.run_id),
         delegated_child: is_delegated_child(),
-        gates: crate::gates::snapshot(),
+        gates,
     }
 }

@@ -421,24 +421,6 @@ fn scopes_never_touch_the_process_environment() {
 }
 
 #[test]
-fn report_reflects_the_context() {
-    child("report_reflects_the_context", WORKER_ENV, || {
-        let owned = report();
-        assert!(owned.owned);
-        assert_eq!(owned.task.as_deref(), Some("t_worker_real_task"));
-        assert_eq!(owned.run_id, Some(42));
-        assert!(!owned.delegated_child);
-        assert_eq!(owned.gates["kanban_mode_enabled"], true);
-        let _scope = delegated_child_context();
-        let lowered = report();
-        assert!(!lowered.owned);
-        assert_eq!(lowered.task, None);
-        assert!(lowered.delegated_child);
-        assert_eq!(lowered.gates["kanban_mode_enabled"], false);
-    });
-}
-
-#[test]
 fn a_thread_not_started_by_identity_spawn_is_not_owned() {
     // An unnamed raw thread stands for a library's pool or a careless spawn: fail closed.
     #[allow(clippy::disallowed_methods)] // the test starts the raw thread the rule is about

@@ -10,7 +10,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::dispatch::exit::EXIT_TRAILER;
+use crate::proc::exit::EXIT_TRAILER;
 
 use super::RUN_HEADER;
 

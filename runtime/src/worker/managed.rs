@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::board::{Board, BoardError, Event, OpenOptions};
 use crate::clock::Clock;
-use crate::dispatch::process;
+use crate::proc::process;
 
 /// Whom a managed worker watches (from `kanban worker --managed …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +165,7 @@ pub fn start_watch(
                     run_id: Some(attempt.run_id),
                     pid: attempt.pid,
                     claim_lock: Some(&attempt.claim_lock),
-                    exit_code: crate::dispatch::exit::code::FAILED,
+                    exit_code: crate::proc::exit::code::FAILED,
                     last_output: Some(why),
                 };
                 // Only the run's bound worker may settle it (another bind took over: not ours).

@@ -51,9 +51,10 @@ use crate::board::{Board, BoardError, Durability, Event, Fence, OpenOptions, Out
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::target::BoardLocation;
-use crate::dispatch::exit::{EXIT_TRAILER, code};
-use crate::dispatch::{Settings, process};
+use crate::dispatch::Settings;
 use crate::gates;
+use crate::proc::exit::{EXIT_TRAILER, code};
+use crate::proc::process;
 
 use heartbeat::{Heartbeat, HeartbeatSpec};
 use prompt::{AttemptView, CommentView, ParentView, PromptInput, TaskView};

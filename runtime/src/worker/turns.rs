@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::agent::{Agent, OutputSink, Reply, Request, TurnExit};
 use crate::board::{BoardError, Event, RunStatus, TurnKind};
-use crate::dispatch::exit::code;
 use crate::identity;
+use crate::proc::exit::code;
 
 use super::prompt::{CONTINUATION_NUDGE, FINALIZE_NUDGE, RECOVERY_NUDGE, STOP_NUDGE};
 use super::{MAX_NUDGES, exit_code};

@@ -309,6 +309,7 @@ pub(crate) fn complete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::board::StorageError;
     use crate::board::conformance::{PostgresStore, SqliteStore, Store, create, spec};
     use crate::board::outcome::{ClaimOutcome, Outcome};
     use crate::board::store::Board;

@@ -1,6 +1,7 @@
-//! How a worker ended, as the dispatcher learns it: from the status of a child it reaped itself, or
-//! — for a worker another dispatcher spawned, or one spawned before a restart — from the trailer
-//! `[kanban-worker-exit] rc=<n>` the worker prints last into its task log.
+//! How a worker ends and says so: the exit codes of `kanban worker` ([`code`]), the trailer
+//! `[kanban-worker-exit] rc=<n>` it prints last into its task log ([`EXIT_TRAILER`]), and how the
+//! dispatcher learns the end — from the status of a child it reaped itself, or (a worker another
+//! dispatcher spawned, or one spawned before a restart) from that trailer.
 //!
 //! Classification (ARCHITECTURE.md §3): 0 while the task is still running = protocol violation; 75 = rate
 //! limited (requeue, no failure, cooldown); 78 = terminal provider (block, sticky); anything else,

@@ -4,7 +4,8 @@
 //! A worker is identified by its pid **and** a fingerprint `"<boot id>|<process start time>"`
 //! (`/proc/sys/kernel/random/boot_id`, field 22 of `/proc/<pid>/stat`). A pid whose fingerprint no
 //! longer matches has been recycled by an unrelated process: it is reported dead and is never
-//! signalled. A zombie (`State: Z`) is dead. This module never touches the board.
+//! signalled. A zombie (`State: Z`) is dead. This module never touches the board and never starts a
+//! process; it only reads `/proc` and sends signals.
 
 use std::time::{Duration, Instant};
 
