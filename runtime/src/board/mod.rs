@@ -18,6 +18,7 @@ mod edit;
 mod error;
 pub mod events;
 pub mod fsck;
+pub mod lane;
 mod lifecycle;
 pub mod location;
 pub mod migrate;
