@@ -4,13 +4,14 @@
 //! Before any command runs, every id given as a unique prefix is resolved ([`resolve_ids`]).
 //!
 //! Every command that changes the board first passes the delegated-child fence
-//! ([`identity::fence::check_board_mutation`]); commands that change an existing task also pass
-//! the worker-ownership gate ([`gates::check_mutation`]): inside a dispatcher-owned worker only its
-//! own task may be changed. `link` and `unlink` change the child (its parents, and its status when
-//! it is demoted to `todo` or promoted), so the child is the task checked. Read commands fall back
-//! to a read-only open when this user may not write the board file or its folder. The agent-facing lifecycle commands (`complete`, `block`, `heartbeat`,
-//! `comment`, and `show`) default their task through [`gates::default_task_id`] and pass the
-//! owned run id, so a superseded worker cannot close its successor's run.
+//! ([`crate::identity::fence::check_board_mutation`]); commands that change an existing task also
+//! pass the worker-ownership gate ([`crate::gates::check_mutation`]): inside a dispatcher-owned
+//! worker only its own task may be changed. `link` and `unlink` change the child (its parents, and
+//! its status when it is demoted to `todo` or promoted), so the child is the task checked. Read
+//! commands fall back to a read-only open when this user may not write the board file or its
+//! folder. The agent-facing lifecycle commands (`complete`, `block`, `heartbeat`, `comment`, and
+//! `show`) default their task through [`crate::gates::default_task_id`] and pass the owned run id,
+//! so a superseded worker cannot close its successor's run.
 //!
 //! Exit codes: 0 ok, 1 error, 2 usage, 3 refused (a lost compare-and-swap, a stale run, a live
 //! claim, not the owner).
