@@ -165,7 +165,7 @@ mod tests {
         drop(board);
         let err = remove_board(dir.path(), "ops", 120).unwrap_err();
         assert!(
-            matches!(&err, RemoveError::Running { tasks, .. } if tasks == &[task.id.clone()]),
+            matches!(&err, RemoveError::Running { tasks, .. } if *tasks == [task.id.clone()]),
             "{err}"
         );
         assert!(err.is_refusal());
