@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::board::{self, Board, BoardError, BoardLocation, OpenOptions, paths};
+use crate::board::{self, paths};
 use crate::cli::session::{fence, now, print_out, root};
 use crate::cli::{CmdResult, Exit, Globals, Refused, print_json};
+use crate::home::create::{self, CreateError, NewBoard};
 use crate::home::remove::{self, RemoveError};
 
 #[derive(Debug, clap::Subcommand)]
@@ -105,44 +106,17 @@ fn list(root: &Path, globals: &Globals) -> CmdResult {
 }
 
 /// `kanban boards create SLUG` (without `--url`): a SQLite board, unless kanban.toml puts the
-/// board in PostgreSQL.
+/// board in PostgreSQL ([`create::create_board`]).
 fn create(root: &Path, slug: String, globals: &Globals) -> CmdResult {
     fence()?;
-    paths::validate_new_slug(&slug)?;
-    // A board kanban.toml puts in PostgreSQL is created there, never as a SQLite file
-    // the configuration would hide.
-    // (A board folder that cannot be read holds no recorded URL; creating the SQLite
-    // file there fails below with its own message.)
-    let located = match paths::locate(root, &slug) {
-        Err(BoardError::Location(e))
-            if matches!(*e, board::location::LocationError::ReadUrlFile { .. }) =>
-        {
-            None
+    let path = match create::create_board(root, &slug) {
+        Ok(NewBoard::Sqlite(path)) => path,
+        Ok(NewBoard::Configured(target)) => {
+            return postgres::create_configured(&slug, &target, globals);
         }
-        other => Some(other?),
+        Err(CreateError::Board(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
     };
-    if let Some(target) = located.as_ref().and_then(BoardLocation::postgres) {
-        if matches!(target.source(), board::location::UrlSource::Config(_)) {
-            return postgres::create_configured(&slug, target, globals);
-        }
-        return Err(BoardError::BoardExists {
-            path: board::location::url_file(root, &slug),
-            slug,
-        }
-        .into());
-    }
-    let path = paths::db_path(root, &slug);
-    match Board::create_new(&path, &OpenOptions::create()) {
-        Ok(()) => {}
-        Err(BoardError::FileExists { .. }) => {
-            return Err(BoardError::BoardExists { slug, path }.into());
-        }
-        Err(err) => {
-            return Err(anyhow::Error::new(err).context(format!(
-                "cannot create board `{slug}`; nothing was left behind, so the same command can be retried"
-            )));
-        }
-    }
     #[derive(Serialize)]
     struct Made<'a> {
         slug: &'a str,
