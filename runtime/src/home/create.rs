@@ -14,7 +14,7 @@ pub enum NewBoard {
     Sqlite(PathBuf),
     /// kanban.toml's `[boards.SLUG] url` names this database: the caller brings it up
     /// ([`super::migrate_plan::create_configured`]).
-    Configured(PgTarget),
+    Configured(Box<PgTarget>),
 }
 
 /// Why a board was not created (nothing was left behind).
@@ -45,7 +45,7 @@ pub fn create_board(root: &Path, slug: &str) -> Result<NewBoard, CreateError> {
     };
     if let Some(target) = located.as_ref().and_then(BoardLocation::postgres) {
         if matches!(target.source(), UrlSource::Config(_)) {
-            return Ok(NewBoard::Configured(target.clone()));
+            return Ok(NewBoard::Configured(Box::new(target.clone())));
         }
         return Err(BoardError::BoardExists {
             path: location::url_file(root, slug),
