@@ -8,6 +8,7 @@
 //! * [`identity`] — the only reader of `HERMES_KANBAN_*`; the ownership context; child env scrub.
 //! * [`gates`] — every consumer of worker identity, each `#[kanban_identity_gated]`.
 //! * [`board`] — the SQLite store; every transition is a compare-and-swap with a typed outcome.
+//! * [`home`] — the home's board decisions: removing a board, putting one in PostgreSQL.
 //! * [`dispatch`] — the tick, reclaim phases, spawn budget, `default_spawn`.
 //! * [`worker`] — the spawned worker process.
 //! * [`proc`] — exit codes, the log trailer, pid fingerprints and liveness, a daemon's backoff.

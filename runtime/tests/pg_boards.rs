@@ -319,7 +319,7 @@ fn migrate_refusals_change_nothing_and_say_why() {
 
     // A dispatcher holding the board's dispatch lock: refused (exit 3).
     {
-        let lock = kanban_runtime::dispatch::lock::TickLock::try_acquire(&k.default_db())
+        let lock = kanban_runtime::home::lock::TickLock::try_acquire(&k.default_db())
             .unwrap()
             .unwrap();
         let run = k.run(&["boards", "migrate", "default", "--to", &url]);

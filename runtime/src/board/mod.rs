@@ -19,6 +19,7 @@ pub mod engine;
 mod error;
 pub mod events;
 pub mod fsck;
+pub mod lane;
 mod lifecycle;
 mod limits;
 pub mod model;

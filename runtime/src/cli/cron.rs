@@ -84,130 +84,150 @@ pub fn run(command: CronCommand, globals: &Globals) -> CmdResult {
         } => add(
             &root, globals, name, schedule, prompt, profile, workdir, repeat,
         ),
-        CronCommand::List => {
-            let jobs = Store::open(&root)?.list()?;
-            if globals.json {
-                print_json(&jobs)?;
-            } else if jobs.is_empty() {
-                println!("no cron jobs (add one with `kanban cron add`)");
-            } else {
-                for job in &jobs {
-                    println!("{}", summary_line(job));
-                }
-            }
-            Ok(Exit::OK)
-        }
-        CronCommand::Show { job } => {
-            let job = Store::open(&root)?.resolve(&job)?;
-            if globals.json {
-                print_json(&job)?;
-            } else {
-                print_job(&root, &job);
-            }
-            Ok(Exit::OK)
-        }
+        CronCommand::List => list(&root, globals),
+        CronCommand::Show { job } => show(&root, &job, globals),
         CronCommand::Run { job } => run_now(&root, globals, &job),
-        CronCommand::Pause { job, reason } => {
-            let mut store = Store::open(&root)?;
-            let id = store.resolve(&job)?.id;
-            let job = store.pause(&id, reason.as_deref(), SystemClock.now())?;
-            report_job(globals, &job, "paused")
+        CronCommand::Pause { job, reason } => pause(&root, &job, reason.as_deref(), globals),
+        CronCommand::Resume { job } => resume(&root, &job, globals),
+        CronCommand::Remove { job } => remove(&root, &job, globals),
+        CronCommand::Tick { now } => tick(&root, now, globals),
+        CronCommand::Daemon { interval } => daemon(&root, interval),
+    }
+}
+
+/// `kanban cron list`.
+fn list(root: &Path, globals: &Globals) -> CmdResult {
+    let jobs = Store::open(root)?.list()?;
+    if globals.json {
+        print_json(&jobs)?;
+    } else if jobs.is_empty() {
+        println!("no cron jobs (add one with `kanban cron add`)");
+    } else {
+        for job in &jobs {
+            println!("{}", summary_line(job));
         }
-        CronCommand::Resume { job } => {
-            let mut store = Store::open(&root)?;
-            let id = store.resolve(&job)?.id;
-            let job = store.resume(&id, SystemClock.now())?;
-            report_job(globals, &job, "resumed")
+    }
+    Ok(Exit::OK)
+}
+
+/// `kanban cron show JOB`.
+fn show(root: &Path, job: &str, globals: &Globals) -> CmdResult {
+    let job = Store::open(root)?.resolve(job)?;
+    if globals.json {
+        print_json(&job)?;
+    } else {
+        print_job(root, &job);
+    }
+    Ok(Exit::OK)
+}
+
+/// `kanban cron pause JOB`.
+fn pause(root: &Path, job: &str, reason: Option<&str>, globals: &Globals) -> CmdResult {
+    let mut store = Store::open(root)?;
+    let id = store.resolve(job)?.id;
+    let job = store.pause(&id, reason, SystemClock.now())?;
+    report_job(globals, &job, "paused")
+}
+
+/// `kanban cron resume JOB`.
+fn resume(root: &Path, job: &str, globals: &Globals) -> CmdResult {
+    let mut store = Store::open(root)?;
+    let id = store.resolve(job)?.id;
+    let job = store.resume(&id, SystemClock.now())?;
+    report_job(globals, &job, "resumed")
+}
+
+/// `kanban cron remove JOB`: the job, its run history and its output folder.
+fn remove(root: &Path, job: &str, globals: &Globals) -> CmdResult {
+    let mut store = Store::open(root)?;
+    let id = store.resolve(job)?.id;
+    store.remove(&id)?;
+    let _ = std::fs::remove_dir_all(cron::scheduler::output_dir(root, &id));
+    if globals.json {
+        print_json(&serde_json::json!({ "id": id, "removed": true }))?;
+    } else {
+        println!("removed {id}");
+    }
+    Ok(Exit::OK)
+}
+
+/// `kanban cron tick [--now T]`: one scheduler pass (exit 1 when a job could not fire).
+fn tick(root: &Path, now: Option<i64>, globals: &Globals) -> CmdResult {
+    let clock: Arc<dyn Clock> = match now {
+        Some(t) => Arc::new(ManualClock::new(t)),
+        None => Arc::new(SystemClock),
+    };
+    let scheduler = scheduler(root, clock)?;
+    let report = scheduler.tick()?;
+    if globals.json {
+        print_json(&report)?;
+    } else if report.skipped {
+        println!("another scheduler is ticking this home; skipped");
+    } else {
+        for id in &report.reaped {
+            println!("{id}: expired fire claim closed as failed");
         }
-        CronCommand::Remove { job } => {
-            let mut store = Store::open(&root)?;
-            let id = store.resolve(&job)?.id;
-            store.remove(&id)?;
-            let _ = std::fs::remove_dir_all(cron::scheduler::output_dir(&root, &id));
-            if globals.json {
-                print_json(&serde_json::json!({ "id": id, "removed": true }))?;
-            } else {
-                println!("removed {id}");
-            }
-            Ok(Exit::OK)
+        for fire in &report.fired {
+            println!("{}", fire_line(fire));
         }
-        CronCommand::Tick { now } => {
-            let clock: Arc<dyn Clock> = match now {
-                Some(t) => Arc::new(ManualClock::new(t)),
-                None => Arc::new(SystemClock),
-            };
-            let scheduler = scheduler(&root, clock)?;
-            let report = scheduler.tick()?;
-            if globals.json {
-                print_json(&report)?;
-            } else if report.skipped {
-                println!("another scheduler is ticking this home; skipped");
-            } else {
-                for id in &report.reaped {
-                    println!("{id}: expired fire claim closed as failed");
-                }
-                for fire in &report.fired {
-                    println!("{}", fire_line(fire));
-                }
-                for e in &report.errors {
-                    eprintln!("kanban: {e}");
-                }
-                if report.fired.is_empty() && report.reaped.is_empty() {
-                    println!("nothing due");
-                }
-            }
-            Ok(if report.errors.is_empty() {
-                Exit::OK
-            } else {
-                Exit(1)
-            })
+        for e in &report.errors {
+            eprintln!("kanban: {e}");
         }
-        CronCommand::Daemon { interval } => {
-            let interval = interval
-                .map(|s| {
-                    crate::config::check_float(
-                        "--interval",
-                        s,
-                        crate::config::CRON_INTERVAL_SECONDS,
-                    )
-                })
-                .transpose()?;
-            let config = Config::load(&root)?;
-            // In range (the flag above, the file when it was loaded): cannot panic below.
-            let every = interval.unwrap_or(config.cron.interval_seconds);
-            let scheduler = scheduler(&root, Arc::new(SystemClock))?;
-            println!(
-                "cron scheduler {} on {} every {every}s",
-                scheduler.owner(),
-                root.display()
-            );
-            // SIGTERM / SIGINT stop the daemon after its running jobs finish (and record their
-            // outcome); a second signal exits at once.
-            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-                signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())?;
-                signal_hook::flag::register(signal, stop.clone())?;
-            }
-            scheduler.daemon(Duration::from_secs_f64(every), &stop, |event| match event {
-                DaemonEvent::Fire(Ok(fire)) => println!("{}", fire_line(&fire)),
-                DaemonEvent::Fire(Err(e)) => eprintln!("kanban: {e}"),
-                DaemonEvent::Failing {
-                    message,
-                    failed_ticks,
-                    retry_in,
-                } => eprintln!(
-                    "kanban cron daemon: tick failing ({failed_ticks} in a row): {message}; \
-                     retrying in {:.2}s (backoff up to {}s); it resumes by itself",
-                    retry_in.as_secs_f64(),
-                    crate::proc::backoff::MAX_BACKOFF.as_secs()
-                ),
-                DaemonEvent::Recovered { failed_ticks } => eprintln!(
-                    "kanban cron daemon: recovered: ticks succeed again after {failed_ticks} \
-                     failed tick(s)"
-                ),
-            })?;
-            Ok(Exit::OK)
+        if report.fired.is_empty() && report.reaped.is_empty() {
+            println!("nothing due");
         }
+    }
+    Ok(if report.errors.is_empty() {
+        Exit::OK
+    } else {
+        Exit(1)
+    })
+}
+
+/// `kanban cron daemon [--interval S]`: the scheduler until SIGTERM / SIGINT.
+fn daemon(root: &Path, interval: Option<f64>) -> CmdResult {
+    let interval = interval
+        .map(|s| crate::config::check_float("--interval", s, crate::config::CRON_INTERVAL_SECONDS))
+        .transpose()?;
+    let config = Config::load(root)?;
+    // In range (the flag above, the file when it was loaded): cannot panic below.
+    let every = interval.unwrap_or(config.cron.interval_seconds);
+    let scheduler = scheduler(root, Arc::new(SystemClock))?;
+    println!(
+        "cron scheduler {} on {} every {every}s",
+        scheduler.owner(),
+        root.display()
+    );
+    // SIGTERM / SIGINT stop the daemon after its running jobs finish (and record their
+    // outcome); a second signal exits at once.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())?;
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    scheduler.daemon(Duration::from_secs_f64(every), &stop, daemon_line)?;
+    Ok(Exit::OK)
+}
+
+/// What the cron daemon prints of one event.
+fn daemon_line(event: DaemonEvent) {
+    match event {
+        DaemonEvent::Fire(Ok(fire)) => println!("{}", fire_line(&fire)),
+        DaemonEvent::Fire(Err(e)) => eprintln!("kanban: {e}"),
+        DaemonEvent::Failing {
+            message,
+            failed_ticks,
+            retry_in,
+        } => eprintln!(
+            "kanban cron daemon: tick failing ({failed_ticks} in a row): {message}; \
+             retrying in {:.2}s (backoff up to {}s); it resumes by itself",
+            retry_in.as_secs_f64(),
+            crate::proc::backoff::MAX_BACKOFF.as_secs()
+        ),
+        DaemonEvent::Recovered { failed_ticks } => eprintln!(
+            "kanban cron daemon: recovered: ticks succeed again after {failed_ticks} \
+             failed tick(s)"
+        ),
     }
 }
 

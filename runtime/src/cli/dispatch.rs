@@ -9,7 +9,8 @@ use anyhow::Context as _;
 
 use super::escape::line;
 use super::{CmdResult, Exit, Globals};
-use crate::board::{Board, OpenOptions, Status};
+use crate::board::lane::Lane;
+use crate::board::{self, Board, OpenOptions, Status};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, Config};
 use crate::dispatch::{self, LoopOptions, Mode, Processes, Settings, TickReport};
@@ -110,7 +111,10 @@ fn same_board(a: &crate::db::target::BoardLocation, b: &crate::db::target::Board
     }
 }
 
-fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
+/// The settings of `kanban dispatch` (the flags over the configuration) and its interval, in
+/// seconds; every flag is checked before anything is read or opened, and every profile's agent
+/// program is checked before a task is claimed for it.
+fn dispatch_settings(args: &DispatchArgs, globals: &Globals) -> anyhow::Result<(Settings, f64)> {
     // Flags are checked before anything is read or opened.
     let max_spawn = args
         .max_spawn
@@ -146,6 +150,11 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
     }
     // Both in range (the flag above, the file when it was loaded): the conversion cannot panic.
     let interval = flag_interval.unwrap_or(config.dispatch.interval_seconds);
+    Ok((settings, interval))
+}
+
+fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
+    let (settings, interval) = dispatch_settings(args, globals)?;
     let mut board = Board::open(&settings.location, &OpenOptions::create())
         .with_context(|| format!("opening board `{}`", settings.location.slug))?;
     let clock = SystemClock;
@@ -428,6 +437,11 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
     for id in &report.timed_out {
         out.push(format!("reclaimed  {id}: runtime cap exceeded"));
     }
+    exit_lines(report, out);
+}
+
+/// The lines of one report's exited workers, systemic failures and failure-breaker blocks.
+fn exit_lines(report: &TickReport, out: &mut Vec<String>) {
     for d in &report.exited {
         let class = serde_json::to_value(d.class)
             .ok()
@@ -449,6 +463,11 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
     for id in &report.gave_up {
         out.push(format!("gave up    {id}: blocked by the failure breaker"));
     }
+    spawn_lines(report, out);
+}
+
+/// The lines of one report's claims and spawns (see [`report_lines`]).
+fn spawn_lines(report: &TickReport, out: &mut Vec<String>) {
     for (id, err) in &report.spawn_failed {
         out.push(format!("spawn failed {id}: {}", line(err)));
     }
@@ -456,7 +475,7 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
         out.push(format!("claim failed {id}: {}", line(err)));
     }
     for s in &report.spawned {
-        let role = if s.lane == crate::board::Status::Review {
+        let role = if Lane::of(s.lane) == Lane::Review {
             ", review"
         } else {
             ""
@@ -545,6 +564,43 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
     };
     let owner_mode = args.mode == "owner";
     let tasks = dispatch::demo::setup_with(&home, clock.now(), owner_mode)?;
+    print_demo_intro(&home, &tasks, owner_mode);
+    let board = run_demo(&home, &clock)?;
+    if owner_mode {
+        for profile in dispatch::demo::DEMO_PROFILES {
+            if let Some(pid) = crate::admission::client::stop_owner(&home, profile) {
+                println!("  stopped the `{profile}` owner (pid {pid})");
+            }
+        }
+    }
+    let rows = dispatch::demo::summary(&board)?;
+    let violations = board.fsck()?;
+    if globals.json {
+        crate::cli::print_json(&serde_json::json!({
+            "home": home,
+            "tasks": rows,
+            "fsck": violations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        print_demo_summary(&rows, &violations);
+    }
+    let all_done = rows.iter().all(|r| r.status == Status::Done.as_str());
+    if temporary && !args.keep {
+        let _ = std::fs::remove_dir_all(&home);
+    } else if !globals.json {
+        println!("the demo home is kept at {}", home.display());
+    }
+    if all_done && violations.is_empty() {
+        Ok(Exit::OK)
+    } else {
+        Err(anyhow::anyhow!(
+            "the demo did not finish cleanly (see the table above)"
+        ))
+    }
+}
+
+/// What the demo set up: its home, its configuration and its tasks.
+fn print_demo_intro(home: &std::path::Path, tasks: &[dispatch::demo::DemoTask], owner_mode: bool) {
     println!("kanban demo: home {}", home.display());
     println!("kanban.toml: builtin:shell and builtin:complete profiles, rate-limit cooldown 1 s");
     if owner_mode {
@@ -553,13 +609,17 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         );
     }
     println!();
-    for t in &tasks {
+    for t in tasks {
         println!("  {}  {:<28} {}", t.id, t.title, t.what);
     }
     println!();
-    let location = crate::home::resolve(&home, Some(crate::home::DEFAULT_BOARD))?;
-    let config = Config::load(&home)?;
-    let settings = Settings::new(home.clone(), location.clone(), &config)?;
+}
+
+/// Dispatches the demo home's default board until it is idle, printing each tick's lines.
+fn run_demo(home: &std::path::Path, clock: &SystemClock) -> anyhow::Result<Board> {
+    let location = crate::home::resolve(home, Some(crate::home::DEFAULT_BOARD))?;
+    let config = Config::load(home)?;
+    let settings = Settings::new(home.to_path_buf(), location.clone(), &config)?;
     let mut board = Board::open(&location, &OpenOptions::default())?;
     let mut workers = Processes::new();
     let options = LoopOptions {
@@ -578,35 +638,24 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
     dispatch::daemon::run(
         &mut board,
         &settings,
-        &clock,
+        clock,
         &mut workers,
         &options,
         &mut print,
         &mut on_health,
     )?;
-    if owner_mode {
-        for profile in dispatch::demo::DEMO_PROFILES {
-            if let Some(pid) = crate::admission::client::stop_owner(&home, profile) {
-                println!("  stopped the `{profile}` owner (pid {pid})");
-            }
-        }
-    }
+    Ok(board)
+}
 
-    let rows = dispatch::demo::summary(&board)?;
-    let violations = board.fsck()?;
-    if globals.json {
-        crate::cli::print_json(&serde_json::json!({
-            "home": home,
-            "tasks": rows,
-            "fsck": violations.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        }))?;
-    } else {
+/// The demo's closing table (one row per task) and what fsck found.
+fn print_demo_summary(rows: &[dispatch::demo::SummaryRow], violations: &[board::Violation]) {
+    {
         println!();
         println!(
             "{:<12} {:<28} {:<8} {:>4}  outcomes",
             "task", "title", "status", "runs"
         );
-        for r in &rows {
+        for r in rows {
             println!(
                 "{:<12} {:<28} {:<8} {:>4}  {}",
                 r.id,
@@ -621,23 +670,10 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
             println!("fsck: clean");
         } else {
             println!("fsck: {} violation(s)", violations.len());
-            for v in &violations {
+            for v in violations {
                 println!("  {v}");
             }
         }
-    }
-    let all_done = rows.iter().all(|r| r.status == Status::Done.as_str());
-    if temporary && !args.keep {
-        let _ = std::fs::remove_dir_all(&home);
-    } else if !globals.json {
-        println!("the demo home is kept at {}", home.display());
-    }
-    if all_done && violations.is_empty() {
-        Ok(Exit::OK)
-    } else {
-        Err(anyhow::anyhow!(
-            "the demo did not finish cleanly (see the table above)"
-        ))
     }
 }
 
@@ -694,22 +730,22 @@ mod stop_line_tests {
             Board::open_path(&dir.path().join("kanban.db"), &OpenOptions::create()).unwrap();
         let id = board
             .create_task(
-                &crate::board::NewTask {
+                &board::NewTask {
                     title: "elsewhere".into(),
-                    ..crate::board::NewTask::default()
+                    ..board::NewTask::default()
                 },
                 100,
             )
             .unwrap()
             .id;
-        let spec = crate::board::ClaimSpec {
+        let spec = board::ClaimSpec {
             lock: "host-b:1".into(),
             ttl_seconds: 60,
             origin: crate::board::ClaimOrigin::External,
         };
         let run = match board.claim(&id, &spec, 100).unwrap() {
-            crate::board::ClaimOutcome::Claimed(c) => c.run_id,
-            crate::board::ClaimOutcome::Lost(l) => panic!("{l:?}"),
+            board::ClaimOutcome::Claimed(c) => c.run_id,
+            board::ClaimOutcome::Lost(l) => panic!("{l:?}"),
         };
         let reg = board
             .register_worker(&id, run, "host-b:1", 77, "boot|1", 100)

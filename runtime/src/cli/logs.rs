@@ -28,12 +28,12 @@ pub struct LogsArgs {
 }
 
 pub fn run(mut args: LogsArgs, globals: &Globals) -> CmdResult {
-    super::operator::resolve_id(&mut args.id, globals)?;
+    super::session::resolve_id(&mut args.id, globals)?;
     if args.follow && globals.json {
         anyhow::bail!("kanban logs: --json prints a finished log at once; drop --follow or --json");
     }
     let root = paths::root_dir(globals.home.as_deref())?;
-    let opened = super::board::open(globals)?;
+    let opened = super::session::open(globals)?;
     let board = &opened.board;
     let task = board.get_task(&args.id)?;
     let runs = board.runs(&task.id)?;

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod board;
+mod boards;
 mod cron;
 mod dispatch;
 mod docs;
@@ -19,11 +20,11 @@ mod escape;
 mod explain;
 mod identity;
 mod logs;
-mod operator;
 mod owner;
-mod pgboards;
 mod review;
 mod serve;
+mod session;
+mod tasks;
 
 /// Global options every subcommand sees.
 #[derive(Debug, Clone, clap::Args)]
@@ -133,79 +134,85 @@ pub fn main() -> ExitCode {
                 "kanban: {}",
                 escape::block(&crate::error_chain(err.as_ref()))
             );
-            let disk_full = err.chain().any(|e| {
-                e.downcast_ref::<crate::db::Error>()
-                    .is_some_and(|s| s.kind() == crate::db::ErrorKind::DiskFull)
-                    || e.downcast_ref::<std::io::Error>()
-                        .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
-            });
-            let io_failure = err.chain().any(|e| {
-                e.downcast_ref::<crate::db::Error>()
-                    .is_some_and(|s| s.kind() == crate::db::ErrorKind::IoFailure)
-            });
-            // A PostgreSQL board's disk is the server's: its advice names the server, not a file.
-            let postgres = err.chain().any(|e| {
-                e.downcast_ref::<crate::db::Error>().is_some_and(|s| {
-                    matches!(
-                        s,
-                        crate::db::Error::Postgres(_)
-                            | crate::db::Error::Queued(_)
-                            | crate::db::Error::ConnectionLost(_)
-                    )
-                })
-            });
-            if io_failure && !disk_full {
-                if postgres {
-                    eprintln!(
-                        "kanban: the PostgreSQL server could not read or write its files; nothing \
-                         was changed. Check the server's disk and log, then run the command again"
-                    );
-                } else {
-                    eprintln!(
-                        "kanban: SQLite could not read or write the board file (a full disk, a \
-                         failing or read-only disk); nothing was changed. Check the disk (`df`) \
-                         and run the command again"
-                    );
-                }
-            }
-            if disk_full {
-                if postgres {
-                    eprintln!(
-                        "kanban: the PostgreSQL server's disk is full; nothing was changed (the \
-                         server rolled the write back). Free space on the server and run the \
-                         command again"
-                    );
-                } else {
-                    eprintln!(
-                        "kanban: the disk is full; nothing was changed (SQLite rolled the write \
-                         back). Free some space and run the command again"
-                    );
-                }
-            }
-            let corrupt = err.chain().any(|e| {
-                e.downcast_ref::<crate::board::BoardError>()
-                    .is_some_and(crate::board::BoardError::is_corrupt)
-            });
-            if corrupt {
-                if postgres {
-                    eprintln!(
-                        "kanban: the PostgreSQL server reports damaged data in the board's \
-                         database; nothing was changed. See the server's log, and restore the \
-                         database from a backup"
-                    );
-                } else {
-                    eprintln!(
-                        "kanban: the board database is damaged; nothing was changed. `kanban \
-                         fsck` reports what SQLite finds; restore a backup, or salvage the rows \
-                         with `sqlite3 <board file> .recover`"
-                    );
-                }
-            }
+            print_advice(&err);
             if err.downcast_ref::<Refused>().is_some() {
                 ExitCode::from(3)
             } else {
                 ExitCode::from(1)
             }
+        }
+    }
+}
+
+/// What to do about a failed disk, a full disk or a damaged board, when `err` was one: SQLite's
+/// advice names the file, PostgreSQL's the server.
+fn print_advice(err: &anyhow::Error) {
+    let disk_full = err.chain().any(|e| {
+        e.downcast_ref::<crate::db::Error>()
+            .is_some_and(|s| s.kind() == crate::db::ErrorKind::DiskFull)
+            || e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+    });
+    let io_failure = err.chain().any(|e| {
+        e.downcast_ref::<crate::db::Error>()
+            .is_some_and(|s| s.kind() == crate::db::ErrorKind::IoFailure)
+    });
+    // A PostgreSQL board's disk is the server's: its advice names the server, not a file.
+    let postgres = err.chain().any(|e| {
+        e.downcast_ref::<crate::db::Error>().is_some_and(|s| {
+            matches!(
+                s,
+                crate::db::Error::Postgres(_)
+                    | crate::db::Error::Queued(_)
+                    | crate::db::Error::ConnectionLost(_)
+            )
+        })
+    });
+    if io_failure && !disk_full {
+        if postgres {
+            eprintln!(
+                "kanban: the PostgreSQL server could not read or write its files; nothing \
+                 was changed. Check the server's disk and log, then run the command again"
+            );
+        } else {
+            eprintln!(
+                "kanban: SQLite could not read or write the board file (a full disk, a \
+                 failing or read-only disk); nothing was changed. Check the disk (`df`) \
+                 and run the command again"
+            );
+        }
+    }
+    if disk_full {
+        if postgres {
+            eprintln!(
+                "kanban: the PostgreSQL server's disk is full; nothing was changed (the \
+                 server rolled the write back). Free space on the server and run the \
+                 command again"
+            );
+        } else {
+            eprintln!(
+                "kanban: the disk is full; nothing was changed (SQLite rolled the write \
+                 back). Free some space and run the command again"
+            );
+        }
+    }
+    let corrupt = err.chain().any(|e| {
+        e.downcast_ref::<crate::board::BoardError>()
+            .is_some_and(crate::board::BoardError::is_corrupt)
+    });
+    if corrupt {
+        if postgres {
+            eprintln!(
+                "kanban: the PostgreSQL server reports damaged data in the board's \
+                 database; nothing was changed. See the server's log, and restore the \
+                 database from a backup"
+            );
+        } else {
+            eprintln!(
+                "kanban: the board database is damaged; nothing was changed. `kanban \
+                 fsck` reports what SQLite finds; restore a backup, or salvage the rows \
+                 with `sqlite3 <board file> .recover`"
+            );
         }
     }
 }

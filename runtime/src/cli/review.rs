@@ -3,7 +3,7 @@
 //! default to its task and pass its run id, so a superseded worker cannot hand over its
 //! successor's run; `reopen` is an operator's.
 
-use super::board::{authorize, done, lifecycle, now, open, print_out};
+use super::session::{authorize, done, lifecycle, now, open, print_out};
 use super::{CmdResult, Globals};
 
 #[derive(Debug, clap::Subcommand)]
@@ -32,66 +32,83 @@ pub enum ReviewCommand {
 }
 
 pub fn run(command: ReviewCommand, globals: &Globals) -> CmdResult {
-    let json = globals.json;
     match command {
         ReviewCommand::Request {
             id,
             reviewer,
             summary,
-        } => {
-            let target = match lifecycle(id.as_deref())? {
-                Ok(target) => target,
-                Err(exit) => return Ok(exit),
-            };
-            let o = open(globals)?;
-            let r = done(o.board.request_review(
-                &target.task_id,
-                target.expected_run_id,
-                reviewer.as_deref(),
-                summary.as_deref(),
-                now(),
-            )?)?;
-            print_out(json, &r, || {
-                format!(
-                    "{} is in review (reviewer {})",
-                    r.task_id,
-                    r.reviewer.as_deref().unwrap_or("-")
-                )
-            })
-        }
-        ReviewCommand::Changes { id, reason } => {
-            let target = match lifecycle(id.as_deref())? {
-                Ok(target) => target,
-                Err(exit) => return Ok(exit),
-            };
-            let o = open(globals)?;
-            let b = done(o.board.request_changes(
-                &target.task_id,
-                target.expected_run_id,
-                &reason,
-                now(),
-            )?)?;
-            print_out(json, &b, || {
-                format!(
-                    "changes requested on {}; now {} for {}",
-                    b.task_id,
-                    b.status,
-                    b.assignee.as_deref().unwrap_or("-")
-                )
-            })
-        }
-        ReviewCommand::Reopen { id } => {
-            authorize(&id)?;
-            let o = open(globals)?;
-            let b = done(o.board.review_reopen(&id, now())?)?;
-            print_out(json, &b, || {
-                format!(
-                    "{} left review; now {} for {}",
-                    b.task_id,
-                    b.status,
-                    b.assignee.as_deref().unwrap_or("-")
-                )
-            })
-        }
+        } => request(
+            id.as_deref(),
+            reviewer.as_deref(),
+            summary.as_deref(),
+            globals,
+        ),
+        ReviewCommand::Changes { id, reason } => changes(id.as_deref(), &reason, globals),
+        ReviewCommand::Reopen { id } => reopen(&id, globals),
     }
+}
+
+/// `kanban review request [ID]`.
+fn request(
+    id: Option<&str>,
+    reviewer: Option<&str>,
+    summary: Option<&str>,
+    globals: &Globals,
+) -> CmdResult {
+    let target = match lifecycle(id)? {
+        Ok(target) => target,
+        Err(exit) => return Ok(exit),
+    };
+    let o = open(globals)?;
+    let r = done(o.board.request_review(
+        &target.task_id,
+        target.expected_run_id,
+        reviewer,
+        summary,
+        now(),
+    )?)?;
+    print_out(globals.json, &r, || {
+        format!(
+            "{} is in review (reviewer {})",
+            r.task_id,
+            r.reviewer.as_deref().unwrap_or("-")
+        )
+    })
+}
+
+/// `kanban review changes [ID] --reason TEXT`.
+fn changes(id: Option<&str>, reason: &str, globals: &Globals) -> CmdResult {
+    let target = match lifecycle(id)? {
+        Ok(target) => target,
+        Err(exit) => return Ok(exit),
+    };
+    let o = open(globals)?;
+    let b =
+        done(
+            o.board
+                .request_changes(&target.task_id, target.expected_run_id, reason, now())?,
+        )?;
+    print_out(globals.json, &b, || {
+        format!(
+            "changes requested on {}; now {} for {}",
+            b.task_id,
+            b.status,
+            b.assignee.as_deref().unwrap_or("-")
+        )
+    })
+}
+
+/// `kanban review reopen ID`.
+fn reopen(id: &str, globals: &Globals) -> CmdResult {
+    authorize(id)?;
+    let o = open(globals)?;
+    let b = done(o.board.review_reopen(id, now())?)?;
+    print_out(globals.json, &b, || {
+        format!(
+            "{} left review; now {} for {}",
+            b.task_id,
+            b.status,
+            b.assignee.as_deref().unwrap_or("-")
+        )
+    })
 }

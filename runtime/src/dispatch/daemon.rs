@@ -27,10 +27,10 @@ use crate::board::{Board, ChangeWatch, OpenOptions, Wake};
 use crate::clock::Clock;
 use crate::proc::backoff::{Streak, backoff};
 
-use super::lock::TickLock;
 use super::settings::Settings;
 use super::tick::{TickError, TickReport, tick};
 use super::workers::Workers;
+use crate::home::lock::TickLock;
 
 /// How often an idle loop (no worker of ours running) reads the board's change counter between
 /// ticks when no file watch announces commits.

@@ -29,7 +29,6 @@
 pub mod daemon;
 pub mod demo;
 pub mod guard;
-pub mod lock;
 pub mod settings;
 pub mod spawn;
 pub mod tick;

@@ -256,7 +256,7 @@ pub enum TickError {
         source: BoardError,
     },
     #[error(transparent)]
-    Lock(#[from] super::lock::LockError),
+    Lock(#[from] crate::home::lock::LockError),
 }
 
 fn to_board(t: &Termination) -> board::Termination {

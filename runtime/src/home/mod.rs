@@ -1,5 +1,8 @@
 //! Where boards live: the kanban root, slug validation, board resolution and the per-board paths
-//! of workspaces and logs. Pure path arithmetic plus the `current` file; it never opens SQLite.
+//! of workspaces and logs, and the home's board decisions the command line only calls: where
+//! `boards create` puts a board ([`create`]), what `boards rm` may remove ([`remove`]), what
+//! `boards create --url` / `boards migrate` check, lock and do ([`migrate_plan`], [`migrate`]).
+//! Errors here never name a command-line flag; the CLI adds any hint.
 //!
 //! Layout (the README's "Where boards live"):
 //! * root = `--home` > `HERMES_KANBAN_HOME` > `$HERMES_HOME` > `~/.hermes`;
@@ -35,8 +38,12 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod create;
 pub mod error;
+pub mod lock;
 pub mod migrate;
+pub mod migrate_plan;
+pub mod remove;
 
 pub use error::{HomeError, Result};
 

@@ -3,7 +3,7 @@
 //! board's lock file (`<db>.dispatch.lock`, the same `flock` kanban takes) and runs
 //! `kanban dispatch --once`.
 
-use kanban_runtime::dispatch::lock::TickLock;
+use kanban_runtime::home::lock::TickLock;
 
 use super::support::Home;
 

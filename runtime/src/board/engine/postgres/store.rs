@@ -143,6 +143,39 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
     })
 }
 
+/// Why a PostgreSQL database could not be brought to the board schema.
+#[derive(Debug, thiserror::Error)]
+pub enum BringUpError {
+    #[error("cannot connect to {url}")]
+    Connect {
+        url: String,
+        #[source]
+        source: kanban_pgwire::Error,
+    },
+
+    #[error("cannot create the board schema in {url}; nothing was recorded")]
+    Schema {
+        url: String,
+        #[source]
+        source: super::schema::PgSchemaError,
+    },
+}
+
+/// Connects to `target` and creates the board schema there, or joins the board it holds (see
+/// [`migrate_once`]); returns the schema version the database had (0: it was empty).
+pub fn create_or_join(target: &PgTarget) -> std::result::Result<i64, BringUpError> {
+    let connect = |source| BringUpError::Connect {
+        url: target.redacted(),
+        source,
+    };
+    let config = target.connect_config().map_err(connect)?;
+    let mut client = kanban_pgwire::Client::connect(&config).map_err(connect)?;
+    migrate_once(&mut client).map_err(|source| BringUpError::Schema {
+        url: target.redacted(),
+        source,
+    })
+}
+
 /// Brings the connected database to the board schema in one transaction ([`crate::board::engine::postgres::schema::migrate`];
 /// an up-to-date database gets no DDL) and returns the version it found; what `Board::open`
 /// with `create`, `kanban boards create --url` and a configured board's first use run, so

@@ -1,0 +1,181 @@
+//! `kanban boards list|create|switch|rm|migrate`: the boards of the home, one function per
+//! subcommand; the PostgreSQL ones (`create --url`, `migrate`) are [`postgres`]. Parse, call
+//! [`crate::home`] / [`crate::home`], print.
+
+mod postgres;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::cli::session::{fence, now, print_out, root};
+use crate::cli::{CmdResult, Exit, Globals, Refused, print_json};
+use crate::home as paths;
+use crate::home::create::{self, CreateError, NewBoard};
+use crate::home::remove::{self, RemoveError};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum BoardsCommand {
+    /// Every board under the root (`*` marks the current one).
+    List,
+    /// Create board SLUG (a SQLite file; with --url, in a PostgreSQL database).
+    Create {
+        slug: String,
+        /// The board lives in this PostgreSQL database (`postgres://user@host:port/dbname`,
+        /// without a password: it comes from ~/.pgpass, PGPASSFILE or PGPASSWORD). An empty
+        /// database gets the board schema; one that already holds a kanban board is shared.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
+    /// Make SLUG the current board.
+    Switch { slug: String },
+    /// Remove board SLUG and its folder (refused while one of its tasks has a live claim, and
+    /// for the default board).
+    Rm { slug: String },
+    /// Copy SQLite board SLUG into an empty PostgreSQL database and switch the board to it (the
+    /// SQLite file is kept as `kanban.db.migrated-<epoch>`). Refused while a task is running or a
+    /// dispatcher ticks the board.
+    Migrate {
+        slug: String,
+        /// The target database URL, without a password.
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
+}
+
+pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResult {
+    let root = root(globals)?;
+    match command {
+        BoardsCommand::List => list(&root, globals),
+        BoardsCommand::Create {
+            slug,
+            url: Some(url),
+        } => postgres::create(&root, &slug, &url, globals),
+        BoardsCommand::Migrate { slug, to } => postgres::migrate(&root, &slug, &to, globals),
+        BoardsCommand::Create { slug, url: None } => create(&root, slug, globals),
+        BoardsCommand::Rm { slug } => rm(&root, &slug, globals),
+        BoardsCommand::Switch { slug } => switch(&root, &slug, globals),
+    }
+}
+
+/// `kanban boards list`.
+fn list(root: &Path, globals: &Globals) -> CmdResult {
+    let current = paths::resolve(root, globals.board.as_deref())
+        .map(|l| l.slug)
+        .unwrap_or_else(|_| crate::home::DEFAULT_BOARD.to_owned());
+    #[derive(Serialize)]
+    struct Entry {
+        slug: String,
+        /// `sqlite` or `postgres`.
+        store: &'static str,
+        /// The SQLite file (null for a PostgreSQL board).
+        db_path: Option<PathBuf>,
+        /// The PostgreSQL URL without its password (null for a SQLite board).
+        url: Option<String>,
+        exists: bool,
+        current: bool,
+    }
+    let entries: Vec<Entry> = paths::list_boards(root)?
+        .into_iter()
+        .map(|b| Entry {
+            exists: b.exists(),
+            current: b.slug == current,
+            store: b.store.kind(),
+            url: b.postgres().map(crate::db::target::PgTarget::redacted),
+            db_path: b.postgres().is_none().then(|| b.db_path.clone()),
+            slug: b.slug,
+        })
+        .collect();
+    if globals.json {
+        print_json(&entries)?;
+    } else {
+        for e in &entries {
+            println!(
+                "{} {}{}{}",
+                if e.current { "*" } else { " " },
+                e.slug,
+                e.url
+                    .as_deref()
+                    .map(|u| format!(" (postgres {u})"))
+                    .unwrap_or_default(),
+                if e.exists { "" } else { " (not created yet)" }
+            );
+        }
+    }
+    Ok(Exit::OK)
+}
+
+/// `kanban boards create SLUG` (without `--url`): a SQLite board, unless kanban.toml puts the
+/// board in PostgreSQL ([`create::create_board`]).
+fn create(root: &Path, slug: String, globals: &Globals) -> CmdResult {
+    fence()?;
+    let path = match create::create_board(root, &slug) {
+        Ok(NewBoard::Sqlite(path)) => path,
+        Ok(NewBoard::Configured(target)) => {
+            return postgres::create_configured(&slug, &target, globals);
+        }
+        Err(CreateError::Board(e)) => return Err(e.into()),
+        Err(CreateError::Home(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
+    };
+    #[derive(Serialize)]
+    struct Made<'a> {
+        slug: &'a str,
+        db_path: &'a Path,
+    }
+    print_out(
+        globals.json,
+        &Made {
+            slug: &slug,
+            db_path: &path,
+        },
+        || format!("created board {slug} at {}", path.display()),
+    )
+}
+
+/// `kanban boards switch SLUG`.
+fn switch(root: &Path, slug: &str, globals: &Globals) -> CmdResult {
+    fence()?;
+    paths::switch_board(root, slug)?;
+    #[derive(Serialize)]
+    struct Switched<'a> {
+        current: &'a str,
+    }
+    print_out(globals.json, &Switched { current: slug }, || {
+        format!("current board is now {slug}")
+    })
+}
+
+/// `kanban boards rm SLUG` ([`remove::remove_board`]): a refusal (the default board, a task
+/// running under a live claim) is exit 3.
+fn rm(root: &Path, slug: &str, globals: &Globals) -> CmdResult {
+    fence()?;
+    let removed = match remove::remove_board(root, slug, now()) {
+        Ok(removed) => removed,
+        Err(e) if e.is_refusal() => return Err(Refused(e.to_string()).into()),
+        Err(RemoveError::Board(e)) => return Err(e.into()),
+        Err(RemoveError::Home(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
+    };
+    #[derive(Serialize)]
+    struct Removed<'a> {
+        slug: &'a str,
+        path: &'a Path,
+        current: &'a str,
+    }
+    print_out(
+        globals.json,
+        &Removed {
+            slug,
+            path: &removed.folder,
+            current: &removed.current,
+        },
+        || {
+            let mut text = format!("removed board {slug} ({})", removed.folder.display());
+            if removed.was_current {
+                text.push_str("; the current board is now default");
+            }
+            text
+        },
+    )
+}

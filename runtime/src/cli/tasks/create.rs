@@ -1,0 +1,113 @@
+//! `kanban init` and `kanban create`: make the board, add a task to it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::board::{Board, NewTask, OpenOptions};
+use crate::cli::session::{fence, now, open, print_out, read_body, root};
+use crate::cli::{CmdResult, Exit, Globals, print_json};
+use crate::gates;
+use crate::home as paths;
+
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    pub title: String,
+    /// The task's body; `-` reads it from standard input.
+    #[arg(long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Read the body from this file.
+    #[arg(long, value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
+    #[arg(long)]
+    pub assignee: Option<String>,
+    /// A task this one depends on (repeatable).
+    #[arg(long = "parent", value_name = "ID")]
+    pub parents: Vec<String>,
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// Creating twice with the same key returns the first task.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// Runtime cap of one attempt, in seconds.
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub max_runtime: Option<i64>,
+    /// Counted failures before the task is blocked (1-1000; default: the config's [dispatch] failure_limit, 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=1000))]
+    pub max_retries: Option<i64>,
+    /// Start in triage.
+    #[arg(long, conflicts_with = "blocked")]
+    pub triage: bool,
+    /// Start blocked (until `kanban unblock`).
+    #[arg(long)]
+    pub blocked: bool,
+    /// Goal mode: the worker keeps giving the agent turns until the task is done, blocked or in
+    /// review, or the turn budget is spent (then it is blocked with `blocked_budget`).
+    #[arg(long)]
+    pub goal: bool,
+    /// Turn budget of a goal task (1-1000; default: the profile's `goal_max_turns`, else 20).
+    #[arg(long, requires = "goal", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_turns: Option<u32>,
+}
+
+/// `kanban init`: creates the resolved board's database if it does not exist.
+pub(in crate::cli) fn init(globals: &Globals) -> CmdResult {
+    fence()?;
+    let root = root(globals)?;
+    let loc = paths::resolve(&root, globals.board.as_deref())?;
+    let existed = loc.postgres().is_some() || loc.db_path.exists();
+    Board::open(&loc, &OpenOptions::create())?;
+    #[derive(Serialize)]
+    struct Init<'a> {
+        board: &'a str,
+        db_path: &'a Path,
+        created: bool,
+    }
+    print_out(
+        globals.json,
+        &Init {
+            board: &loc.slug,
+            db_path: &loc.db_path,
+            created: !existed,
+        },
+        || {
+            format!(
+                "board {} {} at {}",
+                loc.slug,
+                if existed { "ready" } else { "created" },
+                loc.describe()
+            )
+        },
+    )
+}
+
+/// `kanban create TITLE …`: prints the new task's id.
+pub(in crate::cli) fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
+    fence()?;
+    let body = read_body(args.body, args.body_file.as_deref())?;
+    let o = open(globals)?;
+    let new = NewTask {
+        title: args.title,
+        body,
+        assignee: args.assignee,
+        parents: args.parents,
+        priority: args.priority,
+        idempotency_key: args.idempotency_key,
+        max_runtime_seconds: args.max_runtime,
+        triage: args.triage,
+        blocked: args.blocked,
+        created_by: gates::default_task_id(None),
+        goal_mode: args.goal,
+        goal_max_turns: args.max_turns.map(i64::from),
+        max_retries: args.max_retries,
+        ..NewTask::default()
+    };
+    let created = o.board.create_task(&new, now())?;
+    if globals.json {
+        print_json(&created)?;
+    } else {
+        println!("{}", created.id);
+    }
+    Ok(Exit::OK)
+}

@@ -1,0 +1,188 @@
+//! `kanban claim|heartbeat|complete|block|comment`: the agent-facing lifecycle commands. Inside a
+//! worker they default to its task and pass its owned run id, so a superseded worker cannot close
+//! its successor's run (see [`crate::cli::session::lifecycle`]).
+
+use serde::Serialize;
+
+use crate::board::{self, BlockKind, ClaimOutcome, ClaimSpec, Completion, Fence};
+use crate::cli::escape::line;
+use crate::cli::session::{authorize, done, lifecycle, now, open, print_out, refused, root};
+use crate::cli::{CmdResult, Exit, Globals, print_json};
+use crate::config::Config;
+use crate::gates;
+
+/// `kanban claim ID`: claims the task from the lane its status puts it in (a review task for its
+/// reviewer, [`board::lane`]).
+pub(in crate::cli) fn claim(
+    id: &str,
+    ttl: Option<i64>,
+    claimer: Option<String>,
+    globals: &Globals,
+) -> CmdResult {
+    authorize(id)?;
+    // The configuration and the TTL are checked before the board is opened.
+    let config = Config::load(&root(globals)?)?;
+    let ttl_seconds = match ttl {
+        Some(ttl) => board::check_seconds("--ttl", ttl)?,
+        None => crate::dispatch::settings::claim_ttl_seconds(&config)?,
+    };
+    let o = open(globals)?;
+    let lock = claimer
+        .map(|c| c.trim().to_owned())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(board::default_claim_lock);
+    let spec = ClaimSpec {
+        lock,
+        ttl_seconds,
+        origin: board::ClaimOrigin::External,
+    };
+    match o.board.claim_in_its_lane(id, &spec, now())? {
+        ClaimOutcome::Claimed(c) => {
+            if globals.json {
+                print_json(&c)?;
+            } else {
+                println!(
+                    "claimed {} run {} as {} until {}",
+                    line(&c.task_id),
+                    c.run_id,
+                    line(&c.claim_lock),
+                    crate::cli::explain::when(c.claim_expires, now())
+                );
+            }
+            Ok(Exit::OK)
+        }
+        ClaimOutcome::Lost(r) => Err(refused(r)),
+    }
+}
+
+/// `kanban heartbeat [ID]`.
+pub(in crate::cli) fn heartbeat(
+    id: Option<&str>,
+    note: Option<&str>,
+    ttl: Option<i64>,
+    globals: &Globals,
+) -> CmdResult {
+    let target = match lifecycle(id)? {
+        Ok(target) => target,
+        Err(exit) => return Ok(exit),
+    };
+    let config = Config::load(&root(globals)?)?;
+    let ttl_seconds = match ttl {
+        Some(ttl) => board::check_seconds("--ttl", ttl)?,
+        None => crate::dispatch::settings::claim_ttl_seconds(&config)?,
+    };
+    let o = open(globals)?;
+    let fence = Fence {
+        claim_lock: target.claim_lock,
+        run_id: target.expected_run_id,
+    };
+    let hb = done(
+        o.board
+            .heartbeat(&target.task_id, &fence, note, ttl_seconds, now())?,
+    )?;
+    print_out(globals.json, &hb, || {
+        format!(
+            "heartbeat {}: claim until {}",
+            hb.task_id,
+            crate::cli::explain::when(hb.claim_expires, now())
+        )
+    })
+}
+
+/// `kanban complete [ID]`.
+pub(in crate::cli) fn complete(
+    id: Option<&str>,
+    summary: Option<String>,
+    result: Option<String>,
+    force: bool,
+    globals: &Globals,
+) -> CmdResult {
+    let target = match lifecycle(id)? {
+        Ok(target) => target,
+        Err(exit) => return Ok(exit),
+    };
+    let o = open(globals)?;
+    let completion = Completion {
+        expected_run_id: target.expected_run_id,
+        summary,
+        result,
+        force,
+    };
+    let c = done(o.board.complete(&target.task_id, &completion, now())?)?;
+    print_out(globals.json, &c, || {
+        let mut line = format!("completed {}", c.task_id);
+        if !c.promoted.is_empty() {
+            line.push_str(&format!("; now ready: {}", c.promoted.join(", ")));
+        }
+        line
+    })
+}
+
+/// `kanban block [ID] --reason TEXT [--kind KIND]`.
+pub(in crate::cli) fn block(
+    id: Option<&str>,
+    reason: &str,
+    kind: Option<BlockKind>,
+    globals: &Globals,
+) -> CmdResult {
+    let target = match lifecycle(id)? {
+        Ok(target) => target,
+        Err(exit) => return Ok(exit),
+    };
+    let o = open(globals)?;
+    let b = done(
+        o.board
+            .block(&target.task_id, kind, reason, target.expected_run_id, now())?,
+    )?;
+    print_out(globals.json, &b, || {
+        let mut line = format!("{} is now {}", b.task_id, b.status);
+        match b.kind {
+            // The board changed the kind (a dependency block with no open parent
+            // waits on a person): say so, as the original does.
+            Some(recorded) if kind.is_some_and(|asked| asked != recorded) => {
+                let asked = kind.map(|k| k.to_string()).unwrap_or_default();
+                line.push_str(&format!(" (recorded as {recorded}, not {asked})"));
+            }
+            Some(recorded) => line.push_str(&format!(" ({recorded})")),
+            None => {}
+        }
+        line
+    })
+}
+
+/// `kanban comment ID --body TEXT`: a worker comments as itself (its profile, or its task), never
+/// under a name it chose.
+pub(in crate::cli) fn comment(
+    id: &str,
+    body: &str,
+    author: Option<String>,
+    globals: &Globals,
+) -> CmdResult {
+    let id = match lifecycle(Some(id))? {
+        Ok(target) => target.task_id,
+        Err(exit) => return Ok(exit),
+    };
+    let o = open(globals)?;
+    let author = match gates::default_task_id(None) {
+        Some(task) => o
+            .board
+            .get_task(&task)
+            .ok()
+            .and_then(|t| t.assignee)
+            .unwrap_or(task),
+        None => author.unwrap_or_else(|| "operator".to_owned()),
+    };
+    let comment_id = o.board.comment(&id, &author, body, now())?;
+    #[derive(Serialize)]
+    struct Commented<'a> {
+        id: i64,
+        task_id: &'a str,
+        author: &'a str,
+    }
+    let c = Commented {
+        id: comment_id,
+        task_id: &id,
+        author: &author,
+    };
+    print_out(globals.json, &c, || format!("comment {comment_id} on {id}"))
+}

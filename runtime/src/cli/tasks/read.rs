@@ -1,0 +1,294 @@
+//! `kanban list|show|events|fsck`: the read commands. They open the board read-only when this
+//! user may not write it ([`open_read`]) and change nothing.
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use serde::Serialize;
+
+use crate::board::{self, Comment, Run, Status, StoredEvent, Task, TaskFilter, TaskRef};
+use crate::cli::escape::{block, line};
+use crate::cli::explain;
+use crate::cli::session::{Opened, now, open_read, task_arg};
+use crate::cli::{CmdResult, Exit, Globals, print_json};
+
+/// `list --status`: the statuses, which the shells complete.
+fn status_parser() -> impl TypedValueParser<Value = Status> {
+    PossibleValuesParser::new(Status::ALL.map(Status::as_str))
+        .try_map(|name| name.parse::<Status>())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Only this status (repeatable).
+    #[arg(long = "status", value_name = "STATUS", value_parser = status_parser())]
+    pub statuses: Vec<Status>,
+    #[arg(long)]
+    pub assignee: Option<String>,
+    /// Include archived tasks.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `kanban list`.
+pub(in crate::cli) fn list(args: ListArgs, globals: &Globals) -> CmdResult {
+    let o = open_read(globals)?;
+    let tasks = o.board.list_tasks(&TaskFilter {
+        statuses: args.statuses,
+        assignee: args.assignee,
+        include_archived: args.all,
+        limit: None,
+    })?;
+    if globals.json {
+        print_json(&tasks)?;
+    } else {
+        for t in &tasks {
+            println!("{}", task_line(t));
+        }
+    }
+    Ok(Exit::OK)
+}
+
+/// `kanban events ID [--limit N]`.
+pub(in crate::cli) fn events(id: &str, limit: Option<usize>, globals: &Globals) -> CmdResult {
+    let o = open_read(globals)?;
+    o.board.get_task(id)?;
+    let events = o.board.events(id, limit)?;
+    if globals.json {
+        print_json(&events)?;
+    } else {
+        for e in &events {
+            println!("{}", event_line(e));
+        }
+    }
+    Ok(Exit::OK)
+}
+
+/// `kanban fsck`: exit 1 naming each violation.
+pub(in crate::cli) fn fsck(globals: &Globals) -> CmdResult {
+    let o = open_read(globals)?;
+    let violations = o.board.fsck_at(now())?;
+    if globals.json {
+        #[derive(Serialize)]
+        struct Report<'a> {
+            ok: bool,
+            board: &'a str,
+            violations: &'a [board::Violation],
+        }
+        print_json(&Report {
+            ok: violations.is_empty(),
+            board: &o.loc.slug,
+            violations: &violations,
+        })?;
+    } else if violations.is_empty() {
+        println!("board {} is consistent", o.loc.slug);
+    }
+    for v in &violations {
+        eprintln!("kanban fsck: {v}");
+    }
+    Ok(if violations.is_empty() {
+        Exit::OK
+    } else {
+        Exit(1)
+    })
+}
+
+fn task_line(t: &Task) -> String {
+    format!(
+        "{}  {:<9} p{:<3} {:<12} {}",
+        t.id,
+        t.status.as_str(),
+        t.priority,
+        line(t.assignee.as_deref().unwrap_or("-")),
+        line(&t.title)
+    )
+}
+
+fn event_line(e: &StoredEvent) -> String {
+    let now = now();
+    let payload = e
+        .payload
+        .as_ref()
+        .map(|p| format!(" {}", explain::readable_payload(p, now)))
+        .unwrap_or_default();
+    let run = e.run_id.map(|r| format!(" run={r}")).unwrap_or_default();
+    // JSON escapes C0 controls but not DEL or the C1 range; escape the whole line.
+    let at = explain::when(e.created_at, now);
+    line(&format!("{at} {}{run}{payload}", e.kind)).into_owned()
+}
+
+/// `turn <n> of run <r>: <kind>, <exit class> (exit <code>), <seconds> s`.
+fn turn_line(e: &StoredEvent) -> String {
+    let p = e.payload.clone().unwrap_or_default();
+    let run = e.run_id.map_or("-".to_owned(), |r| r.to_string());
+    line(&format!(
+        "turn {} of run {run}: {}, {} (exit {}), {} s",
+        p["turn"],
+        p["kind"].as_str().unwrap_or("?"),
+        p["exit"].as_str().unwrap_or("?"),
+        p["exit_code"],
+        p["seconds"]
+    ))
+    .into_owned()
+}
+
+/// What `kanban show` prints of a task.
+struct Shown {
+    task: Task,
+    parents: Vec<TaskRef>,
+    children: Vec<TaskRef>,
+    runs: Vec<Run>,
+    comments: Vec<Comment>,
+    recent: Vec<StoredEvent>,
+    /// Every agent turn of every run (the worker's `turn` events), oldest first.
+    turns: Vec<StoredEvent>,
+}
+
+impl Shown {
+    fn read(o: &Opened, id: &str, events: usize) -> anyhow::Result<Shown> {
+        let task = o.board.get_task(id)?;
+        let parents = o.board.parents(id)?;
+        let children = o.board.children(id)?;
+        let runs = o.board.runs(id)?;
+        let comments = o.board.comments(id)?;
+        let recent = o.board.events(id, Some(events))?;
+        let mut turns: Vec<_> = o
+            .board
+            .events(id, None)?
+            .into_iter()
+            .filter(|e| e.kind == "turn")
+            .collect();
+        turns.sort_by_key(|e| e.id);
+        Ok(Shown {
+            task,
+            parents,
+            children,
+            runs,
+            comments,
+            recent,
+            turns,
+        })
+    }
+}
+
+/// `kanban show [ID] [--events N]` (default: this worker's task).
+pub(in crate::cli) fn show(id: Option<String>, events: usize, globals: &Globals) -> CmdResult {
+    let id = match task_arg(id, "show") {
+        Ok(id) => id,
+        Err(exit) => return Ok(exit),
+    };
+    let o = open_read(globals)?;
+    let s = Shown::read(&o, &id, events)?;
+    if globals.json {
+        print_json(&serde_json::json!({
+            "task": s.task,
+            "parents": s.parents,
+            "children": s.children,
+            "runs": s.runs,
+            "turns": s.turns,
+            "comments": s.comments,
+            "events": s.recent,
+        }))?;
+        return Ok(Exit::OK);
+    }
+    let at = now();
+    print_state(&o, &id, &s, at)?;
+    print_history(&s, at);
+    Ok(Exit::OK)
+}
+
+/// The task's title, status, why it is where it is, its claim, owner turn, body and result.
+fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
+    let task = &s.task;
+    println!("{}: {}", task.id, line(&task.title));
+    println!(
+        "status {}  priority {}  assignee {}",
+        task.status,
+        task.priority,
+        line(task.assignee.as_deref().unwrap_or("-"))
+    );
+    if task.goal_mode {
+        match task.goal_max_turns {
+            Some(n) => println!("goal mode, at most {n} turns per run"),
+            None => println!("goal mode, the profile's turn budget (default 20)"),
+        }
+    }
+    let all_events = o.board.events(id, None)?;
+    for why in explain::why(task, &s.runs, &all_events) {
+        println!("{}", line(&why));
+    }
+    if let (Some(lock), Some(exp)) = (&task.claim_lock, task.claim_expires) {
+        println!(
+            "claimed by {} until {} (run {})",
+            line(lock),
+            explain::when(exp, at),
+            task.current_run_id
+                .map_or("-".to_owned(), |r| r.to_string())
+        );
+    }
+    // Owner mode: the turn the owner admitted for the open run, and a pause an operator ends.
+    if let Some(run) = task.current_run_id
+        && let Some(turn) = o.board.owner_turn(id, run)?
+    {
+        let status = turn.status.as_deref().unwrap_or("admitted");
+        if status == "unknown" {
+            println!(
+                "paused: the owner turn of run {run} is unknown (it may have had effects); \
+                 `kanban owner resolve {id} --as interrupted|failed|completed` decides"
+            );
+        } else {
+            println!("owner turn of run {run}: {}", line(status));
+        }
+    }
+    if let Some(body) = &task.body {
+        println!("\n  {}\n", block(body));
+    }
+    if let Some(result) = &task.result {
+        println!("result: {}", line(result));
+    }
+    Ok(())
+}
+
+/// The task's parents, children, runs, turns, comments and recent events.
+fn print_history(s: &Shown, at: i64) {
+    for p in &s.parents {
+        println!(
+            "parent  {} {:<9} {}",
+            p.id,
+            p.status.as_str(),
+            line(&p.title)
+        );
+    }
+    for c in &s.children {
+        println!(
+            "child   {} {:<9} {}",
+            c.id,
+            c.status.as_str(),
+            line(&c.title)
+        );
+    }
+    for r in &s.runs {
+        println!(
+            "run {} {} {}{}",
+            r.id,
+            r.status,
+            line(r.outcome.as_deref().unwrap_or("open")),
+            r.summary
+                .as_deref()
+                .map(|s| format!(": {}", line(s)))
+                .unwrap_or_default()
+        );
+    }
+    for t in &s.turns {
+        println!("{}", turn_line(t));
+    }
+    for c in &s.comments {
+        println!(
+            "comment by {} at {}: {}",
+            line(&c.author),
+            explain::when(c.created_at, at),
+            line(&c.body)
+        );
+    }
+    for e in &s.recent {
+        println!("event {}", event_line(e));
+    }
+}
