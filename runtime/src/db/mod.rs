@@ -1,65 +1,14 @@
-//! The board's SQL layer: the one place that knows which database engine a board lives in.
+//! The connection layer: the one place that knows which database engine a board lives in.
 //!
-//! Every statement of `board/` (and of the cron store, which opens its file through the board's
-//! store) runs through the types here — [`Db`] (a connection), [`Stmt`] (a prepared statement),
-//! [`Row`] (one result row), [`Error`] (with a classified [`ErrorKind`]) — never through a driver
-//! directly. Two backends, variants of the private `Backend` enum: SQLite (`sqlite`, over
-//! rusqlite), and PostgreSQL (`postgres`, over `kanban-pgwire`), which `board::engine::postgres::store` opens
-//! for a board whose location is a `postgres://` URL. No transition, query or `fsck` rule knows
-//! which one it runs on; only opening, the schema DDL and the wake-up are each engine's own.
-//!
-//! **The value vocabulary is rusqlite's.** Parameters are anything that is [`ToSql`] (so
-//! `params![…]` and `[id]` work as before), and [`Row::get`] decodes a column with [`FromSql`],
-//! with rusqlite's shape (`row.get::<_, T>(idx)`). A backend that is not SQLite produces a
-//! [`ValueRef`] per column and lets `FromSql` decode it; it reads a parameter through
-//! [`ToSql::to_sql`]. Keeping one vocabulary keeps every call site as it was.
-//!
-//! **SQL is written once**, with `?N` placeholders, in a common dialect: the part of SQLite's
-//! syntax that the layer can map to another engine's statement by statement. At prepare time
-//! [`Dialect::translate`] gives the backend's text (for SQLite the text as written, borrowed:
-//! nothing is copied); a backend that must rewrite caches the result with its prepared
-//! statement. The constructs the board uses that a PostgreSQL translation has to map are:
-//! `?N` (→ `$N`), `x IS ?N` / `x IS NOT ?N` (→ `IS [NOT] DISTINCT FROM`), `json_extract(col,
-//! '$.key')` (→ `(col)::jsonb #>> '{key}'`); `rowid` (a PostgreSQL schema gives those tables a
-//! `rowid` column), and `substr` / `COALESCE` / `CAST` / `IN (…)`, which both engines share.
-//! `INSERT … ON CONFLICT DO NOTHING` is written as such (both engines have it; nothing uses
-//! `INSERT OR IGNORE`), and an insert whose new id is wanted is `INSERT … RETURNING id` run by
-//! [`Db::insert_returning_id`] (PostgreSQL runs the clause; SQLite runs the insert without it
-//! and reads `last_insert_rowid()`, which is cheaper than its `RETURNING`). No transition calls
-//! `last_insert_rowid()` itself.
-//!
-//! **What differs per engine stays behind a method of [`Db`]**, never in SQL a transition
-//! writes: the schema version ([`Db::schema_version`], SQLite's `PRAGMA user_version`), the change
-//! counter the dispatcher polls ([`Db::data_version`], `PRAGMA data_version`; on PostgreSQL a
-//! counter bumped at commit, with `LISTEN/NOTIFY` through [`Db::listen_changes`] and
-//! [`Db::wait_change`]), the transaction verbs of `Board::write`
-//! ([`Db::begin_immediate`], [`Db::commit`], [`Db::rollback`]), the lock wait
-//! ([`Db::set_lock_wait`]: SQLite's busy handler, PostgreSQL's `lock_timeout`), the engine's own
-//! check ([`Db::quick_check`]). Opening a board file (pragmas, journal mode, page size) is
-//! `board::store`'s and the schema DDL is `board::engine::sqlite::schema`'s: both SQLite's.
-//!
-//! **Errors** are [`Error`]: its message and source chain are the driver's, unchanged (the CLI
-//! prints the chain), and [`Error::kind`] classifies it — busy or locked, a unique violation, no
-//! row, read-only, cannot open, a damaged file, a full disk, an I/O failure, a lost connection,
-//! anything else — so `BoardError` and the busy retry of `Board::write` decide on the kind, never
-//! on a driver's error code.
-//!
-//! **A lost connection is a kind of its own** ([`ErrorKind::ConnectionLost`]), not an I/O failure
-//! (which is the engine failing on its own files: advice about the server's disk would mislead)
-//! nor "cannot open" (which is about reaching the database in the first place: a failed connect is
-//! `board::engine::postgres::store`'s `PgUnreachable`, decided before any statement runs). PostgreSQL only: the
-//! socket failed or was closed once connected, the server ended the session (SQLSTATE `57P01`
-//! `admin_shutdown` — `pg_terminate_backend`, a fast shutdown —, `57P02` `crash_shutdown`, `57P03`
-//! `cannot_connect_now`) or reported a connection exception (class `08`). Every statement the
-//! backend runs on a connected client reports such a failure as [`Error::ConnectionLost`], which
-//! names the database (a board's URL without its password), so the board turns it into its "lost
-//! the connection to the PostgreSQL board URL" error wherever it surfaces — a read as well as a
-//! write — in one place (`From<Error> for BoardError`), never per query.
-//!
-//! Cost on the SQLite path: none measurable (`cargo xtask bench`, create / claim / heartbeat /
-//! complete against the bare loop of the same run, before and after the layer). [`Db::prepare_cached`]
-//! is rusqlite's statement cache, reached with the text as written; the wrappers are enums
-//! matched once per call; parameters are bound from a slice of `&dyn ToSql` built on the stack.
+//! Every statement of `board/`, of the owner's `state.db` and of the cron store runs through the
+//! types here — [`Db`] (a connection), [`Tx`] (an open write transaction), [`Stmt`], [`Row`],
+//! [`Error`] (with a classified [`ErrorKind`]) — never through a driver. Two backends: SQLite
+//! (`sqlite`, over rusqlite) and PostgreSQL (`postgres`, over `kanban-pgwire`); [`target`] says
+//! which one a board lives in. Values keep rusqlite's vocabulary ([`ToSql`], [`FromSql`],
+//! `params![…]`); SQL is written once in a common dialect that [`Dialect::translate`] maps per
+//! engine; what only one engine has is a method of [`Db`]. It never decides a transition and
+//! never reads `kanban.toml`. docs/board.md ("The SQL layer") has the dialect, the error kinds
+//! and the cost measurements.
 
 mod postgres;
 pub(crate) use postgres::CHANGED_MARK as POSTGRES_CHANGED_MARK;

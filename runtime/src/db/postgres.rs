@@ -1,76 +1,10 @@
 //! The PostgreSQL backend of the SQL layer (over `kanban-pgwire`): the common dialect's
-//! translation, the value conversions between rusqlite's vocabulary and the wire client's
-//! [`Value`], SQLSTATE classification, and the engine-specific steps (`BEGIN`, the lock wait, the
-//! schema version).
-//!
-//! **Writers other than claims and heartbeats run one at a time**, as on SQLite: [`Pg::begin`] opens a `READ
-//! COMMITTED` transaction and takes the board's transaction-scoped advisory lock ([`WRITE_LOCK`]),
-//! both sent with the transaction's first statement (in its round trip), before that statement
-//! runs. Every statement of a transition therefore sees every earlier commit (READ
-//! COMMITTED takes a fresh snapshot per statement), so the board's read-then-write transitions —
-//! a dependency promoted when its last parent completes, an idempotency key looked up before the
-//! insert, a compare-and-swap `UPDATE … WHERE status = ?` — keep exactly their SQLite outcomes;
-//! no transition needs `SERIALIZABLE` or a retry of its body. The wait for the lock is bounded by
-//! `lock_timeout` ([`Pg::set_lock_wait`], the board's busy timeout), after which the statement
-//! that carried the lock fails busy and `Board::write` says so, nothing written.
-//!
-//! **Claims take no board lock** ([`Pg::begin_unlocked`], `Board::claim`, `claim_review`,
-//! `claim_batch`): a claim's first statement locks its task's row with `FOR UPDATE SKIP LOCKED`
-//! (`Db::row_lock`); a row another transaction holds is a lost claim (`Raced`), never waited
-//! for, so a claim waits neither for another claimer nor for the writers queued on the lock.
-//! Why every outcome stays the one SQLite's one-writer-at-a-time gives:
-//!
-//! * *Same task row.* Every other transition reads its task first through `load_task`, which in
-//!   a write transaction locks the row (`FOR UPDATE`, waiting), and every write of a task row is
-//!   a compare-and-swap on its status. So a claim and a transition of the same task never
-//!   overlap: whichever locks the row first runs alone on it and the other sees its commit
-//!   (READ COMMITTED: a statement after the lock is granted reads the committed row) — the
-//!   transition then decides on the claimed row (archive, block, reclaim, complete, link refuse
-//!   or act as after a SQLite claim), or the claim is lost (SQLite would have run the other
-//!   first; a lost claim only leaves the task for the next tick). A statement that updates a
-//!   task row without reading it first (child promotion `todo → ready`) waits for the claim's
-//!   row lock and re-checks its `WHERE` on the claimed row, as a later SQLite writer would.
-//! * *Rows only the claimed task owns.* The claim closes its task's open runs, inserts a run and
-//!   an event: every other writer of a task's runs holds that task's row first, so these are
-//!   serialised by the row lock too; inserts conflict with nobody.
-//! * *Other tasks' rows it reads.* The parent gate reads the parents' statuses without locking.
-//!   A parent completed or reopened concurrently is ordered before the claim (the claim read it
-//!   after that commit) or after it (the claim read the old status; the reopening transition
-//!   reads the child, if at all, through its locked row, so it sees the claimed child). Child
-//!   promotion changes only `todo` children, which a claim never changes; an idempotency lookup
-//!   reads only keys, which a claim never writes.
-//! * *Deadlocks.* A claim waits for no task row; it holds only rows of the tasks it claims, and a
-//!   locked writer waiting for one of those holds nothing the claim needs. Any unforeseen wait
-//!   is still bounded by `lock_timeout` (a busy error, nothing committed).
-//!
-//! **Heartbeats take no board lock either** (the one statement of `Board::heartbeat`, in
-//! `board::engine::postgres::fast`): it writes only its task's row, that task's current run and an event,
-//! locking the task's row first, the order every transition takes them in.
-//!
-//! **Changes** are counted for the dispatcher: right after the `COMMIT` of a transaction in which
-//! an `INSERT`, `UPDATE` or `DELETE` changed a row, in the same round trip, one statement takes
-//! the next value of [`CHANGES_SEQUENCE`] and sends `NOTIFY` on [`CHANGE_CHANNEL`] (so the
-//! counter moves, and the notification is delivered, only once the change is visible;
-//! `nextval` never waits, so the counter serialises nobody, claims included).
-//! [`Pg::data_version`] is the sequence's value minus this connection's own bumps: like SQLite's
-//! `PRAGMA data_version`, it changes only when another connection committed.
-//!
-//! * *Why after the commit, in a transaction of its own.* PostgreSQL serialises the commits of
-//!   every transaction that notifies, server-wide, on one lock held until the commit is on disk
-//!   (notifications must enter the queue in commit order). A `NOTIFY` inside the board's write
-//!   transaction therefore made every write wait for every other one's flush: eight connections
-//!   each updating one row and notifying commit no faster than one (measured with `pgbench`:
-//!   about 7 400 commits/s for 1, 4 and 8 connections, against 24 000/s for 8 without
-//!   `NOTIFY`). The `NOTIFY` goes in the bump's own transaction instead, whose commit does not
-//!   wait for the disk (`synchronous_commit` off for it alone: a notification is never durable
-//!   anyway), so the lock is held for microseconds and the durable commits of concurrent writers
-//!   share their flushes again.
-//! * *Who is not woken.* A claim's and a heartbeat's transaction ([`Pg::begin_unlocked`]) bump
-//!   the counter but send no `NOTIFY`: a claim takes work away and a heartbeat extends a lease,
-//!   so neither gives a dispatcher anything to do, and the heartbeats of a fleet are the board's
-//!   most frequent write. Every other change (a create, a completion freeing a slot, a release,
-//!   an unblock, an edit) notifies. A watcher reading the counter (the fallback poll) still sees
-//!   every change.
+//! translation, value conversions between rusqlite's vocabulary and the wire client's [`Value`],
+//! SQLSTATE classification, the transaction verbs ([`Pg::begin`] takes the board's advisory lock
+//! [`WRITE_LOCK`]; [`Pg::begin_unlocked`] for claims and heartbeats), and the change counter
+//! ([`CHANGES_SEQUENCE`], [`CHANGE_CHANNEL`]). Why every transition keeps its SQLite outcome
+//! under this locking, and why the `NOTIFY` goes after the commit, is argued once, in
+//! docs/postgres.md ("Opening, transactions and waking"). It never decides a transition.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
