@@ -62,6 +62,19 @@ pub(in crate::cli) fn unblock(ids: &[String], globals: &Globals) -> CmdResult {
     })
 }
 
+/// "; its worker pid P (on HOST) may still be running" for a worker the transition did not signal,
+/// else nothing.
+fn may_still_run(worker_pid: Option<i64>, claim_lock: Option<&str>) -> String {
+    worker_pid
+        .map(|pid| {
+            format!(
+                "; its worker pid {pid}{} may still be running",
+                on_host(claim_lock)
+            )
+        })
+        .unwrap_or_default()
+}
+
 /// `kanban archive ID…`.
 pub(in crate::cli) fn archive(ids: &[String], globals: &Globals) -> CmdResult {
     each(ids, globals, |id| {
@@ -70,12 +83,7 @@ pub(in crate::cli) fn archive(ids: &[String], globals: &Globals) -> CmdResult {
         let a = done(o.board.archive(id, now())?)?;
         print_out(globals.json, &a, || {
             let mut line = format!("archived {} (was {})", a.task_id, a.prev_status);
-            if let Some(pid) = a.worker_pid {
-                line.push_str(&format!(
-                    "; its worker pid {pid}{} may still be running",
-                    on_host(a.claim_lock.as_deref())
-                ));
-            }
+            line.push_str(&may_still_run(a.worker_pid, a.claim_lock.as_deref()));
             line
         })
     })
@@ -117,12 +125,7 @@ pub(in crate::cli) fn reclaim(
         let r = done(o.board.reclaim(id, reason, now())?)?;
         print_out(globals.json, &r, || {
             let mut line = format!("reclaimed {}; now {}", r.task_id, r.retry_status);
-            if let Some(pid) = r.worker_pid {
-                line.push_str(&format!(
-                    "; its worker pid {pid}{} may still be running",
-                    on_host(r.prev_lock.as_deref())
-                ));
-            }
+            line.push_str(&may_still_run(r.worker_pid, r.prev_lock.as_deref()));
             line
         })
     })
