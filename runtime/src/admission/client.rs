@@ -135,7 +135,7 @@ const REACH_FOR: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(100);
 
 /// How long an owner a submitter started lives without a turn, a connection or a request.
-pub const SUBMITTER_OWNER_IDLE_EXIT: Duration = Duration::from_secs(600);
+pub(crate) const SUBMITTER_OWNER_IDLE_EXIT: Duration = Duration::from_secs(600);
 
 /// Starts `kanban owner serve --profile P --home ROOT --idle-exit 600` detached, without any
 /// worker identity.
@@ -365,7 +365,7 @@ fn submit_inner(
 /// The exit code of a settled receipt, `None` while the turn is not settled (queued, started,
 /// unknown) or was requeued: `completed` exits 0 and `failed` 1 unless the receipt records the
 /// managed worker's own code, `interrupted` 130.
-pub fn settled_exit(receipt: &Value) -> Option<i32> {
+pub(crate) fn settled_exit(receipt: &Value) -> Option<i32> {
     let recorded = receipt["exit_code"]
         .as_i64()
         .and_then(|c| i32::try_from(c).ok());

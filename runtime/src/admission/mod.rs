@@ -27,14 +27,14 @@ use std::path::{Path, PathBuf};
     "the card's profile {name:?} is not a profile name (lower-case letters, digits, `_` and `-`, \
      at most 64, no path separators or `..`): fix the assignee (`kanban assign`)"
 )]
-pub struct InvalidProfile {
+pub(crate) struct InvalidProfile {
     pub name: String,
 }
 
 /// The profile whose owner runs a card: its assignee (trimmed, lower-case), else `default`.
 /// The name becomes a folder (`<root>/owner/<profile>`), so it is checked as a profile name and
 /// anything else (`/`, `..`, an empty name) is refused.
-pub fn profile_for(assignee: Option<&str>, default: &str) -> Result<String, InvalidProfile> {
+pub(crate) fn profile_for(assignee: Option<&str>, default: &str) -> Result<String, InvalidProfile> {
     let profile = assignee
         .map(|a| a.trim().to_lowercase())
         .filter(|a| !a.is_empty())
@@ -47,27 +47,27 @@ pub fn profile_for(assignee: Option<&str>, default: &str) -> Result<String, Inva
 
 /// The folder of one profile's owner: `<root>/owner/<profile>/`, mode `0700`. It holds the socket
 /// (`owner.sock`), the ticket (`ticket`, `0600`), `state.db` and the owner lock (`owner.lock`).
-pub fn owner_dir(root: &Path, profile: &str) -> PathBuf {
+pub(crate) fn owner_dir(root: &Path, profile: &str) -> PathBuf {
     root.join("owner").join(profile)
 }
 
 /// The owner's socket.
-pub fn socket_path(root: &Path, profile: &str) -> PathBuf {
+pub(crate) fn socket_path(root: &Path, profile: &str) -> PathBuf {
     owner_dir(root, profile).join("owner.sock")
 }
 
 /// The ticket file a peer must present.
-pub fn ticket_path(root: &Path, profile: &str) -> PathBuf {
+pub(crate) fn ticket_path(root: &Path, profile: &str) -> PathBuf {
     owner_dir(root, profile).join("ticket")
 }
 
 /// The owner's `state.db`.
-pub fn state_path(root: &Path, profile: &str) -> PathBuf {
+pub(crate) fn state_path(root: &Path, profile: &str) -> PathBuf {
     owner_dir(root, profile).join("state.db")
 }
 
 /// The file whose `flock` proves the one owner of (home, profile).
-pub fn lock_path(root: &Path, profile: &str) -> PathBuf {
+pub(crate) fn lock_path(root: &Path, profile: &str) -> PathBuf {
     owner_dir(root, profile).join("owner.lock")
 }
 

@@ -62,7 +62,7 @@ impl Code {
 /// A refusal: its code and the specific reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{} ({reason})", code.as_str())]
-pub struct RpcError {
+pub(crate) struct RpcError {
     pub code: Code,
     pub reason: String,
 }
@@ -98,12 +98,12 @@ pub fn response(id: &Value, result: Value) -> String {
 }
 
 /// An error response line.
-pub fn error_response(id: &Value, err: &RpcError) -> String {
+pub(crate) fn error_response(id: &Value, err: &RpcError) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": err.to_json()}).to_string()
 }
 
 /// A line that is not JSON-RPC (-32700 parse error / -32600 invalid request).
-pub fn protocol_error(id: &Value, number: i64, message: &str) -> String {
+pub(crate) fn protocol_error(id: &Value, number: i64, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": number, "message": message,
         "data": {"reason": message}}})
     .to_string()
@@ -116,7 +116,7 @@ pub fn request(id: u64, method: &str, params: Value) -> String {
 
 /// The typed parameters of `kanban.run`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct KanbanRun {
+pub(crate) struct KanbanRun {
     pub board: String,
     pub task_id: String,
     pub run_id: i64,
@@ -125,14 +125,14 @@ pub struct KanbanRun {
 }
 
 /// The longest request id accepted.
-pub const MAX_REQUEST_ID: usize = 256;
+pub(crate) const MAX_REQUEST_ID: usize = 256;
 
 const REQUIRED: [&str; 4] = ["board", "task_id", "run_id", "claim_lock"];
 
 /// Validates `kanban.run`'s params: exactly `{board, task_id, run_id, claim_lock}` plus an
 /// optional `db`; the strings non-empty strings (`db` too: a wrong type is `invalid_params`, never
 /// an escaped error), `run_id` a positive integer (not a bool, not a float).
-pub fn parse_kanban_run(params: &Value) -> Result<KanbanRun, RpcError> {
+pub(crate) fn parse_kanban_run(params: &Value) -> Result<KanbanRun, RpcError> {
     let bad = |reason: String| RpcError::new(Code::InvalidParams, reason);
     let Some(object) = params.as_object() else {
         return Err(bad("params_not_object".into()));
@@ -201,14 +201,14 @@ pub fn session_id(profile: &str, principal: &str, request_id: &str) -> String {
 }
 
 /// The one payload a kanban turn carries (so a replay always has the same payload).
-pub fn turn_payload(task_id: &str) -> String {
+pub(crate) fn turn_payload(task_id: &str) -> String {
     json!({"intent": "queue", "payload": {"text": format!("work kanban task {task_id}")}})
         .to_string()
 }
 
 /// The capabilities a peer holds after authentication.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Capabilities {
+pub(crate) struct Capabilities {
     pub create: bool,
     pub submit: bool,
     pub read: bool,

@@ -99,11 +99,11 @@ pub struct Limits {
 /// The first and the longest pause between tries to record the end of a turn.
 const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(50);
 const SETTLE_RETRY_MAX: Duration = Duration::from_secs(2);
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 /// The time a peer has to send a whole request line.
-pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// The fewest connections an owner serves at once.
-pub const MIN_CONNECTIONS: usize = 64;
+pub(crate) const MIN_CONNECTIONS: usize = 64;
 
 impl Limits {
     /// Room for a submitter per spawn slot twice over (a submitter and its reconnection, or a
@@ -410,7 +410,7 @@ enum LineError {
 }
 
 /// The exit code an operator's decision on a turn carries (`owner.resolve`'s `as`).
-pub fn decision_exit_code(status: &str) -> Option<i32> {
+pub(crate) fn decision_exit_code(status: &str) -> Option<i32> {
     match status {
         "completed" => Some(code::OK),
         "failed" => Some(code::FAILED),
@@ -422,7 +422,7 @@ pub fn decision_exit_code(status: &str) -> Option<i32> {
 /// `kanban owner resolve` while no owner of `profile` runs: under the owner's lock (so none
 /// starts meanwhile; a submitter's launch finds it held and tries again later) the decision is
 /// written to `state.db` directly, as the owner would. `Ok(None)`: no `unknown` turn of the task.
-pub fn resolve_offline(
+pub(crate) fn resolve_offline(
     root: &Path,
     profile: &str,
     task_id: &str,
@@ -1157,7 +1157,7 @@ impl Policy {
 
 /// What the owner knows when a managed worker has exited.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnEvidence {
+pub(crate) struct TurnEvidence {
     /// The run's `worker_result` from its bound worker under the run's claim lock.
     pub result: Option<(i32, Option<String>)>,
     /// Whether the run's latest `worker_bound` names the worker this owner started.
@@ -1170,7 +1170,7 @@ pub struct TurnEvidence {
 
 /// How a turn is booked in `state.db`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Booking {
+pub(crate) struct Booking {
     pub status: &'static str,
     pub exit_code: Option<i32>,
     pub output: String,
@@ -1181,7 +1181,7 @@ pub struct Booking {
 /// reclaimed, timed out or superseded: `interrupted`); else the worker's own exit status (a
 /// `worker_result` write that failed never turns a real exit into `unknown`). Only a worker
 /// whose status could not be reaped is `unknown`.
-pub fn book(evidence: &TurnEvidence) -> Booking {
+pub(crate) fn book(evidence: &TurnEvidence) -> Booking {
     let booking = |status, exit_code, output: &str| Booking {
         status,
         exit_code,

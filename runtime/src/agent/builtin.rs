@@ -59,7 +59,7 @@ fn complete_owned_task(summary: &str) -> Result<Option<String>, AgentError> {
 
 /// `builtin:complete`: completes the owned task with a short summary; elsewhere just replies.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CompleteAgent;
+pub(crate) struct CompleteAgent;
 
 impl Agent for CompleteAgent {
     fn run(&mut self, request: &Request<'_>) -> Result<Reply, AgentError> {
@@ -88,7 +88,7 @@ impl Agent for CompleteAgent {
 /// non-owned context). Exit 0 completes the owned task, if any, with the stdout tail — except
 /// in a goal's turn, which exit 0 only settles (the goal loop decides what follows).
 #[derive(Debug, Clone)]
-pub struct ShellAgent {
+pub(crate) struct ShellAgent {
     env: Vec<(String, String)>,
 }
 

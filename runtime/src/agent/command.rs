@@ -15,7 +15,7 @@ use crate::identity;
 
 /// Runs `command[0] command[1..]` once per turn.
 #[derive(Debug, Clone)]
-pub struct CommandAgent {
+pub(crate) struct CommandAgent {
     argv: Vec<String>,
     env: Vec<(String, String)>,
 }

@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use crate::config::ProfileConfig;
 
-pub use builtin::{CompleteAgent, ProbeAgent, ShellAgent};
-pub use command::CommandAgent;
+pub use builtin::ProbeAgent;
+pub(crate) use builtin::{CompleteAgent, ShellAgent};
+pub(crate) use command::CommandAgent;
 
 /// One turn's input.
 #[derive(Debug, Clone, Copy)]
@@ -157,7 +158,7 @@ pub trait OutputSink: Send + Sync {
 /// (a transient error). The worker retries such a turn in the same run (see the README's worker
 /// section); any other failure ends the worker. Distinct from 75 (rate limited), 78 (terminal
 /// provider) and 130 (interrupted), which are never retried in place.
-pub const RETRYABLE_EXIT: i32 = 76;
+pub(crate) const RETRYABLE_EXIT: i32 = 76;
 
 /// Builds the agent a profile names (`agent = "command" | "builtin:complete" | "builtin:shell" |
 /// "builtin:probe"`). Construction starts nothing and reads no identity.
@@ -172,7 +173,7 @@ pub fn build(profile: &ProfileConfig) -> Result<Box<dyn Agent>, AgentError> {
 }
 
 /// Output kept from a child (the tail), in bytes.
-pub const OUTPUT_LIMIT: usize = 64 * 1024;
+pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
 
 /// The last `max` bytes of `text`, cut at a character boundary.
 pub fn tail(text: &str, max: usize) -> &str {

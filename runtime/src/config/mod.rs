@@ -15,17 +15,17 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// File name of the configuration inside the kanban root.
-pub const CONFIG_FILE: &str = "kanban.toml";
+pub(crate) const CONFIG_FILE: &str = "kanban.toml";
 
 pub mod boards;
 mod turns;
 mod validate;
 
-pub use boards::{BoardConfig, BoardUrl};
-pub use turns::{BACKOFF_SECONDS, GOAL_MAX_TURNS, TURN_RECOVERY_MAX};
-pub use validate::{
-    AGENTS, CRON_INTERVAL_SECONDS, DISPATCH_INTERVAL_SECONDS, FAILURE_LIMIT, KILL_WAIT_SECONDS,
-    MAX_IN_PROGRESS, MAX_PARALLEL, MAX_SECONDS, MAX_SPAWN, Problem, check_float, check_int,
+pub(crate) use boards::BoardConfig;
+pub(crate) use turns::TURN_RECOVERY_MAX;
+pub(crate) use validate::{
+    CRON_INTERVAL_SECONDS, DISPATCH_INTERVAL_SECONDS, MAX_SECONDS, MAX_SPAWN, Problem, check_float,
+    check_int,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -5,11 +5,11 @@
 use super::{Config, Problem, check_float, check_int};
 
 /// The largest `[dispatch] turn_recovery` that takes effect.
-pub const TURN_RECOVERY_MAX: u32 = 10;
+pub(crate) const TURN_RECOVERY_MAX: u32 = 10;
 /// `[profiles.X] goal_max_turns` and `kanban create --max-turns`.
-pub const GOAL_MAX_TURNS: (u32, u32) = (1, 1000);
+pub(crate) const GOAL_MAX_TURNS: (u32, u32) = (1, 1000);
 /// One entry of `[dispatch] turn_recovery_backoff_seconds`.
-pub const BACKOFF_SECONDS: (f64, f64) = (0.0, 3600.0);
+pub(crate) const BACKOFF_SECONDS: (f64, f64) = (0.0, 3600.0);
 
 pub(super) fn check(config: &Config) -> Result<(), Problem> {
     let backoff = &config.dispatch.turn_recovery_backoff_seconds;

@@ -14,21 +14,21 @@ use super::{Config, ProfileConfig};
 pub use crate::board::MAX_SECONDS;
 /// `[dispatch] max_spawn` and `kanban dispatch --max-spawn`; 0 is a tick that reclaims, sweeps
 /// and promotes but spawns nothing (as in the original).
-pub const MAX_SPAWN: (u32, u32) = (0, 1024);
+pub(crate) const MAX_SPAWN: (u32, u32) = (0, 1024);
 /// `[dispatch] max_in_progress`.
-pub const MAX_IN_PROGRESS: (u32, u32) = (1, 65_536);
+pub(crate) const MAX_IN_PROGRESS: (u32, u32) = (1, 65_536);
 /// `[dispatch] failure_limit`.
-pub const FAILURE_LIMIT: (u32, u32) = (1, 1000);
+pub(crate) const FAILURE_LIMIT: (u32, u32) = (1, 1000);
 /// `[cron] max_parallel`.
-pub const MAX_PARALLEL: (u32, u32) = (1, 256);
+pub(crate) const MAX_PARALLEL: (u32, u32) = (1, 256);
 /// `[dispatch] interval_seconds` and `kanban dispatch --interval`.
-pub const DISPATCH_INTERVAL_SECONDS: (f64, f64) = (0.01, 86_400.0);
+pub(crate) const DISPATCH_INTERVAL_SECONDS: (f64, f64) = (0.01, 86_400.0);
 /// `[cron] interval_seconds` and `kanban cron daemon --interval`.
-pub const CRON_INTERVAL_SECONDS: (f64, f64) = (0.1, 86_400.0);
+pub(crate) const CRON_INTERVAL_SECONDS: (f64, f64) = (0.1, 86_400.0);
 /// `[dispatch] kill_wait_seconds`.
-pub const KILL_WAIT_SECONDS: (f64, f64) = (0.0, 3600.0);
+pub(crate) const KILL_WAIT_SECONDS: (f64, f64) = (0.0, 3600.0);
 /// The agents a profile may name.
-pub const AGENTS: &[&str] = &[
+pub(crate) const AGENTS: &[&str] = &[
     "command",
     "builtin:complete",
     "builtin:shell",
@@ -58,7 +58,7 @@ impl Problem {
 }
 
 /// `value` if it lies in `min..=max`, else a problem naming `key` and the range.
-pub fn check_int<T: PartialOrd + Display + Copy>(
+pub(crate) fn check_int<T: PartialOrd + Display + Copy>(
     key: &str,
     value: T,
     (min, max): (T, T),
@@ -76,7 +76,7 @@ pub fn check_int<T: PartialOrd + Display + Copy>(
 }
 
 /// `value` if it is finite and lies in `min..=max` seconds, else a problem naming `key`.
-pub fn check_float(key: &str, value: f64, (min, max): (f64, f64)) -> Result<f64, Problem> {
+pub(crate) fn check_float(key: &str, value: f64, (min, max): (f64, f64)) -> Result<f64, Problem> {
     if value.is_finite() && value >= min && value <= max {
         Ok(value)
     } else {

@@ -28,8 +28,10 @@ use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
 use crate::identity;
 
-pub use schedule::{Schedule, ScheduleError};
-pub use scheduler::{DaemonEvent, FireReport, Scheduler, SchedulerSettings, TickReport};
+pub use schedule::Schedule;
+pub(crate) use schedule::ScheduleError;
+pub(crate) use scheduler::{DaemonEvent, FireReport};
+pub use scheduler::{Scheduler, SchedulerSettings};
 pub use store::{Job, JobState, NewJob, Repeat, Store};
 
 /// Everything cron can fail with; each message says what to do.
@@ -98,7 +100,7 @@ pub trait AgentSource: Send + Sync {
 
 /// The production source: profiles of `<root>/kanban.toml`, built by [`agent::build`].
 #[derive(Debug, Clone)]
-pub struct ConfigAgents {
+pub(crate) struct ConfigAgents {
     config: Config,
     root: PathBuf,
 }

@@ -51,7 +51,7 @@ pub enum DaemonEvent {
 }
 
 /// Name of the tick lock file inside `<root>/cron/`.
-pub const TICK_LOCK_FILE: &str = ".tick.lock";
+pub(crate) const TICK_LOCK_FILE: &str = ".tick.lock";
 
 /// Tunables of a scheduler (from `[cron]` in `kanban.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,7 +419,7 @@ impl Runner {
 }
 
 /// `<host>:<pid>:<nonce>`: unique per scheduler instance.
-pub fn owner_id() -> Result<String, CronError> {
+pub(crate) fn owner_id() -> Result<String, CronError> {
     let uname = rustix::system::uname();
     let host = uname.nodename().to_string_lossy().into_owned();
     let pid = rustix::process::getpid().as_raw_nonzero();
@@ -458,7 +458,7 @@ impl TickLock {
 
 /// Saves a run's output document as `<root>/cron/output/<job>/<YYYY-MM-DD_HH-MM-SS>-<fire>.md`
 /// (written to a temporary file, then renamed; mode 0600) and keeps the newest `retention`.
-pub fn save_output(
+pub(crate) fn save_output(
     root: &Path,
     job_id: &str,
     fire_id: i64,
@@ -503,7 +503,7 @@ pub fn save_output(
 
 /// `<root>/cron/work/<job>`: where a job given no `--workdir` runs (never the directory the
 /// scheduler or `kanban cron run` was started from).
-pub fn work_dir(root: &Path, job_id: &str) -> PathBuf {
+pub(crate) fn work_dir(root: &Path, job_id: &str) -> PathBuf {
     store::cron_dir(root).join("work").join(job_id)
 }
 
@@ -520,7 +520,7 @@ fn with_default_workdir(root: &Path, job: &Job) -> Job {
 }
 
 /// `<root>/cron/output/<job>`.
-pub fn output_dir(root: &Path, job_id: &str) -> PathBuf {
+pub(crate) fn output_dir(root: &Path, job_id: &str) -> PathBuf {
     store::cron_dir(root).join("output").join(job_id)
 }
 

@@ -29,13 +29,13 @@ use crate::board::{Board, BoardError};
 use crate::db::Tx;
 
 /// File name of the store inside `<root>/cron/`.
-pub const STORE_FILE: &str = "jobs.db";
+pub(crate) const STORE_FILE: &str = "jobs.db";
 
 const SCHEMA_VERSION: i64 = 1;
 
 /// Fire-ledger rows kept per job (older ones are pruned when a fire completes; `next_run_at`
 /// only moves forward, so a pruned occurrence can never be claimed again anyway).
-pub const FIRE_HISTORY: usize = 1_000;
+pub(crate) const FIRE_HISTORY: usize = 1_000;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS jobs (
@@ -274,7 +274,7 @@ impl std::fmt::Debug for Store {
 }
 
 /// `<root>/cron`.
-pub fn cron_dir(root: &Path) -> PathBuf {
+pub(crate) fn cron_dir(root: &Path) -> PathBuf {
     root.join("cron")
 }
 

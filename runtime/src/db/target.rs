@@ -39,17 +39,17 @@ use crate::identity::settings;
 
 /// File name, in a board's folder `<root>/kanban/boards/<slug>/`, of the PostgreSQL URL that
 /// `kanban boards create --url` and `kanban boards migrate` record.
-pub const URL_FILE: &str = "postgres.url";
+pub(crate) const URL_FILE: &str = "postgres.url";
 
 /// How long a connection to a PostgreSQL board may take (the TCP connect, then each read of the
 /// start-up and authentication exchange) when its URL sets no `connect_timeout`: a server that
 /// does not answer fails the command (or the dispatcher's tick, which opens the home's other
 /// PostgreSQL boards for the host-wide cap) after this long instead of stalling it. A URL's own
 /// `connect_timeout=SECONDS` wins (`0` waits as long as the operating system lets it).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// True when `location` names a PostgreSQL database (`postgres://` or `postgresql://`).
-pub fn is_postgres_url(location: &str) -> bool {
+pub(crate) fn is_postgres_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
@@ -245,7 +245,7 @@ impl BoardLocation {
 /// `text` with the password of every URL in it replaced by `***`: the user-info password
 /// (`scheme://user:PASSWORD@host`) and a `password=` parameter. For messages that quote what a
 /// user wrote.
-pub fn scrub_url(text: &str) -> String {
+pub(crate) fn scrub_url(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {

@@ -37,12 +37,12 @@ use crate::home::lock::TickLock;
 pub const POLL: Duration = Duration::from_millis(50);
 /// How often the loop reads the change counter when a file watch announces commits: a fallback
 /// for what the watch cannot see (a writer on another host of a network file system).
-pub const FALLBACK_POLL: Duration = Duration::from_millis(500);
+pub(crate) const FALLBACK_POLL: Duration = Duration::from_millis(500);
 /// How often the loop checks while workers of ours run (their exits free spawn slots).
-pub const POLL_BUSY: Duration = Duration::from_millis(10);
+pub(crate) const POLL_BUSY: Duration = Duration::from_millis(10);
 
 /// One tick under the per-board lock; `skipped_locked` when another dispatcher is ticking.
-pub fn run_tick(
+pub(crate) fn run_tick(
     board: &mut Board,
     settings: &Settings,
     clock: &dyn Clock,
@@ -79,7 +79,7 @@ pub struct LoopOptions {
 
 /// Consecutive failed ticks after which `--until-idle` gives up and returns the last error (the
 /// daemon never does).
-pub const MAX_FAILED_TICKS: u32 = 20;
+pub(crate) const MAX_FAILED_TICKS: u32 = 20;
 
 /// A change in the loop's health, reported once per change.
 #[derive(Debug)]

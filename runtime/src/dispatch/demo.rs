@@ -11,7 +11,7 @@ use crate::board::{self, Board, BoardError, NewTask, OpenOptions};
 use crate::config::CONFIG_FILE;
 
 /// The demo's `kanban.toml`: built-in agents only, timings short enough to finish in seconds.
-pub const DEMO_CONFIG: &str = r#"# Written by `kanban demo`.
+pub(crate) const DEMO_CONFIG: &str = r#"# Written by `kanban demo`.
 [dispatch]
 max_spawn = 3
 claim_ttl_seconds = 60
@@ -65,7 +65,7 @@ pub struct SummaryRow {
 
 /// The demo's `kanban.toml` in owner mode (`kanban demo --mode owner`): the same, with
 /// `[dispatch] mode = "owner"`, so every run goes through the owner of its profile.
-pub fn demo_config(owner: bool) -> String {
+pub(crate) fn demo_config(owner: bool) -> String {
     if owner {
         DEMO_CONFIG.replacen("[dispatch]\n", "[dispatch]\nmode = \"owner\"\n", 1)
     } else {
@@ -74,7 +74,7 @@ pub fn demo_config(owner: bool) -> String {
 }
 
 /// The profiles of the demo graph (one owner each in owner mode).
-pub const DEMO_PROFILES: [&str; 2] = ["shell", "writer"];
+pub(crate) const DEMO_PROFILES: [&str; 2] = ["shell", "writer"];
 
 /// Writes the config and creates the task graph in the default board of `home`.
 pub fn setup(home: &Path, now: i64) -> Result<Vec<DemoTask>, DemoError> {
@@ -82,7 +82,7 @@ pub fn setup(home: &Path, now: i64) -> Result<Vec<DemoTask>, DemoError> {
 }
 
 /// [`setup`], in owner mode when `owner`.
-pub fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoTask>, DemoError> {
+pub(crate) fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoTask>, DemoError> {
     let io = |source| DemoError::Io {
         path: home.to_owned(),
         source,
@@ -185,6 +185,6 @@ pub fn summary(board: &Board) -> Result<Vec<SummaryRow>, BoardError> {
 }
 
 /// A fresh directory under the system temp dir for a demo home.
-pub fn temp_home(now: i64) -> PathBuf {
+pub(crate) fn temp_home(now: i64) -> PathBuf {
     std::env::temp_dir().join(format!("kanban-demo-{}-{now}", std::process::id()))
 }

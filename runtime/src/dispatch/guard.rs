@@ -19,9 +19,9 @@
 use crate::board::{GuardFacts, Status};
 
 /// Seconds a completion keeps a task from being respawned unless requeued.
-pub const RECENT_SUCCESS_SECONDS: i64 = 3600;
+pub(crate) const RECENT_SUCCESS_SECONDS: i64 = 3600;
 /// How far back a pull-request comment holds a task back.
-pub const PR_WINDOW_SECONDS: i64 = 86_400;
+pub(crate) const PR_WINDOW_SECONDS: i64 = 86_400;
 
 /// Why a spawn was suppressed; the string is the `respawn_guarded` event's `reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -55,7 +55,7 @@ impl Guard {
 }
 
 /// The first guard that holds task facts `f` back in `lane` at `now`, if any.
-pub fn respawn_guard(
+pub(crate) fn respawn_guard(
     f: &GuardFacts,
     last_failure_error: Option<&str>,
     lane: Status,
@@ -98,7 +98,7 @@ pub fn respawn_guard(
 
 /// Whether an error text reads like a quota, rate-limit, billing or authorization problem: one
 /// of the original's terms as whole words, case-insensitive.
-pub fn reads_like_quota_or_auth(text: &str) -> bool {
+pub(crate) fn reads_like_quota_or_auth(text: &str) -> bool {
     const WORDS: &[&str] = &[
         "quota",
         "ratelimit",
@@ -141,7 +141,7 @@ pub fn reads_like_quota_or_auth(text: &str) -> bool {
 }
 
 /// Whether `text` contains a GitHub pull-request URL: `http(s)://github.com/<owner>/<repo>/pull/<n>`.
-pub fn names_pull_request(text: &str) -> bool {
+pub(crate) fn names_pull_request(text: &str) -> bool {
     text.match_indices("github.com/").any(|(at, _)| {
         let before = &text[..at];
         let scheme = before.ends_with("https://") || before.ends_with("http://");

@@ -34,11 +34,20 @@ pub mod spawn;
 pub mod tick;
 pub mod workers;
 
-pub use daemon::{Health, LoopOptions, Mode, run_tick};
-pub use settings::{Settings, SettingsError};
-pub use spawn::{SpawnError, SpawnRequest, SpawnRole, default_spawn};
-pub use tick::{DeadWorker, SpawnedWorker, TickError, TickReport, tick};
-pub use workers::{NoSpawn, Processes, Reaped, Tracked, Workers};
+pub use daemon::Mode;
+pub(crate) use daemon::{Health, LoopOptions, run_tick};
+pub use settings::Settings;
+pub(crate) use settings::SettingsError;
+#[cfg(test)]
+use spawn::SpawnError;
+pub use spawn::default_spawn;
+pub(crate) use spawn::{SpawnRequest, SpawnRole};
+pub(crate) use tick::TickReport;
+pub use tick::tick;
+pub(crate) use workers::Processes;
+pub use workers::{NoSpawn, Workers};
+#[cfg(test)]
+use workers::{Reaped, Tracked};
 
 #[cfg(test)]
 mod tests;

@@ -19,10 +19,10 @@ use crate::identity::settings::{self as env, Setting};
 use crate::proc::process::{self, KillWait};
 
 /// Seconds a claim is pushed out when our worker survived termination (reference: 120 s).
-pub const RECLAIM_DEFER_SECONDS: i64 = 120;
+pub(crate) const RECLAIM_DEFER_SECONDS: i64 = 120;
 /// Consecutive protocol violations (rc 0 without complete/block) before a task is blocked, unless
 /// the task's `max_retries` says otherwise.
-pub const PROTOCOL_VIOLATION_LIMIT: i64 = 3;
+pub(crate) const PROTOCOL_VIOLATION_LIMIT: i64 = 3;
 
 /// Errors building [`Settings`].
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +162,7 @@ impl Settings {
 /// path with a `/` is resolved in the task's workspace and is left to the worker. Without this a
 /// missing agent program would be found only by a claimed task's worker, whose failures block the
 /// task.
-pub fn check_programs(
+pub(crate) fn check_programs(
     config: &Config,
     root: &Path,
     search_path: Option<&OsStr>,
@@ -212,7 +212,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// `min(ttl / 3, 60 s)`, at least 200 ms.
-pub fn heartbeat_interval(ttl_seconds: i64) -> Duration {
+pub(crate) fn heartbeat_interval(ttl_seconds: i64) -> Duration {
     let third_ms = u64::try_from(ttl_seconds.max(1)).unwrap_or(1) * 1000 / 3;
     Duration::from_millis(third_ms.clamp(200, 60_000))
 }

@@ -19,7 +19,7 @@ use std::os::unix::process::CommandExt as _;
 use crate::identity;
 
 /// A task log is rotated to `<log>.1` when it grows past this many bytes (one backup kept).
-pub const LOG_ROTATE_BYTES: u64 = 2 * 1024 * 1024;
+pub(crate) const LOG_ROTATE_BYTES: u64 = 2 * 1024 * 1024;
 
 /// Everything needed to start one worker for one claimed run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,14 +48,14 @@ use crate::proc::exit::{self, ExitClass, WorkerExit};
 use crate::proc::process::{self, Liveness, Termination};
 
 /// Seconds after its run closed before a still-running worker is terminated (reference: 120 s).
-pub const TERMINAL_REAP_GRACE_SECONDS: i64 = 120;
+pub(crate) const TERMINAL_REAP_GRACE_SECONDS: i64 = 120;
 /// Closed runs the terminal-worker reaper looks at per tick (bounds the first tick on a board
 /// whose history predates the reaper).
 const TERMINAL_REAP_BATCH: usize = 256;
 
 /// Workers dying in one tick with the same error fingerprint that make the cause systemic: each
 /// of their tasks is blocked at once instead of retried (reference: 3).
-pub const SYSTEMIC_CRASH_THRESHOLD: usize = 3;
+pub(crate) const SYSTEMIC_CRASH_THRESHOLD: usize = 3;
 
 /// A dead worker classified, before its claim is released.
 struct Death<'r> {
@@ -77,7 +77,7 @@ struct Death<'r> {
 /// starting `kanban worker:`, which name the task, run and pid) is dropped, and task ids `t_<hex>` become `t_<id>`; and
 /// masking comes before the cut (the original cuts first, so pids of different lengths shift the
 /// window).
-pub fn error_fingerprint(error: &str) -> String {
+pub(crate) fn error_fingerprint(error: &str) -> String {
     let kept: Vec<&str> = error
         .lines()
         .map(|l| l.find("[kanban-").map_or(l, |at| &l[..at]))

@@ -77,7 +77,7 @@ const EXIT_MEMORY_MAX: usize = 4096;
 
 /// Real worker processes started with [`default_spawn`]; keeps the `Child` handles to reap them.
 #[derive(Debug, Default)]
-pub struct Processes {
+pub(crate) struct Processes {
     children: HashMap<i64, (String, Child)>,
     exits: HashMap<i64, (WorkerExit, Instant)>,
     pending: Vec<Reaped>,

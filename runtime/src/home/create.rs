@@ -13,7 +13,7 @@ use crate::home::HomeError;
 
 /// Where [`create_board`] would put (or did put) a new board.
 #[derive(Debug)]
-pub enum NewBoard {
+pub(crate) enum NewBoard {
     /// A SQLite file, created at this path.
     Sqlite(PathBuf),
     /// kanban.toml's `[boards.SLUG] url` names this database: the caller brings it up
@@ -23,7 +23,7 @@ pub enum NewBoard {
 
 /// Why a board was not created (nothing was left behind).
 #[derive(Debug, thiserror::Error)]
-pub enum CreateError {
+pub(crate) enum CreateError {
     #[error(transparent)]
     Board(#[from] BoardError),
 
@@ -42,7 +42,7 @@ pub enum CreateError {
 
 /// Creates board `slug` of the home at `root` as a SQLite file, or says which configured
 /// PostgreSQL database it belongs in ([`NewBoard::Configured`], created by the caller).
-pub fn create_board(root: &Path, slug: &str) -> Result<NewBoard, CreateError> {
+pub(crate) fn create_board(root: &Path, slug: &str) -> Result<NewBoard, CreateError> {
     paths::validate_new_slug(slug)?;
     // A board folder that cannot be read holds no recorded URL; creating the SQLite file there
     // fails below with its own message.

@@ -40,7 +40,7 @@ pub struct TickLock {
 }
 
 /// The lock file next to a board database.
-pub fn lock_path(db: &Path) -> PathBuf {
+pub(crate) fn lock_path(db: &Path) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
     name.push(".dispatch.lock");
     PathBuf::from(name)

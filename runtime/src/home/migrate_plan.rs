@@ -14,7 +14,7 @@ use crate::home::migrate::{self, MigrateError, Migrated};
 
 /// Why a board was not put in PostgreSQL.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     #[error(transparent)]
     Board(#[from] BoardError),
 
@@ -41,7 +41,7 @@ impl PlanError {
 
 /// What [`create_in_postgres`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PgCreated {
+pub(crate) struct PgCreated {
     /// The file the URL was recorded in (none for a board configured in kanban.toml).
     pub url_file: Option<PathBuf>,
     /// The schema version the database had (0: it was empty, and now holds a new board).
@@ -50,7 +50,7 @@ pub struct PgCreated {
 
 /// Creates board `slug` of the home at `root` in `target`'s database (a new slug: one that
 /// exists as a SQLite file or a recorded URL is refused), and records the URL in its folder.
-pub fn create_in_postgres(
+pub(crate) fn create_in_postgres(
     root: &Path,
     slug: &str,
     target: &PgTarget,
@@ -73,7 +73,7 @@ pub fn create_in_postgres(
 
 /// Creates board `slug` whose URL `[boards.SLUG] url` in kanban.toml names: as
 /// [`create_in_postgres`], but nothing is recorded (the configuration is the record).
-pub fn create_configured(slug: &str, target: &PgTarget) -> Result<PgCreated, PlanError> {
+pub(crate) fn create_configured(slug: &str, target: &PgTarget) -> Result<PgCreated, PlanError> {
     paths::validate_new_slug(slug)?;
     bring_up(slug, target, None)
 }
@@ -100,7 +100,7 @@ fn bring_up(
 /// ([`migrate::to_postgres`]). Refused for a board already in PostgreSQL or without its SQLite
 /// file, and while a dispatcher ticks the board: the tick lock is held for the whole copy, so no
 /// dispatcher starts meanwhile.
-pub fn migrate_board(
+pub(crate) fn migrate_board(
     root: &Path,
     slug: &str,
     target: &PgTarget,

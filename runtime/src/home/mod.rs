@@ -45,7 +45,8 @@ pub mod migrate;
 pub mod migrate_plan;
 pub mod remove;
 
-pub use error::{HomeError, Result};
+pub(crate) use error::HomeError;
+pub use error::Result;
 
 use crate::board::slug::InvalidSlug;
 
@@ -53,12 +54,12 @@ use crate::db::target::{BoardLocation, PgTarget, Store, URL_FILE, UrlSource};
 use crate::identity::settings::{self, Setting};
 
 /// The slug of the board that lives at `<root>/kanban.db`.
-pub const DEFAULT_BOARD: &str = "default";
+pub(crate) const DEFAULT_BOARD: &str = "default";
 /// File name of every board database.
-pub const DB_FILE: &str = "kanban.db";
+pub(crate) const DB_FILE: &str = "kanban.db";
 
 /// Which store board `slug` under `root` uses (see [`super::location`] for the order).
-pub fn store_of(root: &Path, slug: &str) -> Result<Store> {
+pub(crate) fn store_of(root: &Path, slug: &str) -> Result<Store> {
     let configured = crate::config::boards::load(root)
         .map_err(|e| HomeError::Config(Box::new(e)))?
         .remove(slug);
@@ -75,8 +76,7 @@ pub fn store_of(root: &Path, slug: &str) -> Result<Store> {
                 config_path: path(&c),
                 file_url: f.redacted(),
                 file_path: path(&f),
-            }
-            .into());
+            });
         }
         (Some(c), _) => Store::Postgres(c),
         (None, Some(f)) => Store::Postgres(f),
@@ -95,7 +95,7 @@ pub fn locate(root: &Path, slug: &str) -> Result<BoardLocation> {
 }
 
 /// The kanban root, absolute: `home_flag` > `HERMES_KANBAN_HOME` > `$HERMES_HOME` > `~/.hermes`.
-pub fn root_dir(home_flag: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn root_dir(home_flag: Option<&Path>) -> Result<PathBuf> {
     let dir = if let Some(dir) = home_flag {
         dir.to_path_buf()
     } else if let Some(dir) = settings::get(Setting::Home) {
@@ -123,7 +123,7 @@ pub fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 /// Checks `slug` against `^[a-z0-9][a-z0-9_-]{0,63}$` (see [`crate::board::slug`]).
-pub fn validate_slug(slug: &str) -> Result<()> {
+pub(crate) fn validate_slug(slug: &str) -> Result<()> {
     Ok(crate::board::slug::validate(slug)?)
 }
 
@@ -137,23 +137,23 @@ pub fn db_path(root: &Path, slug: &str) -> PathBuf {
 }
 
 /// `<root>/kanban/boards`: one directory per non-default board.
-pub fn boards_dir(root: &Path) -> PathBuf {
+pub(crate) fn boards_dir(root: &Path) -> PathBuf {
     root.join("kanban").join("boards")
 }
 
 /// `<root>/kanban/current`: the slug `kanban boards switch` selected.
-pub fn current_file(root: &Path) -> PathBuf {
+pub(crate) fn current_file(root: &Path) -> PathBuf {
     root.join("kanban").join("current")
 }
 
 /// Where a new workspace of task `task_id` goes: `<root>/kanban/workspaces/<task_id>/` on the
 /// default board (the original's place), `<root>/kanban/workspaces/<board>/<task_id>/` otherwise.
-pub fn workspace_dir(root: &Path, slug: &str, task_id: &str) -> PathBuf {
+pub(crate) fn workspace_dir(root: &Path, slug: &str, task_id: &str) -> PathBuf {
     workspaces_root(root, slug).join(task_id)
 }
 
 /// The directory holding the board's workspaces (`HERMES_KANBAN_WORKSPACES_ROOT` of its workers).
-pub fn workspaces_root(root: &Path, slug: &str) -> PathBuf {
+pub(crate) fn workspaces_root(root: &Path, slug: &str) -> PathBuf {
     let all = root.join("kanban").join("workspaces");
     if slug == DEFAULT_BOARD {
         all
@@ -163,7 +163,7 @@ pub fn workspaces_root(root: &Path, slug: &str) -> PathBuf {
 }
 
 /// Every place a workspace of the task may already be, [`workspace_dir`] first.
-pub fn workspace_dirs(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
+pub(crate) fn workspace_dirs(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
     let other = if slug == DEFAULT_BOARD {
         root.join("kanban")
             .join("workspaces")
@@ -177,7 +177,7 @@ pub fn workspace_dirs(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
 
 /// The task's existing workspace (the first of [`workspace_dirs`] that is a directory), else
 /// where a new one goes: a task that already ran keeps its workspace wherever it is.
-pub fn find_workspace(root: &Path, slug: &str, task_id: &str) -> PathBuf {
+pub(crate) fn find_workspace(root: &Path, slug: &str, task_id: &str) -> PathBuf {
     let dirs = workspace_dirs(root, slug, task_id);
     dirs.iter()
         .find(|d| d.is_dir())
@@ -198,7 +198,7 @@ pub fn log_path(root: &Path, slug: &str, task_id: &str) -> PathBuf {
 }
 
 /// Every place a log of the task may be, [`log_path`] first.
-pub fn log_paths(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
+pub(crate) fn log_paths(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
     let file = format!("{task_id}.log");
     let other = if slug == DEFAULT_BOARD {
         root.join("kanban")
@@ -213,7 +213,7 @@ pub fn log_paths(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
 
 /// The log a reader wants: of [`log_paths`], the existing one written last (the newest worker's),
 /// else [`log_path`].
-pub fn find_log(root: &Path, slug: &str, task_id: &str) -> PathBuf {
+pub(crate) fn find_log(root: &Path, slug: &str, task_id: &str) -> PathBuf {
     let paths = log_paths(root, slug, task_id);
     paths
         .iter()
@@ -235,7 +235,7 @@ pub fn find_log(root: &Path, slug: &str, task_id: &str) -> PathBuf {
 /// [`validate_slug`], plus what a *new* board's slug must not be: shaped like a task id
 /// (`t_` and hex digits), whose workspaces directory would be the default board's workspace of
 /// that task.
-pub fn validate_new_slug(slug: &str) -> Result<()> {
+pub(crate) fn validate_new_slug(slug: &str) -> Result<()> {
     validate_slug(slug)?;
     let hex = slug.strip_prefix("t_").unwrap_or("");
     if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -248,7 +248,7 @@ pub fn validate_new_slug(slug: &str) -> Result<()> {
 }
 
 /// The slug in `<root>/kanban/current`, if the file holds a valid one.
-pub fn current_slug(root: &Path) -> Option<String> {
+pub(crate) fn current_slug(root: &Path) -> Option<String> {
     let text = std::fs::read_to_string(current_file(root)).ok()?;
     let slug = text.trim_start_matches('\u{feff}').trim();
     validate_slug(slug).ok().map(|()| slug.to_owned())
@@ -293,7 +293,7 @@ pub fn resolve(root: &Path, board_flag: Option<&str>) -> Result<BoardLocation> {
 fn pinned_postgres(root: &Path, env_board: Option<String>, url: &str) -> Result<BoardLocation> {
     let pinned = PgTarget::parse(url, UrlSource::Pinned)?;
     if pinned.has_password() {
-        return Err(HomeError::PasswordInEnvironment.into());
+        return Err(HomeError::PasswordInEnvironment);
     }
     let slug = env_board.unwrap_or_else(|| DEFAULT_BOARD.to_owned());
     let configured = crate::config::boards::load(root)
@@ -322,7 +322,7 @@ fn slug_of_db_path(root: &Path, db: &Path) -> Option<String> {
 
 /// Every board under `root` whose database exists or that has a PostgreSQL URL (`default` always
 /// listed), sorted by slug.
-pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
+pub(crate) fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
     let mut boards = vec![locate(root, DEFAULT_BOARD)?];
     let configured =
         crate::config::boards::load(root).map_err(|e| HomeError::Config(Box::new(e)))?;
@@ -361,7 +361,7 @@ pub fn list_boards(root: &Path) -> Result<Vec<BoardLocation>> {
 }
 
 /// Writes `slug` to `<root>/kanban/current` (the board must exist).
-pub fn switch_board(root: &Path, slug: &str) -> Result<()> {
+pub(crate) fn switch_board(root: &Path, slug: &str) -> Result<()> {
     validate_slug(slug)?;
     let path = db_path(root, slug);
     if !locate(root, slug)?.exists() {
@@ -391,7 +391,7 @@ pub fn url_file(root: &Path, slug: &str) -> PathBuf {
 }
 
 /// The URL recorded in the board folder, if there is one.
-pub fn read_url_file(root: &Path, slug: &str) -> Result<Option<PgTarget>> {
+pub(crate) fn read_url_file(root: &Path, slug: &str) -> Result<Option<PgTarget>> {
     let path = url_file(root, slug);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -408,7 +408,7 @@ pub fn read_url_file(root: &Path, slug: &str) -> Result<Option<PgTarget>> {
 
 /// Records `target` (its redacted URL: never a password) in the board folder, atomically (a
 /// temporary file renamed into place), creating the folder if needed.
-pub fn write_url_file(root: &Path, slug: &str, target: &PgTarget) -> Result<PathBuf> {
+pub(crate) fn write_url_file(root: &Path, slug: &str, target: &PgTarget) -> Result<PathBuf> {
     let path = url_file(root, slug);
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();

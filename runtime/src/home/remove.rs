@@ -13,7 +13,7 @@ use crate::home::DEFAULT_BOARD;
 
 /// What [`remove_board`] removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Removed {
+pub(crate) struct Removed {
     /// The board's folder, `<root>/kanban/boards/<slug>/`, now gone.
     pub folder: PathBuf,
     /// The removed board was the current one (the default board is current now).
@@ -24,7 +24,7 @@ pub struct Removed {
 
 /// Why a board was not removed (nothing was).
 #[derive(Debug, thiserror::Error)]
-pub enum RemoveError {
+pub(crate) enum RemoveError {
     #[error(transparent)]
     Board(#[from] BoardError),
 
@@ -74,7 +74,7 @@ impl RemoveError {
 /// Removes board `slug` of the home at `root`: refused for the default board, for a board
 /// kanban.toml declares, and while one of its tasks runs under a claim live at `now`. When it was
 /// the current board, the default board becomes current.
-pub fn remove_board(root: &Path, slug: &str, now: i64) -> Result<Removed, RemoveError> {
+pub(crate) fn remove_board(root: &Path, slug: &str, now: i64) -> Result<Removed, RemoveError> {
     paths::validate_slug(slug)?;
     if slug == DEFAULT_BOARD {
         return Err(RemoveError::DefaultBoard);

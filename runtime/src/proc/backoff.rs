@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 /// The first retry delay after a failed tick.
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest delay between two attempts of a failing daemon.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The delay after `failed` failed ticks in a row: [`FIRST_BACKOFF`] doubling, capped at
 /// [`MAX_BACKOFF`].
@@ -22,7 +22,7 @@ pub fn backoff(failed: u32) -> Duration {
 /// Tracks a streak of failures and decides what is worth saying (the dispatcher's `Health`, the
 /// cron scheduler's `DaemonEvent`).
 #[derive(Debug, Default)]
-pub struct Streak {
+pub(crate) struct Streak {
     failed: u32,
     last_message: Option<String>,
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The worker exit trailer prefix; the worker prints `"\n[kanban-worker-exit] rc=<n>"`.
-pub const EXIT_TRAILER: &str = "[kanban-worker-exit] rc=";
+pub(crate) const EXIT_TRAILER: &str = "[kanban-worker-exit] rc=";
 
 /// Exit codes of `kanban worker`.
 pub mod code {
@@ -124,7 +124,7 @@ pub fn log_tail(path: &Path) -> String {
 }
 
 /// The exit code of the last trailer in `text`, if any.
-pub fn parse_trailer(text: &str) -> Option<i32> {
+pub(crate) fn parse_trailer(text: &str) -> Option<i32> {
     let at = text.rfind(EXIT_TRAILER)?;
     let digits: String = text[at + EXIT_TRAILER.len()..]
         .chars()

@@ -13,10 +13,10 @@ use rustix::process::{Pid, Signal};
 use serde::{Deserialize, Serialize};
 
 /// What a stored fingerprint means when nothing could be read at spawn time.
-pub const UNVERIFIED: &str = "unverified";
+pub(crate) const UNVERIFIED: &str = "unverified";
 
 /// The boot id of this host (changes on every reboot), or `None` when `/proc` is unavailable.
-pub fn boot_id() -> Option<String> {
+pub(crate) fn boot_id() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .ok()
         .map(|s| s.trim().to_owned())
@@ -174,7 +174,7 @@ fn wait_gone(pid: i64, fp: Option<&str>, wait: Duration, reap: &mut dyn FnMut())
 
 /// Stops a host-local worker: SIGTERM to its group, wait, SIGKILL, wait. Never signals a recycled
 /// pid or one without a verifiable fingerprint. `reap` lets the caller collect its own children.
-pub fn terminate(
+pub(crate) fn terminate(
     pid: i64,
     fp: Option<&str>,
     wait: KillWait,
@@ -226,7 +226,7 @@ pub fn terminate(
 /// of their own). Only when no process `pid` exists (or it is a zombie): Linux never hands out a
 /// pid that is still a process group's id, so group `pid` can then only hold the old worker's
 /// descendants. Returns whether a signal was delivered.
-pub fn kill_leftover_group(pid: i64) -> bool {
+pub(crate) fn kill_leftover_group(pid: i64) -> bool {
     if liveness(pid, None) != Liveness::Dead {
         return false;
     }
@@ -241,7 +241,7 @@ pub fn kill_leftover_group(pid: i64) -> bool {
 /// `pid` can only hold the old worker's descendants. Zombies do not count: an orphaned worker
 /// whose new parent does not reap it (pid 1 of a container may not) stays a zombie in its group
 /// forever, and it runs nothing.
-pub fn group_exists(pid: i64) -> bool {
+pub(crate) fn group_exists(pid: i64) -> bool {
     let Some(raw) = i32::try_from(pid)
         .ok()
         .filter(|p| *p > 0)
@@ -294,7 +294,7 @@ pub fn claimer_pid(lock: &str, host_prefix: &str) -> Option<i64> {
 
 /// `"<hostname>:<pid>"` of this process: the claim lock a dispatcher writes and the prefix that
 /// makes a claim host-local.
-pub fn claimer_id() -> String {
+pub(crate) fn claimer_id() -> String {
     format!(
         "{}{}",
         host_prefix(),

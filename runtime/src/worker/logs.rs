@@ -26,7 +26,7 @@ enum Place {
 
 /// An incremental reader of run `run_id`'s part of the log at `path`.
 #[derive(Debug)]
-pub struct RunLog {
+pub(crate) struct RunLog {
     path: PathBuf,
     header: String,
     offset: u64,
@@ -36,7 +36,7 @@ pub struct RunLog {
 
 /// What one [`RunLog::poll`] read.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     /// Complete lines of the run's part appended since the last poll.
     pub text: String,
     /// Whether anything at all was appended to the file (of any run).

@@ -80,7 +80,7 @@ pub fn gone(watch: &Watch) -> Option<&'static str> {
 /// process; `None`: the call failed otherwise), `stat` the state and start time from
 /// `/proc/<pid>/stat` (`None`: unreadable), `boot` this host's boot id (`None`: unreadable).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Probe {
+pub(crate) struct Probe {
     pub exists: Option<bool>,
     pub stat: Option<(char, u64)>,
     pub boot: Option<String>,
@@ -129,12 +129,12 @@ impl Probe {
 }
 
 /// Whether `pid` is proved gone now (see [`Probe::proves_gone`]).
-pub fn proved_gone(pid: i64, recorded: Option<&str>) -> bool {
+pub(crate) fn proved_gone(pid: i64, recorded: Option<&str>) -> bool {
     Probe::of(pid).proves_gone(recorded)
 }
 
 /// A running watch; [`WatchHandle::stop`] ends it.
-pub struct WatchHandle {
+pub(crate) struct WatchHandle {
     stop: Arc<AtomicBool>,
 }
 
@@ -146,7 +146,7 @@ impl WatchHandle {
 
 /// Starts the watch thread. `settled` is shared with the worker: whoever sets it first records
 /// the attempt's `worker_result`.
-pub fn start_watch(
+pub(crate) fn start_watch(
     watch: Watch,
     attempt: Attempt,
     settled: Arc<AtomicBool>,

@@ -61,12 +61,12 @@ use prompt::{AttemptView, CommentView, ParentView, PromptInput, TaskView};
 use turns::{LoopEnd, TurnHost};
 
 /// Stop nudges per worker.
-pub const MAX_NUDGES: usize = 2;
+pub(crate) const MAX_NUDGES: usize = 2;
 /// The first line a worker writes to the task log once it is registered: `[kanban-run] run=<id>
 /// task=<id> pid=<pid>`. Everything after it, up to the next such line, is that run's log.
-pub const RUN_HEADER: &str = "[kanban-run] run=";
+pub(crate) const RUN_HEADER: &str = "[kanban-run] run=";
 /// Characters of the agent's output kept in `worker_result.last_output`.
-pub const LAST_OUTPUT_CHARS: usize = 1000;
+pub(crate) const LAST_OUTPUT_CHARS: usize = 1000;
 
 /// Why the worker could not even start working (exit 1, or 78 for configuration).
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +89,7 @@ pub enum WorkerError {
     Home {
         task: String,
         #[source]
-        source: crate::home::HomeError,
+        source: Box<crate::home::HomeError>,
     },
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -125,7 +125,7 @@ pub fn trailer(rc: i32) -> String {
 }
 
 /// Registers SIGTERM and SIGINT to set `flag` instead of killing the process.
-pub fn interrupt_flag() -> Arc<AtomicBool> {
+pub(crate) fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         // Registration only fails for forbidden signals; these two are always allowed.
@@ -233,7 +233,7 @@ pub fn run(
 /// Runs the owner's managed worker (README "Owner admission"): as [`run`], except that it binds
 /// with `worker_bound` (the run's `worker_pid` stays the submitter's), takes its claim TTL from
 /// the run's `claimed` event, and watches the submitter and the owner ([`managed`]).
-pub fn run_managed(
+pub(crate) fn run_managed(
     root: &Path,
     clock: Arc<dyn Clock>,
     interrupted: &AtomicBool,
@@ -291,7 +291,7 @@ fn run_as(
             let location =
                 crate::home::resolve(root, None).map_err(|source| WorkerError::Home {
                     task: task.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             Board::open(&location, &options).map_err(board_err)?
         }

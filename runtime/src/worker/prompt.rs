@@ -8,12 +8,12 @@
 use std::fmt::Write as _;
 
 /// Caps (reference Appendix C).
-pub const MAX_BODY: usize = 8 * 1024;
-pub const MAX_FIELD: usize = 4 * 1024;
-pub const MAX_COMMENT: usize = 2 * 1024;
-pub const MAX_ATTEMPTS: usize = 10;
-pub const MAX_COMMENTS: usize = 30;
-pub const MAX_PARENTS: usize = 20;
+pub(crate) const MAX_BODY: usize = 8 * 1024;
+pub(crate) const MAX_FIELD: usize = 4 * 1024;
+pub(crate) const MAX_COMMENT: usize = 2 * 1024;
+pub(crate) const MAX_ATTEMPTS: usize = 10;
+pub(crate) const MAX_COMMENTS: usize = 30;
+pub(crate) const MAX_PARENTS: usize = 20;
 
 /// The task being worked.
 #[derive(Debug, Clone, Default)]
@@ -70,25 +70,25 @@ pub struct PromptInput {
 }
 
 /// The nudge given when a turn ends without `complete` or `block` (at most twice).
-pub const STOP_NUDGE: &str = "\
+pub(crate) const STOP_NUDGE: &str = "\
 Your turn ended but the task is still open. You must finish it now: run `kanban complete \
 --summary \"<what you did>\"` if the work is done, or `kanban block --reason \"<why>\"` if it \
 cannot be done. Do not start over.";
 
 /// Opens a goal continuation turn (goal mode: the task is still open after a settled turn).
-pub const CONTINUATION_NUDGE: &str = "\
+pub(crate) const CONTINUATION_NUDGE: &str = "\
 Same task, next turn: continue from where you stopped; do not start over. When the goal is \
 reached run `kanban complete --summary \"<what you did>\"`; if it cannot be reached run \
 `kanban block --reason \"<why>\"`.";
 
 /// Opens the one finalize turn a goal gets when its judge says "done" but the task is still open.
-pub const FINALIZE_NUDGE: &str = "\
+pub(crate) const FINALIZE_NUDGE: &str = "\
 Same task: the goal looks reached, but the task is still open. Finish it now: check the result \
 and run `kanban complete --summary \"<what you did>\"`, or `kanban block --reason \"<why>\"` if \
 something is missing. Do not start over.";
 
 /// Opens the retry of a turn that failed retryably (in-place recovery).
-pub const RECOVERY_NUDGE: &str = "\
+pub(crate) const RECOVERY_NUDGE: &str = "\
 Same task: your previous turn failed with a transient error and is being retried. Continue from \
 where you stopped; do not start over. End with `kanban complete --summary \"<what you did>\"` or \
 `kanban block --reason \"<why>\"`.";

@@ -34,14 +34,12 @@ use super::prompt::{CONTINUATION_NUDGE, FINALIZE_NUDGE, RECOVERY_NUDGE, STOP_NUD
 use super::{MAX_NUDGES, exit_code};
 
 /// Goal turns when neither the task nor its profile says otherwise.
-pub const DEFAULT_GOAL_MAX_TURNS: u32 = 20;
+pub(crate) const DEFAULT_GOAL_MAX_TURNS: u32 = 20;
 /// The block reason of a goal whose turn budget is spent (or that its judge called done twice
 /// while the task stayed open).
-pub const BLOCKED_BUDGET: &str = "blocked_budget";
+pub(crate) const BLOCKED_BUDGET: &str = "blocked_budget";
 /// The block reason of a goal its judge called unreachable without saying why.
-pub const BLOCKED_UNACHIEVABLE: &str = "blocked_unachievable";
-
-pub use crate::agent::RETRYABLE_EXIT;
+pub(crate) const BLOCKED_UNACHIEVABLE: &str = "blocked_unachievable";
 
 /// What the loop needs from the worker that runs it: run-fenced reads and writes, the claim
 /// proof, the interrupt flag, the clock, the backoff wait and the task log.
@@ -518,6 +516,7 @@ pub fn drive(
 
 #[cfg(test)]
 mod tests {
+    use crate::agent::RETRYABLE_EXIT;
     use std::cell::RefCell;
     use std::sync::Mutex;
 

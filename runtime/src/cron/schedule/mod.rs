@@ -63,13 +63,13 @@ use expr::CronExpr;
 
 /// A one-shot may be created up to this many seconds in the past (a clock skew allowance); it
 /// then runs at the next tick.
-pub const ONE_SHOT_PAST_GRACE_SECONDS: i64 = 120;
+pub(crate) const ONE_SHOT_PAST_GRACE_SECONDS: i64 = 120;
 
 /// A cron expression whose first run lies further ahead than this is refused when created.
-pub const FIRST_RUN_HORIZON_YEARS: i64 = 10;
+pub(crate) const FIRST_RUN_HORIZON_YEARS: i64 = 10;
 
 /// The accepted forms, quoted in every parse error.
-pub const ACCEPTED_FORMS: &str = "accepted forms: a cron expression such as `0 9 * * 1-5` \
+pub(crate) const ACCEPTED_FORMS: &str = "accepted forms: a cron expression such as `0 9 * * 1-5` \
 (optionally prefixed `TZ=Europe/Berlin `; a 6th field is the seconds, a 7th the year), a \
 phrase such as \
 `every monday 9am` or `weekdays at 9:30pm`, `every 30m` / `every 2 hours` / a bare `30m` or \
