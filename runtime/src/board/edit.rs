@@ -14,8 +14,8 @@ use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
 use super::model::Status;
 use super::outcome::{Outcome, Refusal};
+use super::rows::load_task;
 use super::store::Board;
-use super::tasks::load_task;
 use crate::db::Tx;
 
 /// Characters of the random part (after `t_`) a prefix must give.

@@ -14,36 +14,58 @@
 //! statement runs through: connection, statements, rows, classified errors, dialect).
 
 pub mod admission;
+mod block;
+mod claim;
+mod complete;
+mod create;
+mod dispatcher;
+mod dispatcher_reads;
 mod edit;
 pub mod engine;
 mod error;
 pub mod events;
 pub mod fsck;
-mod lifecycle;
+mod heartbeat;
+mod input;
 mod limits;
+mod links;
 pub mod model;
+mod operator;
 pub mod outcome;
 pub mod query;
+mod review;
+mod rows;
 pub mod slug;
 pub mod store;
-pub mod tasks;
 pub mod turns;
 pub mod views;
 mod wake;
 
+pub use dispatcher::{
+    ABANDONED_OUTCOME, AbandonReason, Abandonment, ClaimProvenance, Failure, Registered, Release,
+    Released, SpawnRecord, WorkerGone, WorkerResult,
+};
+pub use dispatcher_reads::{
+    Candidate, EndedRun, GuardFacts, LatestRun, LingeringWorker, RunState, RunningTask, Workload,
+};
 pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
-pub use lifecycle::*;
+pub use input::{
+    ClaimOrigin, ClaimSpec, Completion, Fence, NewTask, check_seconds, default_claim_lock,
+};
+pub use limits::{
+    BLOCK_RECURRENCE_LIMIT, DEFAULT_CLAIM_TTL_SECONDS, DEFAULT_FAILURE_LIMIT, MAX_SECONDS,
+};
 pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef, TurnKind};
-pub use outcome::*;
+pub use outcome::{
+    ArchivedTask, AssignedTask, BackFromReview, BlockedTask, ClaimOutcome, Claimed, Completed,
+    Created, Heartbeated, Invalidated, LinkChange, Moved, Outcome, ReclaimedTask, Refusal,
+    Reopened, ReviewRequested,
+};
 pub use query::TaskFilter;
 pub use store::{Board, Durability, OpenOptions};
-pub use tasks::{
-    BLOCK_RECURRENCE_LIMIT, ClaimOrigin, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
-    DEFAULT_FAILURE_LIMIT, Fence, MAX_SECONDS, NewTask, check_seconds, default_claim_lock,
-};
 pub use turns::RunStatus;
 pub use views::BoardCard;
 pub use wake::{ChangeWatch, Wake};
