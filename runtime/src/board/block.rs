@@ -9,8 +9,8 @@ use super::limits::BLOCK_RECURRENCE_LIMIT;
 use super::model::{BlockKind, Status};
 use super::outcome::{BlockedTask, Moved, Outcome, Refusal};
 use super::rows::{
-    cas, close_leaked_runs, close_run_in, instant_run_in, landing_status, load_task, resume_status,
-    retry_status_for_run, unfinished_parents,
+    RunClose, cas, close_leaked_runs, end_run_in, instant_run_in, landing_status, load_task,
+    resume_status, retry_status_for_run, unfinished_parents,
 };
 use super::store::Board;
 
@@ -124,13 +124,19 @@ pub(crate) fn block_in(
             task_id: id.to_owned(),
         }));
     }
-    let mut closed = None;
-    if let Some(run_id) = task.current_run_id
-        && close_run_in(tx, run_id, "blocked", "blocked", Some(reason), None, now)?
-    {
-        closed = Some(run_id);
-    }
-    close_leaked_runs(tx, id, "invariant recovery on block", now)?;
+    let mut closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: "blocked",
+            outcome: "blocked",
+            summary: Some(reason),
+            error: None,
+        },
+        "invariant recovery on block",
+        now,
+    )?;
     if closed.is_none() {
         // A block of a task nobody claimed still records the reason as an attempt.
         closed = Some(instant_run_in(

@@ -9,8 +9,7 @@ use super::input::{COMPLETE_LEAKED_NOTE, Completion, completion_summary, summary
 use super::model::Status;
 use super::outcome::{Completed, Outcome, Refusal};
 use super::rows::{
-    cas, close_leaked_runs, close_run_in, instant_run_in, load_task, promote_children_in,
-    unfinished_parents,
+    RunClose, cas, end_run_in, instant_run_in, load_task, promote_children_in, unfinished_parents,
 };
 use super::store::Board;
 
@@ -83,13 +82,19 @@ pub(crate) fn complete_in(
         }));
     }
     let run_summary = completion_summary(completion);
-    let mut closed = None;
-    if let Some(run_id) = task.current_run_id
-        && close_run_in(tx, run_id, "done", "completed", run_summary, None, now)?
-    {
-        closed = Some(run_id);
-    }
-    close_leaked_runs(tx, id, COMPLETE_LEAKED_NOTE, now)?;
+    let mut closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: "done",
+            outcome: "completed",
+            summary: run_summary,
+            error: None,
+        },
+        COMPLETE_LEAKED_NOTE,
+        now,
+    )?;
     if closed.is_none() && (run_summary.is_some() || task.status == Status::Review) {
         // Never claimed (or handed over from review): the hand-off still gets its attempt row.
         closed = Some(instant_run_in(

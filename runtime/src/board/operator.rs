@@ -11,7 +11,7 @@ use super::outcome::{
     ArchivedTask, AssignedTask, Invalidated, Moved, Outcome, ReclaimedTask, Refusal, Reopened,
 };
 use super::rows::{
-    cas, close_leaked_runs, close_run_in, insert_returning_id, landing_status, load_task,
+    RunClose, cas, close_leaked_runs, end_run_in, insert_returning_id, landing_status, load_task,
     promote_children_in, retry_status_for_run, unfinished_parents,
 };
 use super::store::Board;
@@ -93,21 +93,19 @@ pub(crate) fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Arch
             task_id: id.to_owned(),
         }));
     }
-    let mut closed = None;
-    if let Some(run_id) = task.current_run_id
-        && close_run_in(
-            tx,
-            run_id,
-            "reclaimed",
-            "reclaimed",
-            None,
-            Some("task archived with run still active"),
-            now,
-        )?
-    {
-        closed = Some(run_id);
-    }
-    close_leaked_runs(tx, id, "task archived with run still active", now)?;
+    let closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: "reclaimed",
+            outcome: "reclaimed",
+            summary: None,
+            error: Some("task archived with run still active"),
+        },
+        "task archived with run still active",
+        now,
+    )?;
     append_event(
         tx,
         id,
@@ -205,21 +203,19 @@ pub(crate) fn reopen_in(
                 message: format!("task `{}` changed inside a write transaction", child.id),
             });
         }
-        let mut closed = None;
-        if let Some(run_id) = child.current_run_id
-            && close_run_in(
-                tx,
-                run_id,
-                "todo",
-                "reclaimed",
-                None,
-                Some(&format!("ancestor {id} reopened")),
-                now,
-            )?
-        {
-            closed = Some(run_id);
-        }
-        close_leaked_runs(tx, &child.id, &format!("ancestor {id} reopened"), now)?;
+        let closed = end_run_in(
+            tx,
+            &child.id,
+            child.current_run_id,
+            &RunClose {
+                status: "todo",
+                outcome: "reclaimed",
+                summary: None,
+                error: Some(&format!("ancestor {id} reopened")),
+            },
+            &format!("ancestor {id} reopened"),
+            now,
+        )?;
         append_event(
             tx,
             &child.id,
@@ -319,21 +315,19 @@ pub(crate) fn reclaim_in(
     }
     let reason = reason.map(str::trim).filter(|r| !r.is_empty());
     let error = format!("manual_reclaim: {}", reason.unwrap_or("operator"));
-    let mut closed = None;
-    if let Some(run_id) = task.current_run_id
-        && close_run_in(
-            tx,
-            run_id,
-            "reclaimed",
-            "reclaimed",
-            None,
-            Some(&error),
-            now,
-        )?
-    {
-        closed = Some(run_id);
-    }
-    close_leaked_runs(tx, id, &error, now)?;
+    let closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: "reclaimed",
+            outcome: "reclaimed",
+            summary: None,
+            error: Some(&error),
+        },
+        &error,
+        now,
+    )?;
     append_event(
         tx,
         id,

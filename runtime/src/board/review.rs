@@ -10,7 +10,7 @@ use super::input::{normalize_assignee, summary_line};
 use super::model::{Status, Task};
 use super::outcome::{BackFromReview, Outcome, Refusal, ReviewRequested};
 use super::rows::{
-    cas, close_leaked_runs, close_run_in, instant_run_in, landing_status, load_task,
+    RunClose, cas, close_leaked_runs, end_run_in, instant_run_in, landing_status, load_task,
     retry_status_for_run,
 };
 use super::store::Board;
@@ -44,30 +44,24 @@ pub(crate) fn request_review_in(
     }
     let reviewer = normalize_assignee(reviewer).or_else(|| task.assignee.clone());
     let summary = summary.map(str::trim).filter(|s| !s.is_empty());
-    if !cas(
-        tx,
-        "UPDATE tasks SET status = 'review', assignee = ?2, claim_lock = NULL, \
-         claim_expires = NULL, worker_pid = NULL, worker_started_at = NULL, current_run_id = NULL \
-         WHERE id = ?1 AND status = ?3 AND current_run_id IS ?4 AND claim_lock IS ?5",
-        params![
-            id,
-            reviewer,
-            task.status.as_str(),
-            task.current_run_id,
-            task.claim_lock
-        ],
-    )? {
+    if !hand_over_in(tx, &task, Status::Review, reviewer.as_deref())? {
         return Ok(Outcome::Refused(Refusal::Raced {
             task_id: id.to_owned(),
         }));
     }
-    let mut closed = None;
-    if let Some(run_id) = task.current_run_id
-        && close_run_in(tx, run_id, "review", "review_requested", summary, None, now)?
-    {
-        closed = Some(run_id);
-    }
-    close_leaked_runs(tx, id, "invariant recovery on review request", now)?;
+    let mut closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: "review",
+            outcome: "review_requested",
+            summary,
+            error: None,
+        },
+        "invariant recovery on review request",
+        now,
+    )?;
     if closed.is_none() {
         closed = Some(instant_run_in(
             tx,
@@ -95,6 +89,26 @@ pub(crate) fn request_review_in(
         implementer: task.assignee,
         reviewer,
     }))
+}
+
+/// Hands `task` over between implementer and reviewer: status `to`, assignee `assignee`, its
+/// claim and current run cleared; fenced on the status, run and claim it was loaded with.
+/// Returns whether it applied (false: another transaction got there first).
+fn hand_over_in(tx: &Tx<'_>, task: &Task, to: Status, assignee: Option<&str>) -> Result<bool> {
+    cas(
+        tx,
+        "UPDATE tasks SET status = ?2, assignee = ?3, claim_lock = NULL, claim_expires = NULL, \
+         worker_pid = NULL, worker_started_at = NULL, current_run_id = NULL \
+         WHERE id = ?1 AND status = ?4 AND current_run_id IS ?5 AND claim_lock IS ?6",
+        params![
+            task.id,
+            to.as_str(),
+            assignee,
+            task.status.as_str(),
+            task.current_run_id,
+            task.claim_lock
+        ],
+    )
 }
 
 /// The implementer named by the task's newest `review_requested` event.
@@ -142,38 +156,24 @@ pub(crate) fn request_changes_in(
     }
     let to = landing_status(tx, id)?;
     let implementer = implementer_of(tx, id)?.unwrap_or_else(|| task.assignee.clone());
-    if !cas(
-        tx,
-        "UPDATE tasks SET status = ?2, assignee = ?3, claim_lock = NULL, claim_expires = NULL, \
-         worker_pid = NULL, worker_started_at = NULL, current_run_id = NULL \
-         WHERE id = ?1 AND status = 'running' AND current_run_id IS ?4 AND claim_lock IS ?5",
-        params![
-            id,
-            to.as_str(),
-            implementer,
-            task.current_run_id,
-            task.claim_lock
-        ],
-    )? {
+    if !hand_over_in(tx, &task, to, implementer.as_deref())? {
         return Ok(Outcome::Refused(Refusal::Raced {
             task_id: id.to_owned(),
         }));
     }
-    let mut closed = None;
-    if let Some(run_id) = task.current_run_id
-        && close_run_in(
-            tx,
-            run_id,
-            to.as_str(),
-            "changes_requested",
-            Some(reason),
-            None,
-            now,
-        )?
-    {
-        closed = Some(run_id);
-    }
-    close_leaked_runs(tx, id, "invariant recovery on changes requested", now)?;
+    let closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: to.as_str(),
+            outcome: "changes_requested",
+            summary: Some(reason),
+            error: None,
+        },
+        "invariant recovery on changes requested",
+        now,
+    )?;
     append_event(
         tx,
         id,

@@ -121,6 +121,43 @@ pub(super) fn cas(tx: &Tx<'_>, sql: &str, params: impl db::Params) -> Result<boo
     Ok(tx.prepare_cached(sql)?.execute(params)? == 1)
 }
 
+/// How a transition closes the run it takes a task off (see [`end_run_in`]).
+pub(super) struct RunClose<'a> {
+    pub(super) status: &'a str,
+    pub(super) outcome: &'a str,
+    pub(super) summary: Option<&'a str>,
+    pub(super) error: Option<&'a str>,
+}
+
+/// Ends the run a transition takes task `task_id` off: closes `run_id` (its current run, when it
+/// has one) as `close` says, then every other run of the task left open (`leaked_note`); returns
+/// `run_id` when it was open.
+pub(super) fn end_run_in(
+    tx: &Tx<'_>,
+    task_id: &str,
+    run_id: Option<i64>,
+    close: &RunClose<'_>,
+    leaked_note: &str,
+    now: i64,
+) -> Result<Option<i64>> {
+    let mut closed = None;
+    if let Some(run_id) = run_id
+        && close_run_in(
+            tx,
+            run_id,
+            close.status,
+            close.outcome,
+            close.summary,
+            close.error,
+            now,
+        )?
+    {
+        closed = Some(run_id);
+    }
+    close_leaked_runs(tx, task_id, leaked_note, now)?;
+    Ok(closed)
+}
+
 /// Closes an open run; returns whether it was open.
 pub(crate) fn close_run_in(
     tx: &Tx<'_>,
