@@ -9,7 +9,7 @@ use super::limits::BLOCK_RECURRENCE_LIMIT;
 use super::model::{BlockKind, Status};
 use super::outcome::{BlockedTask, Moved, Outcome, Refusal};
 use super::rows::{
-    RunClose, cas, close_leaked_runs, end_run_in, instant_run_in, landing_status, load_task,
+    RunClose, cas, close_leaked_runs, end_or_record_run_in, landing_status, load_task,
     resume_status, retry_status_for_run, unfinished_parents,
 };
 use super::store::Board;
@@ -124,10 +124,10 @@ pub(crate) fn block_in(
             task_id: id.to_owned(),
         }));
     }
-    let mut closed = end_run_in(
+    // A block of a task nobody claimed still records the reason as an attempt.
+    let closed = Some(end_or_record_run_in(
         tx,
-        id,
-        task.current_run_id,
+        &task,
         &RunClose {
             status: "blocked",
             outcome: "blocked",
@@ -136,18 +136,7 @@ pub(crate) fn block_in(
         },
         "invariant recovery on block",
         now,
-    )?;
-    if closed.is_none() {
-        // A block of a task nobody claimed still records the reason as an attempt.
-        closed = Some(instant_run_in(
-            tx,
-            &task,
-            "blocked",
-            "blocked",
-            Some(reason),
-            now,
-        )?);
-    }
+    )?);
     append_event(tx, id, closed, &event, now)?;
     Ok(Outcome::Done(BlockedTask {
         task_id: id.to_owned(),

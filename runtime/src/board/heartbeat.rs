@@ -4,8 +4,8 @@
 use crate::db::{Tx, params};
 
 use super::error::Result;
-use super::events::{Event, append_event};
-use super::input::{Fence, check_seconds};
+use super::events::append_event;
+use super::input::{Fence, check_seconds, heartbeat_event};
 use super::model::{Status, Task};
 use super::outcome::{Heartbeated, Outcome, Refusal};
 use super::rows::{cas, exec_unchecked, load_task};
@@ -75,16 +75,7 @@ pub(crate) fn heartbeat_in(
             params![run_id, expires, now],
         )?;
     }
-    let note = note.map(str::trim).filter(|n| !n.is_empty());
-    append_event(
-        tx,
-        id,
-        task.current_run_id,
-        &Event::Heartbeat {
-            note: note.map(str::to_owned),
-        },
-        now,
-    )?;
+    append_event(tx, id, task.current_run_id, &heartbeat_event(note), now)?;
     Ok(Outcome::Done(Heartbeated {
         task_id: id.to_owned(),
         run_id: task.current_run_id,

@@ -3,6 +3,7 @@
 //! fast paths share. No SQL.
 
 use super::error::{BoardError, Result};
+use super::events::Event;
 use super::limits::MAX_SECONDS;
 
 /// What `kanban create` asks for.
@@ -124,4 +125,15 @@ pub(crate) fn completion_summary(completion: &Completion) -> Option<&str> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .or(completion.result.as_deref())
+}
+
+/// The `heartbeat` event of a heartbeat with `note` (trimmed; a blank note is none): the generic
+/// heartbeat and PostgreSQL's one statement write the same payload.
+pub(crate) fn heartbeat_event(note: Option<&str>) -> Event {
+    Event::Heartbeat {
+        note: note
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned),
+    }
 }

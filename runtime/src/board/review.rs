@@ -10,7 +10,7 @@ use super::input::{normalize_assignee, summary_line};
 use super::model::{Status, Task};
 use super::outcome::{BackFromReview, Outcome, Refusal, ReviewRequested};
 use super::rows::{
-    RunClose, cas, close_leaked_runs, end_run_in, instant_run_in, landing_status, load_task,
+    RunClose, cas, close_leaked_runs, end_or_record_run_in, end_run_in, landing_status, load_task,
     retry_status_for_run,
 };
 use super::store::Board;
@@ -32,14 +32,10 @@ pub(crate) fn request_review_in(
         return Err(BoardError::BlankAssignee);
     }
     let task = load_task(tx, id)?;
-    if !matches!(task.status, Status::Running | Status::Ready) {
-        return Ok(Outcome::Refused(Refusal::WrongStatus {
-            task_id: id.to_owned(),
-            status: task.status,
-            expected: "running or ready",
-        }));
-    }
-    if let Some(refusal) = run_fence_refusal(&task, expected_run_id, now) {
+    let in_lane = matches!(task.status, Status::Running | Status::Ready);
+    if let Some(refusal) =
+        hand_over_refusal(&task, in_lane, "running or ready", expected_run_id, now)
+    {
         return Ok(Outcome::Refused(refusal));
     }
     let reviewer = normalize_assignee(reviewer).or_else(|| task.assignee.clone());
@@ -49,10 +45,9 @@ pub(crate) fn request_review_in(
             task_id: id.to_owned(),
         }));
     }
-    let mut closed = end_run_in(
+    let closed = Some(end_or_record_run_in(
         tx,
-        id,
-        task.current_run_id,
+        &task,
         &RunClose {
             status: "review",
             outcome: "review_requested",
@@ -61,17 +56,7 @@ pub(crate) fn request_review_in(
         },
         "invariant recovery on review request",
         now,
-    )?;
-    if closed.is_none() {
-        closed = Some(instant_run_in(
-            tx,
-            &task,
-            "review",
-            "review_requested",
-            summary,
-            now,
-        )?);
-    }
+    )?);
     append_event(
         tx,
         id,
@@ -144,14 +129,13 @@ pub(crate) fn request_changes_in(
     let task = load_task(tx, id)?;
     let reviewer_run = task.status == Status::Running
         && retry_status_for_run(tx, id, task.current_run_id)? == Status::Review;
-    if !reviewer_run {
-        return Ok(Outcome::Refused(Refusal::WrongStatus {
-            task_id: id.to_owned(),
-            status: task.status,
-            expected: "running a reviewer's run (claimed from review)",
-        }));
-    }
-    if let Some(refusal) = run_fence_refusal(&task, expected_run_id, now) {
+    if let Some(refusal) = hand_over_refusal(
+        &task,
+        reviewer_run,
+        "running a reviewer's run (claimed from review)",
+        expected_run_id,
+        now,
+    ) {
         return Ok(Outcome::Refused(refusal));
     }
     let to = landing_status(tx, id)?;
@@ -234,6 +218,25 @@ pub(crate) fn review_reopen_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcom
         assignee: implementer,
         run_id: None,
     }))
+}
+
+/// Why a hand-over of `task` is refused, if it is: a wrong status (`expected`) unless `in_lane`,
+/// else the run fence.
+fn hand_over_refusal(
+    task: &Task,
+    in_lane: bool,
+    expected: &'static str,
+    expected_run_id: Option<i64>,
+    now: i64,
+) -> Option<Refusal> {
+    if !in_lane {
+        return Some(Refusal::WrongStatus {
+            task_id: task.id.clone(),
+            status: task.status,
+            expected,
+        });
+    }
+    run_fence_refusal(task, expected_run_id, now)
 }
 
 /// The run fence of a worker's lifecycle call: its run must be the current one; without a run id

@@ -158,6 +158,21 @@ pub(super) fn end_run_in(
     Ok(closed)
 }
 
+/// [`end_run_in`], and when the task had no open run, a zero-length one recorded as `close` says
+/// (a hand-over of a task nobody claimed still gets its attempt row); returns the run.
+pub(super) fn end_or_record_run_in(
+    tx: &Tx<'_>,
+    task: &Task,
+    close: &RunClose<'_>,
+    leaked_note: &str,
+    now: i64,
+) -> Result<i64> {
+    match end_run_in(tx, &task.id, task.current_run_id, close, leaked_note, now)? {
+        Some(run_id) => Ok(run_id),
+        None => instant_run_in(tx, task, close.status, close.outcome, close.summary, now),
+    }
+}
+
 /// Closes an open run; returns whether it was open.
 pub(crate) fn close_run_in(
     tx: &Tx<'_>,

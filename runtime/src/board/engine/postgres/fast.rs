@@ -33,7 +33,7 @@ use crate::board::error::{BoardError, Result};
 use crate::board::events::Event;
 use crate::board::input::{
     COMPLETE_LEAKED_NOTE, ClaimOrigin, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
-    completion_summary, summary_line,
+    completion_summary, heartbeat_event, summary_line,
 };
 use crate::board::model::Status;
 use crate::board::outcome::{Claimed, Completed, Heartbeated};
@@ -192,13 +192,7 @@ pub(crate) fn heartbeat(
         return Ok(None);
     }
     let expires = now + ttl_seconds;
-    let (_, payload) = Event::Heartbeat {
-        note: note
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_owned),
-    }
-    .encode()?;
+    let (_, payload) = heartbeat_event(note).encode()?;
     let rows = tx.pg_query_changing(
         heartbeat_sql(),
         db::params![id, expires, now, fence.run_id, fence.claim_lock, payload],
