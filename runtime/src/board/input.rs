@@ -63,7 +63,7 @@ pub struct Fence {
 }
 
 /// `"<hostname>:<pid>"` of this process.
-pub fn default_claim_lock() -> String {
+pub(crate) fn default_claim_lock() -> String {
     let uname = rustix::system::uname();
     let host = uname.nodename().to_string_lossy();
     let host = if host.is_empty() { "unknown" } else { &host };
@@ -71,7 +71,7 @@ pub fn default_claim_lock() -> String {
 }
 
 /// Checks a TTL or runtime given in seconds (`what` names it in the error).
-pub fn check_seconds(what: &str, value: i64) -> Result<i64> {
+pub(crate) fn check_seconds(what: &str, value: i64) -> Result<i64> {
     if (1..=MAX_SECONDS).contains(&value) {
         Ok(value)
     } else {

@@ -41,20 +41,18 @@ pub mod turns;
 pub mod views;
 mod wake;
 
-pub use dispatcher::{
-    ABANDONED_OUTCOME, AbandonReason, Abandonment, ClaimProvenance, Failure, Registered, Release,
-    Released, SpawnRecord, WorkerGone, WorkerResult,
+pub(crate) use dispatcher::{
+    ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
 };
-pub use dispatcher_reads::{
-    Candidate, EndedRun, GuardFacts, LatestRun, LingeringWorker, RunState, RunningTask, Workload,
-};
+pub use dispatcher::{Released, WorkerResult};
+pub(crate) use dispatcher_reads::{Candidate, RunningTask};
+pub use dispatcher_reads::{GuardFacts, LatestRun, Workload};
 pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
-pub use input::{
-    ClaimOrigin, ClaimSpec, Completion, Fence, NewTask, check_seconds, default_claim_lock,
-};
+pub use input::{ClaimOrigin, ClaimSpec, Completion, Fence, NewTask};
+pub(crate) use input::{check_seconds, default_claim_lock};
 pub use limits::{
     BLOCK_RECURRENCE_LIMIT, DEFAULT_CLAIM_TTL_SECONDS, DEFAULT_FAILURE_LIMIT, MAX_SECONDS,
 };
