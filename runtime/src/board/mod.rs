@@ -7,7 +7,7 @@
 //! board location) come through [`crate::identity::settings`].
 //!
 //! Layout: [`paths`] (root, slugs, resolution), [`store`] (open, pragmas, [`Board::write`]),
-//! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), [`tasks`] (transitions),
+//! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), the transitions (one group a file: `create`, `claim`, …, `dispatcher`; docs/board.md),
 //! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks),
 //! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop), `wake`
 //! ([`Board::watch_changes`]: waking on another connection's commit), [`sql`] (the SQL layer every
