@@ -7,15 +7,15 @@
 //! records one `edited` event naming the changed fields (a field set to the value it already has
 //! is not named; an edit that changes nothing writes nothing).
 
-use crate::db::{self, params};
+use crate::db::params;
 use serde::Serialize;
 
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
 use super::model::Status;
 use super::outcome::{Outcome, Refusal};
+use super::rows::load_task;
 use super::store::Board;
-use super::tasks::load_task;
 use crate::db::Tx;
 
 /// Characters of the random part (after `t_`) a prefix must give.
@@ -160,7 +160,7 @@ impl Board {
         )?;
         let matches = stmt
             .query_map(params![full], |r| r.get::<_, String>(0))?
-            .collect::<db::Result<Vec<_>>>()?;
+            .collect::<crate::db::Result<Vec<_>>>()?;
         match matches.len() {
             0 => Err(BoardError::TaskNotFound {
                 id: given.to_owned(),

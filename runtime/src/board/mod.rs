@@ -7,44 +7,64 @@
 //! board location) come through [`crate::identity::settings`].
 //!
 //! Layout: [`paths`] (root, slugs, resolution), [`store`] (open, pragmas, [`Board::write`]),
-//! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), [`tasks`] (transitions),
+//! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), the transitions (one group a file: `create`, `claim`, …, `dispatcher`; docs/board.md),
 //! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks),
 //! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop), `wake`
 //! ([`Board::watch_changes`]: waking on another connection's commit), [`sql`] (the SQL layer every
 //! statement runs through: connection, statements, rows, classified errors, dialect).
 
 pub mod admission;
+mod block;
+mod claim;
+mod complete;
+mod create;
+mod dispatcher;
+mod dispatcher_reads;
 mod edit;
 pub mod engine;
 mod error;
 pub mod events;
 pub mod fsck;
+mod heartbeat;
+mod input;
 pub mod lane;
-mod lifecycle;
 mod limits;
+mod links;
 pub mod model;
+mod operator;
 pub mod outcome;
 pub mod query;
+mod review;
+mod rows;
 pub mod slug;
 pub mod store;
-pub mod tasks;
 pub mod turns;
 pub mod views;
 mod wake;
 
+pub(crate) use dispatcher::{
+    ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
+};
+pub use dispatcher::{Released, WorkerResult};
+pub(crate) use dispatcher_reads::{Candidate, RunningTask};
+pub use dispatcher_reads::{GuardFacts, LatestRun, Workload};
 pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result, StorageError};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
-pub use lifecycle::*;
+pub use input::{ClaimOrigin, ClaimSpec, Completion, Fence, NewTask};
+pub(crate) use input::{check_seconds, default_claim_lock};
+pub use limits::{
+    BLOCK_RECURRENCE_LIMIT, DEFAULT_CLAIM_TTL_SECONDS, DEFAULT_FAILURE_LIMIT, MAX_SECONDS,
+};
 pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef, TurnKind};
-pub use outcome::*;
+pub use outcome::{
+    ArchivedTask, AssignedTask, BackFromReview, BlockedTask, ClaimOutcome, Claimed, Completed,
+    Created, Heartbeated, Invalidated, LinkChange, Moved, Outcome, ReclaimedTask, Refusal,
+    Reopened, ReviewRequested,
+};
 pub use query::TaskFilter;
 pub use store::{Board, Durability, OpenOptions};
-pub use tasks::{
-    BLOCK_RECURRENCE_LIMIT, ClaimOrigin, ClaimSpec, Completion, DEFAULT_CLAIM_TTL_SECONDS,
-    DEFAULT_FAILURE_LIMIT, Fence, MAX_SECONDS, NewTask, check_seconds, default_claim_lock,
-};
 pub use turns::RunStatus;
 pub use views::BoardCard;
 pub use wake::{ChangeWatch, Wake};

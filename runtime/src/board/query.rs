@@ -6,8 +6,8 @@ use crate::db::{self, params};
 use super::error::Result;
 use super::events::{EVENT_COLUMNS, StoredEvent};
 use super::model::{Comment, RUN_COLUMNS, Run, Status, TASK_COLUMNS, Task, TaskRef};
+use super::rows::load_task;
 use super::store::Board;
-use super::tasks::load_task;
 
 /// Which tasks `list_tasks` returns.
 #[derive(Debug, Clone, Default)]

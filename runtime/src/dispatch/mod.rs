@@ -10,7 +10,7 @@
 //! * [`spawn`] — [`default_spawn`]: the worker `Command` and the identity it is granted.
 //! * [`lock`] — the per-board non-blocking tick lock.
 //!
-//! It never writes SQL (the dispatcher-side transitions are in `board::lifecycle`) and never reads
+//! It never writes SQL (the dispatcher-side transitions are in `board::dispatcher`) and never reads
 //! `HERMES_KANBAN_*` itself (knobs come through `identity::settings`).
 //!
 //! Design decisions where the issue is silent:

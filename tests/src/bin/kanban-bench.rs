@@ -275,7 +275,7 @@ fn ops_rounds(
 
         let start = Instant::now();
         for (id, run) in ids.iter().zip(&runs) {
-            let completion = board::tasks::Completion {
+            let completion = board::Completion {
                 expected_run_id: Some(*run),
                 summary: Some("done".to_owned()),
                 ..Default::default()
@@ -289,7 +289,7 @@ fn ops_rounds(
         // Untimed: the batch-claimed tasks are completed too, so every round ends on a board of
         // done tasks only.
         for ((id, _), run) in batch_ids.iter().zip(&batch_runs) {
-            let completion = board::tasks::Completion {
+            let completion = board::Completion {
                 expected_run_id: Some(*run),
                 ..Default::default()
             };
@@ -494,7 +494,7 @@ fn pg_history(board: &Board) -> anyhow::Result<()> {
         ttl_seconds: 86_400,
         origin: kanban_runtime::board::ClaimOrigin::External,
     };
-    let completion = board::tasks::Completion {
+    let completion = board::Completion {
         summary: Some("done".to_owned()),
         ..Default::default()
     };
@@ -765,7 +765,7 @@ fn tick_bench(dir: &Path, bare: &Bare) -> anyhow::Result<TickFigures> {
         );
         let t = now();
         for w in &report.spawned {
-            let completion = board::tasks::Completion {
+            let completion = board::Completion {
                 expected_run_id: Some(w.run_id),
                 ..Default::default()
             };

@@ -162,7 +162,7 @@ pub(crate) fn a_write_while_another_connection_writes_gives_up_after_the_busy_ti
     // lock with its first statement.
     let inner = holder
         .write(|tx| {
-            crate::board::tasks::load_task(tx, &id)?;
+            crate::board::rows::load_task(tx, &id)?;
             Ok::<_, BoardError>(contender.archive(&id, T0))
         })
         .unwrap();

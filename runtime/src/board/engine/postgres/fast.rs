@@ -1,8 +1,9 @@
 //! The hot transitions of a PostgreSQL board in one statement each: a claim, a heartbeat and a
 //! completion in their common, successful case, as a single data-modifying `WITH` statement
 //! sent with the transaction's `BEGIN` and, for a transition of its own, with its `COMMIT`: one
-//! round trip to the server instead of one per statement of the generic code (`tasks.rs`,
-//! which runs unchanged on SQLite, where a statement costs no round trip).
+//! round trip to the server instead of one per statement of the generic code (`claim.rs`,
+//! `heartbeat.rs`, `complete.rs`, which run unchanged on SQLite, where a statement costs no
+//! round trip).
 //!
 //! **The generic code stays the definition.** Each statement here writes exactly the rows and
 //! the event the generic transition writes when it succeeds — the same columns, the same
@@ -30,12 +31,12 @@ use std::sync::OnceLock;
 
 use crate::board::error::{BoardError, Result};
 use crate::board::events::Event;
+use crate::board::input::{
+    COMPLETE_LEAKED_NOTE, ClaimOrigin, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
+    completion_summary, heartbeat_event, summary_line,
+};
 use crate::board::model::Status;
 use crate::board::outcome::{Claimed, Completed, Heartbeated};
-use crate::board::tasks::{
-    COMPLETE_LEAKED_NOTE, ClaimOrigin, ClaimSpec, Completion, Fence, RECLAIM_ON_CLAIM_NOTE,
-    completion_summary, summary_line,
-};
 use crate::db::Tx;
 use crate::db::{self, POSTGRES_CHANGED_MARK as CHANGED};
 
@@ -191,13 +192,7 @@ pub(crate) fn heartbeat(
         return Ok(None);
     }
     let expires = now + ttl_seconds;
-    let (_, payload) = Event::Heartbeat {
-        note: note
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_owned),
-    }
-    .encode()?;
+    let (_, payload) = heartbeat_event(note).encode()?;
     let rows = tx.pg_query_changing(
         heartbeat_sql(),
         db::params![id, expires, now, fence.run_id, fence.claim_lock, payload],
@@ -516,7 +511,7 @@ mod tests {
                 Ok::<_, BoardError>(())
             })
             .unwrap_err();
-        assert!(crate::board::tasks::is_taken_task_id(&err), "{err}");
+        assert!(crate::board::create::is_taken_task_id(&err), "{err}");
         let counts = b.status_counts().unwrap();
         assert_eq!(counts.iter().map(|(_, n)| n).sum::<i64>(), 1, "{counts:?}");
         // `create_task` draws again while the id is taken, eight draws at most, and passes any

@@ -1,0 +1,234 @@
+//! Creating tasks: `create_task_in` (parents, idempotency key, tenant inheritance, the starting
+//! status) and the retry of a drawn id that PostgreSQL's primary key refused.
+
+use crate::board::StorageError;
+use crate::db::{OptionalExtension, Tx, params};
+
+use super::error::{BoardError, Result};
+use super::events::{Event, append_event};
+use super::input::{NewTask, check_seconds, normalize_assignee};
+use super::model::Status;
+use super::outcome::Created;
+use super::rows::exec_unchecked;
+use super::store::{Board, random_hex};
+
+/// True for the failure of a create whose drawn task id another task has (PostgreSQL's
+/// primary key refused it).
+pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
+    matches!(err, BoardError::Storage(StorageError::Sql(e)) | BoardError::Storage(StorageError::Sqlite { source: e, .. })
+        if e.kind() == crate::db::ErrorKind::UniqueViolation && e.constraint() == Some("tasks_pkey"))
+}
+
+/// A random task id for a new task. SQLite: one no task has (looked up; eight draws). PostgreSQL:
+/// drawn without a round trip to look; the insert's primary key refuses a taken id and
+/// `Board::create_task` draws again (see [`is_taken_task_id`]).
+fn draw_task_id(tx: &Tx<'_>) -> Result<String> {
+    let draw = || format!("t_{}", random_hex(8));
+    if !tx.is_sqlite() {
+        return Ok(draw());
+    }
+    for _ in 0..8 {
+        let candidate = draw();
+        let taken = tx
+            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+            .query_row([&candidate], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !taken {
+            return Ok(candidate);
+        }
+    }
+    Err(BoardError::CorruptRow {
+        table: "tasks",
+        message: "could not draw an unused task id".to_owned(),
+    })
+}
+
+/// Creates a task (see [`Board::create_task`]).
+pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Created> {
+    let title = new.title.trim();
+    if title.is_empty() {
+        return Err(BoardError::BlankTitle);
+    }
+    if new.triage && new.blocked {
+        return Err(BoardError::ConflictingInitialStatus);
+    }
+    if let Some(secs) = new.max_runtime_seconds {
+        check_seconds("--max-runtime", secs)?;
+    }
+    let key = new
+        .idempotency_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    if let Some(key) = key {
+        let existing: Option<(String, String)> = tx
+            .prepare_cached(
+                "SELECT id, status FROM tasks WHERE idempotency_key = ?1 AND status != 'archived' \
+                 ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            )?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((id, status)) = existing {
+            return Ok(Created {
+                id,
+                status: status.parse()?,
+                existing: true,
+            });
+        }
+    }
+    let mut parents: Vec<String> = Vec::new();
+    for p in &new.parents {
+        let p = p.trim();
+        if !parents.iter().any(|q| q == p) {
+            parents.push(p.to_owned());
+        }
+    }
+    let mut open_parent = None;
+    let mut tenant = new.tenant.clone().filter(|t| !t.is_empty());
+    for p in &parents {
+        let parent: Option<(String, Option<String>)> = tx
+            .prepare_cached("SELECT status, tenant FROM tasks WHERE id = ?1")?
+            .query_row([p], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let Some((status, parent_tenant)) = parent else {
+            return Err(BoardError::ParentNotFound { id: p.clone() });
+        };
+        if open_parent.is_none() && !status.parse::<Status>()?.is_finished() {
+            open_parent = Some(p.clone());
+        }
+        if tenant.is_none() {
+            tenant = parent_tenant.filter(|t| !t.is_empty());
+        }
+    }
+    let status = if new.blocked {
+        Status::Blocked
+    } else if new.triage {
+        Status::Triage
+    } else if open_parent.is_some() {
+        Status::Todo
+    } else {
+        Status::Ready
+    };
+    let assignee = normalize_assignee(new.assignee.as_deref());
+    let skills = match &new.skills {
+        Some(s) => Some(serde_json::to_string(s)?),
+        None => None,
+    };
+    let id = draw_task_id(tx)?;
+    exec_unchecked(
+        tx,
+        "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
+         tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
+         goal_max_turns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        params![
+            id,
+            title,
+            new.body,
+            assignee,
+            status.as_str(),
+            new.priority,
+            new.created_by,
+            now,
+            tenant,
+            key,
+            new.max_runtime_seconds,
+            new.max_retries,
+            skills,
+            new.branch_name,
+            new.goal_mode as i64,
+            new.goal_max_turns
+        ],
+    )?;
+    for p in &parents {
+        exec_unchecked(
+            tx,
+            "INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![p, id],
+        )?;
+    }
+    let creator_task_id = new.created_by.clone().filter(|c| c.starts_with("t_"));
+    append_event(
+        tx,
+        &id,
+        None,
+        &Event::Created {
+            assignee,
+            status,
+            parents: parents.clone(),
+            creator_task_id,
+            tenant,
+            workspace_kind: Some("scratch".to_owned()),
+            workspace_path: None,
+            branch_name: new.branch_name.clone(),
+            project_id: None,
+            skills: new.skills.clone(),
+            goal_mode: new.goal_mode.then_some(true),
+            model_override: None,
+            provider_override: None,
+            idempotency_key: key.map(str::to_owned),
+        },
+        now,
+    )?;
+    // An unfinished parent is said by the `created` event (`status: todo`, `parents`); the
+    // original writes no `dependency_wait` here either.
+    if status == Status::Blocked {
+        append_event(
+            tx,
+            &id,
+            None,
+            &Event::Blocked {
+                reason: Some("initial_status".to_owned()),
+                kind: None,
+                recurrences: None,
+                source_status: None,
+                status: Some(Status::Blocked),
+                actor: new.created_by.clone(),
+                requested_kind: None,
+                rekind_reason: None,
+            },
+            now,
+        )?;
+    }
+    Ok(Created {
+        id,
+        status,
+        existing: false,
+    })
+}
+
+impl Board {
+    /// Creates a task: `blocked` / `triage` when asked, else `todo` while a parent is unfinished,
+    /// else `ready`. An idempotency key that matches a non-archived task returns that task
+    /// (`existing: true`) and creates nothing.
+    pub fn create_task(&self, new: &NewTask, now: i64) -> Result<Created> {
+        self.retry_taken_id(|| self.write(|tx| create_task_in(tx, new, now)))
+    }
+
+    /// Runs `create` again (with a fresh random id) while it fails only because the id it drew
+    /// is taken: on PostgreSQL a create does not look first (see `create_task_in`), the
+    /// insert's primary key refuses the duplicate and nothing is written. Eight draws, as the
+    /// SQLite lookup makes.
+    pub(crate) fn retry_taken_id<T>(&self, mut create: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut draws = 1;
+        loop {
+            match create() {
+                Err(e) if draws < 8 && is_taken_task_id(&e) => draws += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// Creates each of `tasks` in turn, as [`Board::create_task`] does, inside **one** transaction
+    /// (one commit for the lot): all are created or, on the first error, none.
+    pub fn create_tasks(&self, tasks: &[NewTask], now: i64) -> Result<Vec<Created>> {
+        self.retry_taken_id(|| {
+            self.write(|tx| {
+                tasks
+                    .iter()
+                    .map(|new| create_task_in(tx, new, now))
+                    .collect()
+            })
+        })
+    }
+}

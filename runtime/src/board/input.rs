@@ -1,0 +1,139 @@
+//! What the task transitions take: the requests (`NewTask`, `ClaimSpec`, `Fence`, `Completion`),
+//! their checks and the normalisations and event notes the generic transitions and the PostgreSQL
+//! fast paths share. No SQL.
+
+use super::error::{BoardError, Result};
+use super::events::Event;
+use super::limits::MAX_SECONDS;
+
+/// What `kanban create` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub title: String,
+    pub body: Option<String>,
+    pub assignee: Option<String>,
+    pub parents: Vec<String>,
+    pub priority: i64,
+    pub idempotency_key: Option<String>,
+    pub max_runtime_seconds: Option<i64>,
+    /// Start in `triage` instead of flowing.
+    pub triage: bool,
+    /// Start in `blocked` (sticky until unblocked).
+    pub blocked: bool,
+    /// Who created it: a task id when a worker creates it, else a name.
+    pub created_by: Option<String>,
+    /// Soft namespace; inherited from the first parent that has one when `None`.
+    pub tenant: Option<String>,
+    pub max_retries: Option<i64>,
+    pub skills: Option<Vec<String>>,
+    pub branch_name: Option<String>,
+    pub goal_mode: bool,
+    pub goal_max_turns: Option<i64>,
+}
+
+/// A claim request: the lock string (`"<hostname>:<pid>"` of the claimer) and the lease length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimSpec {
+    pub lock: String,
+    pub ttl_seconds: i64,
+    /// Who makes the claim: only a dispatcher's claim may be released as abandoned when its
+    /// worker never starts (an external claimer's worker is not the dispatcher's to watch).
+    pub origin: ClaimOrigin,
+}
+
+/// Who made a claim, recorded in its `claimed` event (`dispatcher: true`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClaimOrigin {
+    /// A dispatcher claimed the task to spawn its own worker for it: if that worker never
+    /// registers and the dispatcher is gone, the claim is released (`claim_abandoned`).
+    Dispatcher,
+    /// `kanban claim` or a library caller: a worker the dispatcher knows nothing of. Released
+    /// only by the rules of every claim (TTL expiry with no live worker, a stale heartbeat, an
+    /// operator's reclaim). The default, because wrongly releasing a live claim runs the task
+    /// twice.
+    #[default]
+    External,
+}
+
+/// What a caller proves it holds; `None` fields are not checked (an operator).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fence {
+    pub claim_lock: Option<String>,
+    pub run_id: Option<i64>,
+}
+
+/// `"<hostname>:<pid>"` of this process.
+pub(crate) fn default_claim_lock() -> String {
+    let uname = rustix::system::uname();
+    let host = uname.nodename().to_string_lossy();
+    let host = if host.is_empty() { "unknown" } else { &host };
+    format!("{host}:{}", std::process::id())
+}
+
+/// Checks a TTL or runtime given in seconds (`what` names it in the error).
+pub(crate) fn check_seconds(what: &str, value: i64) -> Result<i64> {
+    if (1..=MAX_SECONDS).contains(&value) {
+        Ok(value)
+    } else {
+        Err(BoardError::InvalidSeconds {
+            what: what.to_owned(),
+            value: value.to_string(),
+        })
+    }
+}
+
+pub(super) fn normalize_assignee(assignee: Option<&str>) -> Option<String> {
+    assignee
+        .map(|a| a.trim().to_lowercase())
+        .filter(|a| !a.is_empty())
+}
+
+/// The first line of `text`, at most 400 characters.
+pub(crate) fn summary_line(text: &str) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(400)
+        .collect()
+}
+
+/// The error a claim writes on a run of its task it finds still open (which only a damaged
+/// board has: every transition that ends an attempt closes its run).
+pub(crate) const RECLAIM_ON_CLAIM_NOTE: &str = "invariant recovery on re-claim";
+
+/// What `complete` is told.
+#[derive(Debug, Clone, Default)]
+pub struct Completion {
+    /// The run the caller owns; the task's current run must be this one.
+    pub expected_run_id: Option<i64>,
+    pub summary: Option<String>,
+    pub result: Option<String>,
+    /// Complete even while another live claim holds the task (operator).
+    pub force: bool,
+}
+
+/// The error a completion writes on a run of its task still open besides its current one.
+pub(crate) const COMPLETE_LEAKED_NOTE: &str = "invariant recovery on completion";
+
+/// What a completion records as its run's summary: the summary given (trimmed, when not
+/// empty), else the result.
+pub(crate) fn completion_summary(completion: &Completion) -> Option<&str> {
+    completion
+        .summary
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .or(completion.result.as_deref())
+}
+
+/// The `heartbeat` event of a heartbeat with `note` (trimmed; a blank note is none): the generic
+/// heartbeat and PostgreSQL's one statement write the same payload.
+pub(crate) fn heartbeat_event(note: Option<&str>) -> Event {
+    Event::Heartbeat {
+        note: note
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned),
+    }
+}

@@ -1,0 +1,488 @@
+//! The operator's transitions: promote, archive, reopen (with its descendants), reclaim, assign and
+//! comment. None of them signals a worker: they return its pid so the caller can.
+
+use crate::db::{self, RowLock, Tx, params};
+
+use super::error::{BoardError, Result};
+use super::events::{Event, append_event};
+use super::input::normalize_assignee;
+use super::model::{Status, TASK_COLUMNS, Task};
+use super::outcome::{
+    ArchivedTask, AssignedTask, Invalidated, Moved, Outcome, ReclaimedTask, Refusal, Reopened,
+};
+use super::rows::{
+    RunClose, cas, close_leaked_runs, end_run_in, insert_returning_id, landing_status, load_task,
+    promote_children_in, retry_status_for_run, unfinished_parents,
+};
+use super::store::Board;
+
+/// Operator promotion: `triage`/`todo`/`blocked` → `ready`, refused while a parent is unfinished.
+/// Resets the failure counter (a deliberate operator action).
+pub(crate) fn promote_in(
+    tx: &Tx<'_>,
+    id: &str,
+    actor: Option<&str>,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<Moved>> {
+    let task = load_task(tx, id)?;
+    if !matches!(task.status, Status::Triage | Status::Todo | Status::Blocked) {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "triage, todo or blocked",
+        }));
+    }
+    let open = unfinished_parents(tx, id)?;
+    if !open.is_empty() {
+        return Ok(Outcome::Refused(Refusal::ParentsNotDone {
+            task_id: id.to_owned(),
+            parents: open,
+        }));
+    }
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = 'ready', consecutive_failures = 0, last_failure_error = NULL, \
+         claim_lock = NULL, claim_expires = NULL, current_run_id = NULL WHERE id = ?1 AND status = ?2",
+        params![id, task.status.as_str()],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    close_leaked_runs(tx, id, "invariant recovery on promote", now)?;
+    append_event(
+        tx,
+        id,
+        None,
+        &Event::PromotedManual {
+            actor: actor.map(str::to_owned),
+            reason: reason.map(str::to_owned),
+            from: task.status,
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(Moved {
+        task_id: id.to_owned(),
+        from: task.status,
+        to: Status::Ready,
+    }))
+}
+
+/// Archives a task from any status; closes an open run as reclaimed and promotes children that
+/// only waited on it. The worker of a running task is *not* signalled (see [`ArchivedTask`]).
+pub(crate) fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
+    let task = load_task(tx, id)?;
+    if task.status == Status::Archived {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "not archived",
+        }));
+    }
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = 'archived', claim_lock = NULL, claim_expires = NULL, \
+         worker_pid = NULL, worker_started_at = NULL, current_run_id = NULL \
+         WHERE id = ?1 AND status = ?2 AND current_run_id IS ?3",
+        params![id, task.status.as_str(), task.current_run_id],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: "reclaimed",
+            outcome: "reclaimed",
+            summary: None,
+            error: Some("task archived with run still active"),
+        },
+        "task archived with run still active",
+        now,
+    )?;
+    append_event(
+        tx,
+        id,
+        closed,
+        &Event::Archived {
+            prev_status: Some(task.status),
+            worker_pid: task.worker_pid,
+        },
+        now,
+    )?;
+    let promoted = promote_children_in(tx, id, now)?;
+    Ok(Outcome::Done(ArchivedTask {
+        task_id: id.to_owned(),
+        prev_status: task.status,
+        worker_pid: task.worker_pid,
+        claim_lock: task.claim_lock,
+        run_id: closed,
+        promoted,
+    }))
+}
+
+/// Reopens a `done` task: it goes back to `ready` (`todo` while a parent is unfinished) and every
+/// descendant whose work rested on it — in `ready`, `review`, `running` or `done` — goes back to
+/// `todo` with its claim cleared, a fresh failure budget, and (when running) its run closed as
+/// reclaimed. Events: `status` {reason `reopened`} on the task; `descendant_invalidated` and
+/// `status` {reason `ancestor_reopened`} plus a comment on each descendant. No process is
+/// signalled: a worker whose run closed is terminated by the dispatcher.
+pub(crate) fn reopen_in(
+    tx: &Tx<'_>,
+    id: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<Reopened>> {
+    let task = load_task(tx, id)?;
+    if task.status != Status::Done {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "done",
+        }));
+    }
+    let to = landing_status(tx, id)?;
+    if !cas(
+        tx,
+        "UPDATE tasks SET status = ?2, completed_at = NULL WHERE id = ?1 AND status = 'done' \
+         AND current_run_id IS NULL",
+        params![id, to.as_str()],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    close_leaked_runs(tx, id, "invariant recovery on reopen", now)?;
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    append_event(
+        tx,
+        id,
+        None,
+        &Event::Status {
+            status: to,
+            reason: reason.map_or_else(|| "reopened".to_owned(), |r| format!("reopened: {r}")),
+            parent: None,
+            previous_status: Some(Status::Done),
+            resume_status: None,
+        },
+        now,
+    )?;
+    // Locked on PostgreSQL (a descendant a claim holds is read as the claim leaves it: see
+    // `load_task`).
+    let descendants: Vec<Task> = {
+        let mut stmt = tx.prepare_cached(&format!(
+            "WITH RECURSIVE d(id) AS ( \
+               SELECT child_id FROM task_links WHERE parent_id = ?1 \
+               UNION SELECT l.child_id FROM task_links l JOIN d ON l.parent_id = d.id) \
+             SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT id FROM d) \
+               AND status IN ('ready', 'review', 'running', 'done') AND id != ?1 \
+             ORDER BY rowid{}",
+            tx.row_lock(RowLock::Wait).unwrap_or("")
+        ))?;
+        let rows = stmt.query_map([id], Task::from_row)?;
+        rows.collect::<db::Result<_>>()?
+    };
+    let mut invalidated = Vec::with_capacity(descendants.len());
+    for child in descendants {
+        if !cas(
+            tx,
+            "UPDATE tasks SET status = 'todo', completed_at = NULL, claim_lock = NULL, \
+             claim_expires = NULL, worker_pid = NULL, worker_started_at = NULL, \
+             last_heartbeat_at = NULL, current_run_id = NULL, consecutive_failures = 0 \
+             WHERE id = ?1 AND status = ?2 AND current_run_id IS ?3",
+            params![child.id, child.status.as_str(), child.current_run_id],
+        )? {
+            return Err(BoardError::CorruptRow {
+                table: "tasks",
+                message: format!("task `{}` changed inside a write transaction", child.id),
+            });
+        }
+        let closed = end_run_in(
+            tx,
+            &child.id,
+            child.current_run_id,
+            &RunClose {
+                status: "todo",
+                outcome: "reclaimed",
+                summary: None,
+                error: Some(&format!("ancestor {id} reopened")),
+            },
+            &format!("ancestor {id} reopened"),
+            now,
+        )?;
+        append_event(
+            tx,
+            &child.id,
+            closed,
+            &Event::DescendantInvalidated {
+                ancestor: id.to_owned(),
+                prior_status: child.status,
+                new_status: Status::Todo,
+                resume_status: Some(Status::Ready),
+            },
+            now,
+        )?;
+        append_event(
+            tx,
+            &child.id,
+            closed,
+            &Event::Status {
+                status: Status::Todo,
+                reason: "ancestor_reopened".to_owned(),
+                parent: Some(id.to_owned()),
+                previous_status: Some(child.status),
+                resume_status: Some(Status::Ready),
+            },
+            now,
+        )?;
+        comment_in(
+            tx,
+            &child.id,
+            "kanban",
+            &format!(
+                "Ancestor {id} was reopened, so this task (was {}) waits again; its earlier \
+                 result may no longer hold.",
+                child.status
+            ),
+            now,
+        )?;
+        invalidated.push(Invalidated {
+            task_id: child.id,
+            prior_status: child.status,
+            worker_pid: child.worker_pid,
+            claim_lock: child.claim_lock,
+            run_id: closed,
+        });
+    }
+    Ok(Outcome::Done(Reopened {
+        task_id: id.to_owned(),
+        status: to,
+        invalidated,
+    }))
+}
+
+/// Operator reclaim: a running (or still claimed) task goes back to `ready` with a fresh failure
+/// budget; its run is closed as reclaimed. The worker is *not* signalled (see [`ReclaimedTask`]).
+pub(crate) fn reclaim_in(
+    tx: &Tx<'_>,
+    id: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<ReclaimedTask>> {
+    let task = load_task(tx, id)?;
+    let claimed = task.status == Status::Running || task.claim_lock.is_some();
+    if !claimed
+        || !matches!(
+            task.status,
+            Status::Running | Status::Ready | Status::Blocked
+        )
+    {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "running or claimed",
+        }));
+    }
+    let retry_status = if task.status == Status::Blocked {
+        Status::Blocked
+    } else {
+        retry_status_for_run(tx, id, task.current_run_id)?
+    };
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET status = ?2, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
+         worker_started_at = NULL, current_run_id = NULL, consecutive_failures = 0, \
+         last_failure_error = NULL \
+         WHERE id = ?1 AND status = ?3 AND claim_lock IS ?4 AND current_run_id IS ?5",
+        params![
+            id,
+            retry_status.as_str(),
+            task.status.as_str(),
+            task.claim_lock,
+            task.current_run_id
+        ],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    let error = format!("manual_reclaim: {}", reason.unwrap_or("operator"));
+    let closed = end_run_in(
+        tx,
+        id,
+        task.current_run_id,
+        &RunClose {
+            status: "reclaimed",
+            outcome: "reclaimed",
+            summary: None,
+            error: Some(&error),
+        },
+        &error,
+        now,
+    )?;
+    append_event(
+        tx,
+        id,
+        closed,
+        &Event::Reclaimed {
+            manual: Some(true),
+            reason: reason.map(str::to_owned),
+            prev_lock: task.claim_lock.clone(),
+            stale_lock: None,
+            worker_pid: task.worker_pid,
+            claim_expires: task.claim_expires,
+            last_heartbeat_at: task.last_heartbeat_at,
+            now: Some(now),
+            heartbeat_stale: None,
+            retry_status,
+            termination: None,
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(ReclaimedTask {
+        task_id: id.to_owned(),
+        prev_lock: task.claim_lock,
+        worker_pid: task.worker_pid,
+        run_id: closed,
+        retry_status,
+    }))
+}
+
+/// Sets (or with `None` clears) the assignee; refused while a claim holds the task. Assigning a
+/// different profile resets the failure counter and forgets the last failure's error (the new
+/// profile starts with a clean slate, so no respawn guard reads the old profile's error).
+pub(crate) fn assign_in(
+    tx: &Tx<'_>,
+    id: &str,
+    assignee: Option<&str>,
+    now: i64,
+) -> Result<Outcome<AssignedTask>> {
+    if assignee.is_some_and(|a| a.trim().is_empty()) {
+        return Err(BoardError::BlankAssignee);
+    }
+    let to = normalize_assignee(assignee);
+    let task = load_task(tx, id)?;
+    if task.status == Status::Running || task.claim_lock.is_some() {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "not running (reclaim it first)",
+        }));
+    }
+    let changed = task.assignee != to;
+    let applied = cas(
+        tx,
+        "UPDATE tasks SET assignee = ?2, \
+         consecutive_failures = CASE WHEN ?3 <> 0 THEN 0 ELSE consecutive_failures END, \
+         last_failure_error = CASE WHEN ?3 <> 0 THEN NULL ELSE last_failure_error END \
+         WHERE id = ?1 AND status = ?4 AND claim_lock IS NULL AND assignee IS ?5",
+        params![id, to, changed, task.status.as_str(), task.assignee],
+    )?;
+    if !applied {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    append_event(
+        tx,
+        id,
+        None,
+        &Event::Assigned {
+            assignee: to.clone(),
+            from: task.assignee.clone(),
+            source: None,
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(AssignedTask {
+        task_id: id.to_owned(),
+        from: task.assignee,
+        to,
+    }))
+}
+
+/// Adds a comment; returns its id.
+pub(crate) fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i64) -> Result<i64> {
+    if body.trim().is_empty() {
+        return Err(BoardError::BlankComment);
+    }
+    let task = load_task(tx, id)?;
+    let author = if author.trim().is_empty() {
+        "operator"
+    } else {
+        author.trim()
+    };
+    let comment_id = insert_returning_id(
+        tx,
+        "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4) \
+         RETURNING id",
+        params![id, author, body, now],
+    )?;
+    append_event(
+        tx,
+        id,
+        task.current_run_id,
+        &Event::Commented {
+            author: author.to_owned(),
+            len: body.len(),
+        },
+        now,
+    )?;
+    Ok(comment_id)
+}
+
+impl Board {
+    /// See [`promote_in`].
+    pub fn promote(
+        &self,
+        id: &str,
+        actor: Option<&str>,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<Moved>> {
+        self.write(|tx| promote_in(tx, id, actor, reason, now))
+    }
+
+    /// See [`archive_in`].
+    pub fn archive(&self, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
+        self.write(|tx| archive_in(tx, id, now))
+    }
+
+    /// See [`reopen_in`].
+    pub fn reopen(&self, id: &str, reason: Option<&str>, now: i64) -> Result<Outcome<Reopened>> {
+        self.write(|tx| reopen_in(tx, id, reason, now))
+    }
+
+    /// See [`reclaim_in`].
+    pub fn reclaim(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<ReclaimedTask>> {
+        self.write(|tx| reclaim_in(tx, id, reason, now))
+    }
+
+    /// See [`assign_in`].
+    pub fn assign(
+        &self,
+        id: &str,
+        assignee: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<AssignedTask>> {
+        self.write(|tx| assign_in(tx, id, assignee, now))
+    }
+
+    /// See [`comment_in`].
+    pub fn comment(&self, id: &str, author: &str, body: &str, now: i64) -> Result<i64> {
+        self.write(|tx| comment_in(tx, id, author, body, now))
+    }
+}
