@@ -1,17 +1,13 @@
-//! The SQLite board store: schema and migrations, the write-transaction helper, board paths and
-//! slugs, and every task transition as a compare-and-swap with a typed outcome. All SQL of the
-//! board lives here, so a second backend never touches `dispatch/` or `worker/`.
+//! The board's domain: its model, typed events and outcomes, and every task transition as a
+//! compare-and-swap with its events in the same write transaction (one group a file: `create`,
+//! `claim`, `heartbeat`, `complete`, `block`, `review`, `operator`, `links`; the dispatcher's in
+//! `dispatcher` / `dispatcher_reads`), the owner's markers ([`admission`]), reads ([`query`],
+//! [`views`], [`turns`]), [`fsck`], [`Board`] and its one write helper ([`store`]); what only one
+//! engine has is [`engine`]. docs/board.md has the transitions' design decisions.
 //!
-//! It never reads worker identity, never signals or inspects processes, and never reads the clock:
-//! every transition takes `now` (epoch seconds) from the caller. Environment knobs (busy timeout,
-//! board location) come through [`crate::identity::settings`].
-//!
-//! Layout: [`paths`] (root, slugs, resolution), [`store`] (open, pragmas, [`Board::write`]),
-//! [`schema`] (migrations), [`model`] (rows), [`events`] (typed events), the transitions (one group a file: `create`, `claim`, …, `dispatcher`; docs/board.md),
-//! [`outcome`] (their typed results), [`query`] (reads), [`views`] (whole-board reads for the web view), [`fsck`] (invariant checks),
-//! [`turns`] (the run-fenced reads and `turn` events of a worker's turn loop), `wake`
-//! ([`Board::watch_changes`]: waking on another connection's commit), [`sql`] (the SQL layer every
-//! statement runs through: connection, statements, rows, classified errors, dialect).
+//! It never reads worker identity, `kanban.toml` or the clock (every transition takes `now`),
+//! never signals or inspects a process, and never names a command-line flag in a decision; its
+//! statements go through [`crate::db`].
 
 pub mod admission;
 mod block;

@@ -3,30 +3,7 @@
 //! workers, `kanban` CLI calls, the original Python implementation) commits to the board, so the
 //! dispatcher picks a new ready task up without waiting for a poll.
 //!
-//! The SQLite mechanism: an inotify watch on the board's folder, filtered on the board file and
-//! its `-wal` and `-journal` companions. Every writer writes one of them on every commit (WAL
-//! frames appended to `-wal`; pages written to the file and the `-journal` deleted in rollback
-//! mode), whatever program it is, so nobody has to cooperate. A file event is only a hint:
-//! what counts is SQLite's `PRAGMA data_version`, which changes exactly when another connection
-//! committed. A WAL writer's frames reach the file before its commit is visible (the fsync and
-//! the shared-memory index update come after, and a memory write raises no event), so an event
-//! without a visible change is re-checked a few times over the next ~60 ms (1, 1, 2, 4, 8, 16,
-//! 32 ms) before the watch goes back to sleep. The watch never wakes for `-shm` (readers write it
-//! too) or for other files of the folder.
-//!
-//! The fallback stays: `data_version` is read at least every `poll` of [`ChangeWatch::wait`],
-//! which covers what inotify cannot see (a writer on another host of a network file system) and
-//! a watch that could not be set up (no inotify instance or watch left): then
-//! [`ChangeWatch::is_notifying`] is false and the caller polls at its short interval, as before.
-//! No thread is started; waiting is one `poll(2)` on the inotify descriptor, so an idle watcher
-//! costs nothing between its fallback reads.
-//!
-//! On a PostgreSQL board the watch `LISTEN`s on the board's own connection instead of watching
-//! files: every transaction that changed a row and may give a dispatcher work (all but claims
-//! and heartbeats) `NOTIFY`s right after its commit (see the SQL layer's PostgreSQL backend),
-//! the wait is on the connection's socket, notifications of the
-//! connection's own commits are ignored, and `data_version` (the commit counter minus the
-//! connection's own bumps) decides as for SQLite. The fallback poll stays.
+//! docs/board.md ("Waking on another connection's commit") has the details.
 
 use std::ffi::{OsStr, OsString};
 use std::mem::MaybeUninit;

@@ -5,27 +5,7 @@
 //! `heartbeat.rs`, `complete.rs`, which run unchanged on SQLite, where a statement costs no
 //! round trip).
 //!
-//! **The generic code stays the definition.** Each statement here writes exactly the rows and
-//! the event the generic transition writes when it succeeds — the same columns, the same
-//! values, the same payload bytes (the event is encoded by the same [`Event`] code; a value
-//! only the server knows, a new run's id or a stored result's length, is spliced into the
-//! encoded text) — and does nothing at all in every other case: a task in another state, a
-//! fence that does not hold, a parent not done, a row another transaction holds, a child to
-//! promote, a completion without the caller's run id. It then returns no row, and
-//! the caller runs the generic transition, which finds that case and gives its outcome (a
-//! refusal, a lost claim, a demotion, the promotions) exactly as on SQLite. The differential
-//! and conformance tests run every transition on both stores and compare what they wrote.
-//!
-//! **Locking.** A claim locks its task's row with `FOR UPDATE SKIP LOCKED` and takes no board
-//! lock, as the generic claim. A completion runs under the board's write lock (taken with the
-//! statement, see the SQL layer), as every generic transition but claims. A heartbeat's
-//! statement takes no board lock either: it reads nothing but its task's row and writes only
-//! that row, the task's current run and an event, locking the task's row first (its `UPDATE`
-//! waits for a transition of that task in flight and then re-checks its fence on the committed
-//! row) and the run's second, the order every transition of a task locks them in; so heartbeats
-//! of a fleet of workers do not queue behind each other or behind other writes of the board.
-//!
-//! SQLite has no fast path: every function here returns `None` there without a statement.
+//! docs/postgres.md ("The one-statement fast paths") has the details.
 
 use std::sync::OnceLock;
 

@@ -5,35 +5,7 @@
 //! Table and column names are the original's (see the README, "Interchangeability"), which keeps
 //! boards interchangeable.
 //!
-//! **Which boards kanban created.** A board whose `tasks` table kanban itself created carries
-//! `PRAGMA application_id` = [`APPLICATION_ID`] (four bytes of the database header; the original
-//! never sets it, so its boards read 0). Boards created by a kanban build older than this marker
-//! (version 1 or 2, application id 0) are recognised by the original's own tables, which kanban
-//! never creates: a board without `task_attachments` and `kanban_notify_subs` was created by
-//! kanban, and is stamped; a board with either was adopted.
-//!
-//! **A board kanban creates** gets migrations 1 to [`LATEST`] in order: version 1 creates the
-//! tables, version 2 reshapes indexes for write speed (every index a transition touches is one
-//! more page written per commit: `idx_tasks_idempotency` and `idx_tasks_tenant` become partial,
-//! `… WHERE col IS NOT NULL`, since almost every task has neither and an equality lookup implies
-//! the condition; `idx_runs_status` and `idx_events_run` are dropped, no query of ours reads them),
-//! version 3 stamps the application id, version 4 adds `idx_runs_lingering` (a partial index of
-//! closed runs that still name a worker pid, read by the dispatcher's terminal-worker reaping every
-//! tick; the reaper clears the pid once the worker is gone, so it stays tiny, and closing a run
-//! nobody spawned a worker for never touches it). It runs in WAL mode ([`Origin::Kanban`]).
-//!
-//! **A board the original created** (version 0 with a `tasks` table) is adopted instead, by
-//! [`adopt_in`], which only ever adds: a missing table of ours (`CREATE TABLE IF NOT EXISTS`),
-//! every column the runtime reads that the board lacks ([`ADOPTED_COLUMNS`]: nothing else), and a
-//! missing index a query of ours needs, in the original's (non-partial) shape. It never drops,
-//! renames or rewrites a table or an index, and the journal mode stays whatever the board had
-//! (`store.rs` switches only kanban's own boards to WAL). Adoption is idempotent and runs again
-//! on a board an older kanban adopted, which adds what that build missed (`task_runs.
-//! worker_started_at`). `user_version` is set to [`LATEST`] (the original does not read it).
-//!
-//! Everything runs inside one `BEGIN IMMEDIATE` transaction that re-reads the version first, so
-//! two processes opening a fresh board at once migrate it exactly once. A board whose version is
-//! newer than [`LATEST`] is refused.
+//! docs/board.md ("The SQLite schema and adoption") has the details.
 
 use std::path::Path;
 
