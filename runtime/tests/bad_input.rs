@@ -1030,3 +1030,40 @@ fn a_missing_agent_program_stops_the_dispatcher_before_any_claim() {
     }
     assert_eq!(k.status(&id), "ready");
 }
+
+/// Library messages name what is wrong, never a flag of the command line; the CLI says on a line
+/// of its own which flags choose otherwise.
+#[test]
+fn a_library_error_names_no_flag_and_the_cli_adds_the_flags_that_help() {
+    let k = kanban();
+    let home = k.home().to_path_buf();
+    let not_a_board = home.join("notes.txt");
+    std::fs::write(&not_a_board, "not sqlite at all, just some text\n").unwrap();
+    let mut cmd = args(&k, &["list"]);
+    cmd.env("HERMES_KANBAN_DB", &not_a_board);
+    let run = refused(&home, cmd, 1, &["is not a SQLite database"]);
+    let (message, hint): (Vec<&str>, Vec<&str>) = run
+        .stderr
+        .lines()
+        .partition(|l| l.contains("is not a SQLite database"));
+    assert!(!message.concat().contains("--"), "{}", run.stderr);
+    assert!(
+        hint.iter()
+            .any(|l| l.contains("--board SLUG and --home DIR choose another board")),
+        "{}",
+        run.stderr
+    );
+
+    let id = k.create("a task", &[]);
+    let edit = refused(&home, args(&k, &["edit", &id]), 1, &["nothing to edit"]);
+    let (message, hint): (Vec<&str>, Vec<&str>) = edit
+        .stderr
+        .lines()
+        .partition(|l| l.contains("nothing to edit"));
+    assert!(!message.concat().contains("--"), "{}", edit.stderr);
+    assert!(
+        hint.iter().any(|l| l.contains("--title")),
+        "{}",
+        edit.stderr
+    );
+}

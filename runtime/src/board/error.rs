@@ -27,7 +27,7 @@ pub enum BoardError {
     #[error("an assignee must not be blank")]
     BlankAssignee,
 
-    #[error("a task cannot be created both --triage and --blocked; pick one")]
+    #[error("a task cannot be created both in triage and blocked; pick one")]
     ConflictingInitialStatus,
 
     #[error("{what} must be a whole number of seconds from 1 to {max}, got {value}", max = super::limits::MAX_SECONDS)]
@@ -68,10 +68,10 @@ pub enum BoardError {
         matches: Vec<String>,
     },
 
-    #[error("nothing to edit; pass --title, --body, --body-file, --priority or --max-retries")]
+    #[error("nothing to edit; give a new title, body, priority or retry limit")]
     NothingToEdit,
 
-    #[error("--max-retries must be a whole number from 1 to 1000, got {value}")]
+    #[error("a task's retry limit must be a whole number from 1 to 1000, got {value}")]
     InvalidMaxRetries { value: i64 },
 
     #[error("cannot encode an event payload")]
@@ -96,22 +96,22 @@ pub enum StorageError {
     FileExists { path: PathBuf },
 
     #[error(
-        "{path} is not a SQLite database (its first bytes are not `SQLite format 3`); it was left untouched. Point --board/--home/HERMES_KANBAN_DB at a board database, or move the file away"
+        "{path} is not a SQLite database (its first bytes are not `SQLite format 3`); it was left untouched. Point the board's location (the kanban home, HERMES_KANBAN_DB) at a board database, or move the file away"
     )]
     NotSqlite { path: PathBuf },
 
     #[error(
-        "{path} is a {kind}, not a board database file; nothing was opened or written. Point --board/--home/HERMES_KANBAN_DB at a regular file (a new board is created where nothing exists)"
+        "{path} is a {kind}, not a board database file; nothing was opened or written. Point the board's location (the kanban home, HERMES_KANBAN_DB) at a regular file (a new board is created where nothing exists)"
     )]
     NotRegularFile { path: PathBuf, kind: &'static str },
 
     #[error(
-        "there is no board database at {path} and nothing was created; check --home / HERMES_KANBAN_DB, or create it (`kanban init` for the default board, `kanban boards create SLUG` for another)"
+        "there is no board database at {path} and nothing was created; check the kanban home and HERMES_KANBAN_DB, or create it (`kanban init` for the default board, `kanban boards create SLUG` for another)"
     )]
     MissingFile { path: PathBuf },
 
     #[error(
-        "cannot create the folder {path} for the board; make its parent writable by this user, or point --home/HERMES_KANBAN_HOME elsewhere"
+        "cannot create the folder {path} for the board; make its parent writable by this user, or choose another kanban home (HERMES_KANBAN_HOME)"
     )]
     CannotCreateFolder {
         path: PathBuf,
@@ -119,7 +119,7 @@ pub enum StorageError {
     },
 
     #[error(
-        "cannot open the board {path}: the file or its folder is missing or not accessible to this user; SQLite needs to read the file and to create {path}-wal and {path}-shm next to it. Fix the permissions, or point --home/HERMES_KANBAN_DB elsewhere"
+        "cannot open the board {path}: the file or its folder is missing or not accessible to this user; SQLite needs to read the file and to create {path}-wal and {path}-shm next to it. Fix the permissions, or point the kanban home or HERMES_KANBAN_DB elsewhere"
     )]
     CannotOpen { path: PathBuf },
 

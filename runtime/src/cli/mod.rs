@@ -144,9 +144,57 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The command-line side of a library error: which flags choose what the library's message
+/// names (library messages never name a flag).
+fn flag_hint(err: &anyhow::Error) -> Option<&'static str> {
+    use crate::board::{BoardError, StorageError};
+    use crate::home::HomeError;
+    err.chain().find_map(|e| {
+        if let Some(board) = e.downcast_ref::<BoardError>() {
+            return match board {
+                BoardError::ConflictingInitialStatus => {
+                    Some("pass --triage or --blocked, not both")
+                }
+                BoardError::NothingToEdit => {
+                    Some("pass --title, --body, --body-file, --priority or --max-retries")
+                }
+                BoardError::InvalidMaxRetries { .. } => Some("--max-retries takes 1 to 1000"),
+                BoardError::Storage(storage) => storage_hint(storage),
+                _ => None,
+            };
+        }
+        if let Some(storage) = e.downcast_ref::<StorageError>() {
+            return storage_hint(storage);
+        }
+        match e.downcast_ref::<HomeError>() {
+            Some(HomeError::Board(BoardError::Storage(storage))) => storage_hint(storage),
+            Some(HomeError::NoRoot) => Some("--home DIR names the kanban home"),
+            _ => None,
+        }
+    })
+}
+
+/// The flags that choose another board than the one a storage error names.
+fn storage_hint(storage: &crate::board::StorageError) -> Option<&'static str> {
+    use crate::board::StorageError;
+    match storage {
+        StorageError::NotSqlite { .. }
+        | StorageError::NotRegularFile { .. }
+        | StorageError::MissingFile { .. }
+        | StorageError::CannotOpen { .. } => {
+            Some("--board SLUG and --home DIR choose another board")
+        }
+        StorageError::CannotCreateFolder { .. } => Some("--home DIR chooses another kanban home"),
+        _ => None,
+    }
+}
+
 /// What to do about a failed disk, a full disk or a damaged board, when `err` was one: SQLite's
 /// advice names the file, PostgreSQL's the server.
 fn print_advice(err: &anyhow::Error) {
+    if let Some(hint) = flag_hint(err) {
+        eprintln!("kanban: {hint}");
+    }
     let disk_full = err.chain().any(|e| {
         e.downcast_ref::<crate::db::Error>()
             .is_some_and(|s| s.kind() == crate::db::ErrorKind::DiskFull)

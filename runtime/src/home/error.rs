@@ -22,9 +22,7 @@ pub enum HomeError {
     )]
     BoardExists { slug: String, path: PathBuf },
 
-    #[error(
-        "cannot find the kanban root: pass --home DIR or set HERMES_KANBAN_HOME, HERMES_HOME or HOME"
-    )]
+    #[error("cannot find the kanban root: set HERMES_KANBAN_HOME, HERMES_HOME or HOME")]
     NoRoot,
 
     #[error("cannot {action} {path}")]
