@@ -6,7 +6,7 @@ use super::{Board, ClaimOutcome, ClaimSpec, Result, Status};
 
 /// A lane of the board: the status a claim takes a task from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
+pub(crate) enum Lane {
     /// `ready`: the task's implementer works on it.
     Ready,
     /// `review`: the task's reviewer looks at it.

@@ -160,7 +160,7 @@ pub struct Task {
 }
 
 /// The `SELECT` list that [`Task::from_row`] decodes, in order.
-pub const TASK_COLUMNS: &str = "id, title, body, assignee, status, priority, created_by, created_at, \
+pub(crate) const TASK_COLUMNS: &str = "id, title, body, assignee, status, priority, created_by, created_at, \
      started_at, completed_at, workspace_kind, workspace_path, branch_name, claim_lock, claim_expires, \
      tenant, result, idempotency_key, consecutive_failures, worker_pid, worker_started_at, \
      last_failure_error, max_runtime_seconds, last_heartbeat_at, current_run_id, skills, \
@@ -262,7 +262,7 @@ pub struct Run {
 }
 
 /// The `SELECT` list that [`Run::from_row`] decodes, in order.
-pub const RUN_COLUMNS: &str = "id, task_id, profile, status, claim_lock, claim_expires, worker_pid, \
+pub(crate) const RUN_COLUMNS: &str = "id, task_id, profile, status, claim_lock, claim_expires, worker_pid, \
      worker_started_at, max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, \
      summary, metadata, error";
 

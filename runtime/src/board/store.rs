@@ -36,11 +36,11 @@ use crate::db::target::BoardLocation;
 use crate::identity::settings::{self, Setting};
 
 /// Default `busy_timeout`: 120 s.
-pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 120_000;
+pub(crate) const DEFAULT_BUSY_TIMEOUT_MS: u64 = 120_000;
 /// Largest accepted `busy_timeout`: one day.
-pub const MAX_BUSY_TIMEOUT_MS: u64 = 86_400_000;
+pub(crate) const MAX_BUSY_TIMEOUT_MS: u64 = 86_400_000;
 /// Extra tries of `BEGIN IMMEDIATE` / `COMMIT` after SQLite gave up with busy.
-pub const BUSY_RETRIES: u32 = 5;
+pub(crate) const BUSY_RETRIES: u32 = 5;
 
 /// `PRAGMA synchronous` of a board.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

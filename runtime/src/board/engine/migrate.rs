@@ -153,7 +153,7 @@ pub fn kept_path(db: &Path, now: i64) -> PathBuf {
 }
 
 /// The error of recording a migrated board's URL (the home's, passed through).
-pub type RecordError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type RecordError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Copies the SQLite board `board` into `target` and switches the board to it (see the module
 /// docs). `record_url` records the URL where the home looks for it (`crate::home::migrate`

@@ -33,16 +33,16 @@ pub const VERSION_TABLE: &str = "kanban_schema_version";
 pub const MARK: &str = "KBN1: the schema version of a kanban board";
 
 /// The key of the transaction-scoped advisory lock [`migrate`] takes (`"KBN1"` as an integer).
-pub const ADVISORY_LOCK: i64 = 0x4B42_4E31;
+pub(crate) const ADVISORY_LOCK: i64 = 0x4B42_4E31;
 
 /// One migration: its target version and its SQL.
-pub struct Migration {
+pub(crate) struct Migration {
     pub version: i64,
     pub sql: &'static str,
 }
 
 /// Every migration, in order. Append only.
-pub const MIGRATIONS: &[Migration] = &[
+pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         sql: r#"
@@ -152,7 +152,7 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
 
 /// Indexes created after the migrations (idempotent): the SQLite board's `INDEXES`, by name and
 /// shape (a test compares the two stores' index names).
-pub const INDEXES: &str = r#"
+pub(crate) const INDEXES: &str = r#"
 CREATE INDEX IF NOT EXISTS idx_tasks_status ON tasks(status);
 CREATE INDEX IF NOT EXISTS idx_tasks_idempotency ON tasks(idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -173,7 +173,7 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
 /// earlier build keeps its unused `kanban_changes` table), and `tasks.rowid`, insertion order, which SQLite's
 /// implicit `rowid` gives the board's `ORDER BY … rowid` (a copied board gets it in copy order).
 /// Neither is in [`TABLES`]: `boards migrate` copies neither.
-pub const EXTRAS: &str = r#"
+pub(crate) const EXTRAS: &str = r#"
 CREATE SEQUENCE IF NOT EXISTS kanban_change_seq;
 DO $$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
@@ -186,7 +186,7 @@ END $$;
 /// True (1) when the connected database has [`EXTRAS`]. Asked of the catalog itself, not of
 /// `information_schema`, whose views cost a fresh connection milliseconds to plan (every
 /// `kanban` command on a PostgreSQL board opens one).
-pub const HAS_EXTRAS: &str = "SELECT to_regclass('kanban_change_seq') IS NOT NULL AND EXISTS (\
+pub(crate) const HAS_EXTRAS: &str = "SELECT to_regclass('kanban_change_seq') IS NOT NULL AND EXISTS (\
     SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass('tasks') \
     AND attname = 'rowid' AND NOT attisdropped)";
 

@@ -145,7 +145,7 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
 
 /// Why a PostgreSQL database could not be brought to the board schema.
 #[derive(Debug, thiserror::Error)]
-pub enum BringUpError {
+pub(crate) enum BringUpError {
     #[error("cannot connect to {url}")]
     Connect {
         url: String,
@@ -163,7 +163,7 @@ pub enum BringUpError {
 
 /// Connects to `target` and creates the board schema there, or joins the board it holds (see
 /// [`migrate_once`]); returns the schema version the database had (0: it was empty).
-pub fn create_or_join(target: &PgTarget) -> std::result::Result<i64, BringUpError> {
+pub(crate) fn create_or_join(target: &PgTarget) -> std::result::Result<i64, BringUpError> {
     let connect = |source| BringUpError::Connect {
         url: target.redacted(),
         source,
