@@ -50,7 +50,6 @@ pub use views::BoardCard;
 pub use wake::{ChangeWatch, Wake};
 
 #[cfg(test)]
-mod tests;
-
+mod testing;
 #[cfg(test)]
-mod conformance;
+mod tests;
