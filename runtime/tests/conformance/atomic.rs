@@ -28,7 +28,7 @@ fn fails_whole(s: &dyn Store, b: &Board, id: &str, kind: &str, transition: impl 
         "{kind}: comments changed"
     );
     assert!(
-        sql(&b).is_autocommit(),
+        sql(b).is_autocommit(),
         "{kind}: a transaction was left open"
     );
 }

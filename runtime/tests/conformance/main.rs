@@ -19,6 +19,8 @@
 //! pragmas, journal modes, page size, adoption of the original's board, the busy retry and the
 //! file watch (`store`, `schema`, `wake` and the SQLite-only part of `board::tests`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup is a failed test
+
 use std::any::Any;
 
 use kanban_runtime::board::*;
