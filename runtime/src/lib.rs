@@ -36,6 +36,9 @@ pub mod home;
 pub mod identity;
 pub mod proc;
 pub mod sync;
+/// Not API: crate internals for the runtime's own integration tests (feature `test-support`).
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod worker;
 
 /// The `kanban` command line: parses `std::env::args`, runs the command, prints, and returns the

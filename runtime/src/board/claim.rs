@@ -177,12 +177,7 @@ impl Board {
 
     /// Claims a `review` task for its reviewer (the review lane): like [`Board::claim`], from
     /// `review`; the `claimed` event says `source_status: review`.
-    pub(crate) fn claim_review(
-        &self,
-        id: &str,
-        spec: &ClaimSpec,
-        now: i64,
-    ) -> Result<ClaimOutcome> {
+    pub fn claim_review(&self, id: &str, spec: &ClaimSpec, now: i64) -> Result<ClaimOutcome> {
         self.claim_from(id, Status::Review, spec, now)
     }
 }

@@ -22,7 +22,7 @@ use crate::db::Tx;
 
 /// How a released claim is accounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Failure<'a> {
+pub enum Failure<'a> {
     /// Not a failure (rate limit, stale heartbeat, orphan, protocol violation below its budget).
     NotCounted,
     /// A counted failure; the breaker trips at `limit` (`source` says whose limit it is).
@@ -39,7 +39,7 @@ pub(crate) enum Failure<'a> {
 
 /// How a dispatcher releases a claim.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Release<'a> {
+pub struct Release<'a> {
     /// The claim lock the dispatcher saw on the task.
     pub claim_lock: Option<&'a str>,
     /// The run the dispatcher saw as current.
@@ -67,7 +67,7 @@ pub struct Released {
 
 /// A spawned worker to record (see [`record_spawn_in`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SpawnRecord {
+pub struct SpawnRecord {
     pub task_id: String,
     pub run_id: i64,
     pub claim_lock: String,
@@ -88,7 +88,7 @@ pub struct WorkerResult<'a> {
 
 /// A worker's registration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Registered {
+pub struct Registered {
     pub task_id: String,
     pub run_id: i64,
 }
@@ -442,7 +442,7 @@ pub(crate) fn reconcile_orphan_in(
 
 /// What the reaper found for a [`LingeringWorker`].
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum WorkerGone {
+pub enum WorkerGone {
     /// Already gone (or its pid now belongs to someone else): forget the pid quietly.
     Quietly,
     /// It was alive and the dispatcher terminated it (event `terminal_worker_reaped`).
@@ -451,7 +451,7 @@ pub(crate) enum WorkerGone {
 
 /// Why a claim has no worker (see [`release_unstarted_claim_in`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AbandonReason {
+pub enum AbandonReason {
     /// Another dispatcher on this host claimed and died before it spawned
     /// (`claimer_gone_before_spawn`).
     ClaimerGone,
@@ -472,7 +472,7 @@ impl AbandonReason {
 
 /// Why a claim whose worker never started is released (see [`release_unstarted_claim_in`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Abandonment {
+pub struct Abandonment {
     pub reason: AbandonReason,
     /// The claiming dispatcher's pid (from its claim lock), when it could be read.
     pub claimer_pid: Option<i64>,
@@ -537,7 +537,7 @@ pub(crate) fn claim_provenance_in(
 }
 
 /// Outcome and error stored on a run released by [`release_unstarted_claim_in`].
-pub(crate) const ABANDONED_OUTCOME: &str = "abandoned";
+pub const ABANDONED_OUTCOME: &str = "abandoned";
 
 /// A claim whose worker never started — no pid recorded and none registered, the claiming
 /// dispatcher gone (it died between its claim commit and the spawn) — goes back to `ready`
@@ -608,7 +608,7 @@ impl Board {
     /// Forgets the pid of each closed run whose worker is gone (one transaction), fenced on the
     /// pid and fingerprint the reaper saw; a terminated one also gets `terminal_worker_reaped`.
     /// Returns the runs cleared.
-    pub(crate) fn forget_lingering_workers(
+    pub fn forget_lingering_workers(
         &self,
         gone: &[(LingeringWorker, WorkerGone)],
         now: i64,
@@ -645,7 +645,7 @@ impl Board {
     /// Records once that a ready task is not spawned because its profile is undefined (event
     /// `skipped_nonspawnable`, appended only when the task's newest event is not already the
     /// same note). Returns whether it was appended.
-    pub(crate) fn note_nonspawnable(&self, id: &str, profile: &str, now: i64) -> Result<bool> {
+    pub fn note_nonspawnable(&self, id: &str, profile: &str, now: i64) -> Result<bool> {
         let event = Event::SkippedNonspawnable {
             assignee: Some(profile.to_owned()),
         };
@@ -655,7 +655,7 @@ impl Board {
     /// Records once that the respawn guard held a task back (event `respawn_guarded` {reason},
     /// appended only when the task's newest event is not already the same note, so a guard that
     /// holds for an hour writes one event, not one per tick). Returns whether it was appended.
-    pub(crate) fn note_respawn_guarded(&self, id: &str, reason: &str, now: i64) -> Result<bool> {
+    pub fn note_respawn_guarded(&self, id: &str, reason: &str, now: i64) -> Result<bool> {
         let event = Event::RespawnGuarded {
             reason: reason.to_owned(),
         };
@@ -754,11 +754,7 @@ impl Board {
     }
 
     /// Records several spawns in one transaction (see [`record_spawn_in`]).
-    pub(crate) fn record_spawns(
-        &self,
-        spawns: &[SpawnRecord],
-        now: i64,
-    ) -> Result<Vec<Outcome<()>>> {
+    pub fn record_spawns(&self, spawns: &[SpawnRecord], now: i64) -> Result<Vec<Outcome<()>>> {
         self.write(|tx| {
             spawns
                 .iter()
@@ -778,7 +774,7 @@ impl Board {
     }
 
     /// See [`register_worker_in`].
-    pub(crate) fn register_worker(
+    pub fn register_worker(
         &self,
         id: &str,
         run_id: i64,
@@ -791,7 +787,7 @@ impl Board {
     }
 
     /// See [`extend_claim_in`].
-    pub(crate) fn extend_claim(
+    pub fn extend_claim(
         &self,
         task: &RunningTask,
         new_expires: i64,
@@ -801,7 +797,7 @@ impl Board {
     }
 
     /// See [`defer_reclaim_in`].
-    pub(crate) fn defer_reclaim(
+    pub fn defer_reclaim(
         &self,
         task: &RunningTask,
         new_expires: i64,
@@ -813,7 +809,7 @@ impl Board {
     }
 
     /// See [`release_claim_in`].
-    pub(crate) fn release_claim(
+    pub fn release_claim(
         &self,
         id: &str,
         release: &Release<'_>,
@@ -823,12 +819,12 @@ impl Board {
     }
 
     /// See [`reconcile_orphan_in`].
-    pub(crate) fn reconcile_orphan(&self, task: &RunningTask, now: i64) -> Result<Outcome<()>> {
+    pub fn reconcile_orphan(&self, task: &RunningTask, now: i64) -> Result<Outcome<()>> {
         self.write(|tx| reconcile_orphan_in(tx, task, now))
     }
 
     /// Appends the worker's claim-bound `worker_result` (an event only; it changes no state).
-    pub(crate) fn record_worker_result(&self, result: &WorkerResult<'_>, now: i64) -> Result<()> {
+    pub fn record_worker_result(&self, result: &WorkerResult<'_>, now: i64) -> Result<()> {
         let event = Event::WorkerResult {
             pid: result.pid,
             claim_lock: result.claim_lock.map(str::to_owned),
@@ -848,7 +844,7 @@ impl Board {
     }
 
     /// See [`release_unstarted_claim_in`].
-    pub(crate) fn release_unstarted_claim(
+    pub fn release_unstarted_claim(
         &self,
         task: &RunningTask,
         why: &Abandonment,
@@ -859,7 +855,7 @@ impl Board {
 
     /// Records that the dispatcher stopped a worker whose run `run_id` is no longer current
     /// (event `worker_superseded`; no state changes).
-    pub(crate) fn record_superseded_worker(
+    pub fn record_superseded_worker(
         &self,
         task_id: &str,
         run_id: i64,

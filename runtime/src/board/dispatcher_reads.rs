@@ -11,7 +11,7 @@ use super::store::Board;
 
 /// A running task as the dispatcher's reclaim phases see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct RunningTask {
+pub struct RunningTask {
     pub id: String,
     pub run_id: Option<i64>,
     pub claim_lock: Option<String>,
@@ -29,7 +29,7 @@ pub(crate) struct RunningTask {
 /// A task the dispatcher may claim: `ready` (the implementer's lane) or `review` (the
 /// reviewer's lane).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Candidate {
+pub struct Candidate {
     pub id: String,
     /// `ready` or `review`: the status it is claimed from.
     pub lane: Status,
@@ -92,7 +92,7 @@ fn is_protocol_violation(metadata: Option<&str>) -> bool {
 /// A closed run that still names its worker process: the worker may linger after its task
 /// moved on (see [`Board::lingering_workers`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct LingeringWorker {
+pub struct LingeringWorker {
     pub run_id: i64,
     pub task_id: String,
     pub pid: i64,
@@ -105,7 +105,7 @@ pub(crate) struct LingeringWorker {
 /// A closed run whose worker pid is on record: the process may outlive its run when an operator
 /// reclaims or archives the task (the task's columns are cleared; the run row keeps the pid).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct EndedRun {
+pub struct EndedRun {
     pub run_id: i64,
     pub task_id: String,
     pub claim_lock: Option<String>,
@@ -117,7 +117,7 @@ pub(crate) struct EndedRun {
 
 /// The state of one run as the dispatcher's superseded-worker check needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct RunState {
+pub struct RunState {
     pub ended: bool,
     pub outcome: Option<String>,
     /// The task's current run (`None` when no run is open).
@@ -127,7 +127,7 @@ pub(crate) struct RunState {
 impl Board {
     /// Closed runs that ended at or before `ended_before` and still name a worker pid, oldest
     /// first, at most `limit` (read through the partial index `idx_runs_lingering`).
-    pub(crate) fn lingering_workers(
+    pub fn lingering_workers(
         &self,
         ended_before: i64,
         limit: usize,
@@ -151,7 +151,7 @@ impl Board {
     }
 
     /// Every running task with its claim, worker and current run.
-    pub(crate) fn running_tasks(&self) -> Result<Vec<RunningTask>> {
+    pub fn running_tasks(&self) -> Result<Vec<RunningTask>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT t.id, t.current_run_id, t.claim_lock, t.claim_expires, t.worker_pid, \
                CAST(t.worker_started_at AS TEXT), t.last_heartbeat_at, \
@@ -181,7 +181,7 @@ impl Board {
     /// one may be spawned now (cooldowns, recent success, an open pull request) is the
     /// dispatcher's respawn guard, fed by [`Board::guard_facts`].
     /// `comments_since` bounds [`Candidate::has_history`]'s look at comments.
-    pub(crate) fn lane_candidates(
+    pub fn lane_candidates(
         &self,
         lane: Status,
         comments_since: i64,
@@ -219,7 +219,7 @@ impl Board {
     /// completion, and comments since `pr_since` that mention a GitHub pull request and were not
     /// followed by a hand-off (`assigned` to another profile by an operator, `changes_requested`,
     /// `review_reopened`).
-    pub(crate) fn guard_facts(&self, id: &str, pr_since: i64) -> Result<GuardFacts> {
+    pub fn guard_facts(&self, id: &str, pr_since: i64) -> Result<GuardFacts> {
         let conn = self.conn();
         let latest_run = conn
             .prepare_cached(
@@ -271,7 +271,7 @@ impl Board {
     }
 
     /// Running and ready counts (ready split by rate-limit cooldown).
-    pub(crate) fn workload(&self, now: i64, cooldown: i64) -> Result<Workload> {
+    pub fn workload(&self, now: i64, cooldown: i64) -> Result<Workload> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT \
                (SELECT COUNT(*) FROM tasks WHERE status = 'running'), \
@@ -292,7 +292,7 @@ impl Board {
 
     /// Ready tasks per assignee (`None` = unassigned), to tell work that can never be spawned
     /// (a profile nobody defined) from work that is merely waiting.
-    pub(crate) fn ready_by_assignee(&self) -> Result<Vec<(Option<String>, i64)>> {
+    pub fn ready_by_assignee(&self) -> Result<Vec<(Option<String>, i64)>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT NULLIF(TRIM(assignee), ''), COUNT(*) FROM tasks WHERE status = 'ready' \
              GROUP BY NULLIF(TRIM(assignee), '')",
@@ -302,7 +302,7 @@ impl Board {
     }
 
     /// How many tasks are running on this board.
-    pub(crate) fn running_count(&self) -> Result<i64> {
+    pub fn running_count(&self) -> Result<i64> {
         let mut stmt = self
             .conn()
             .prepare_cached("SELECT COUNT(*) FROM tasks WHERE status = 'running'")?;
@@ -310,7 +310,7 @@ impl Board {
     }
 
     /// Running tasks claimed by a lock that starts with `host_prefix` (`"<hostname>:"`).
-    pub(crate) fn running_on_host(&self, host_prefix: &str) -> Result<i64> {
+    pub fn running_on_host(&self, host_prefix: &str) -> Result<i64> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND substr(claim_lock, 1, length(?1)) = ?1",
         )?;
@@ -344,7 +344,7 @@ impl Board {
     }
 
     /// The task's own failure limit (`max_retries`), if it has one.
-    pub(crate) fn task_failure_limit(&self, id: &str) -> Result<Option<i64>> {
+    pub fn task_failure_limit(&self, id: &str) -> Result<Option<i64>> {
         let mut stmt = self
             .conn()
             .prepare_cached("SELECT max_retries FROM tasks WHERE id = ?1")?;
@@ -361,11 +361,7 @@ impl Board {
     }
 
     /// The task's most recent closed runs (newest first, at most `limit`) that have a worker pid.
-    pub(crate) fn ended_runs_with_worker(
-        &self,
-        task_id: &str,
-        limit: usize,
-    ) -> Result<Vec<EndedRun>> {
+    pub fn ended_runs_with_worker(&self, task_id: &str, limit: usize) -> Result<Vec<EndedRun>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT id, task_id, claim_lock, worker_pid, CAST(worker_started_at AS TEXT), outcome \
              FROM task_runs WHERE task_id = ?1 AND ended_at IS NOT NULL AND worker_pid IS NOT NULL \
@@ -387,7 +383,7 @@ impl Board {
 
     /// Whether run `run_id` of `task_id` has ended, how, and which run of the task is current;
     /// `None` when either is unknown.
-    pub(crate) fn run_state(&self, task_id: &str, run_id: i64) -> Result<Option<RunState>> {
+    pub fn run_state(&self, task_id: &str, run_id: i64) -> Result<Option<RunState>> {
         Ok(self
             .conn()
             .prepare_cached(

@@ -31,18 +31,19 @@ mod operator;
 pub mod outcome;
 pub mod query;
 mod review;
-mod rows;
+pub(crate) mod rows;
 pub mod slug;
 pub mod store;
 pub mod turns;
 pub mod views;
 mod wake;
 
-pub(crate) use dispatcher::{
+pub use dispatcher::{
     ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
 };
 pub use dispatcher::{Released, WorkerResult};
-pub(crate) use dispatcher_reads::{Candidate, RunningTask};
+pub use dispatcher_reads::Candidate;
+pub use dispatcher_reads::RunningTask;
 pub use dispatcher_reads::{GuardFacts, LatestRun, Workload};
 pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result, StorageError};
@@ -66,7 +67,6 @@ pub use views::BoardCard;
 pub use wake::{ChangeWatch, Wake};
 
 #[cfg(test)]
-mod tests;
-
+mod testing;
 #[cfg(test)]
-mod conformance;
+mod tests;

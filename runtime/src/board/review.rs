@@ -263,7 +263,7 @@ fn run_fence_refusal(task: &Task, expected_run_id: Option<i64>, now: i64) -> Opt
 
 impl Board {
     /// See [`request_review_in`].
-    pub(crate) fn request_review(
+    pub fn request_review(
         &self,
         id: &str,
         expected_run_id: Option<i64>,
@@ -275,7 +275,7 @@ impl Board {
     }
 
     /// See [`request_changes_in`].
-    pub(crate) fn request_changes(
+    pub fn request_changes(
         &self,
         id: &str,
         expected_run_id: Option<i64>,
@@ -286,7 +286,7 @@ impl Board {
     }
 
     /// See [`review_reopen_in`].
-    pub(crate) fn review_reopen(&self, id: &str, now: i64) -> Result<Outcome<BackFromReview>> {
+    pub fn review_reopen(&self, id: &str, now: i64) -> Result<Outcome<BackFromReview>> {
         self.write(|tx| review_reopen_in(tx, id, now))
     }
 }

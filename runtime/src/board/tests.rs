@@ -1,8 +1,8 @@
 //! The board's unit tests that are not part of the store-neutral conformance suite
-//! (`board::conformance`, run against every store): the ones that need no store at all (the claim
+//! (`runtime/tests/conformance/`, run against every store): the ones that need no store at all (the claim
 //! TTL and lock), and the SQLite-only ones (the statement cache of the SQLite connection).
 
-use super::conformance::{T0, claim, create};
+use super::testing::{T0, claim, create};
 use super::*;
 
 // ---------------------------------------------------------------- no store

@@ -245,7 +245,7 @@ enum Blocked {
 
 #[cfg(test)]
 /// Per store: SQLite's file watch and PostgreSQL's LISTEN, each with its own fallback poll. The
-/// store-neutral wake-up is in `board::conformance`.
+/// store-neutral wake-up is in `runtime/tests/conformance/`.
 mod tests {
     use super::*;
     use crate::board::{NewTask, OpenOptions};
@@ -325,7 +325,7 @@ mod tests {
 
     /// Two connections to one fresh PostgreSQL board.
     fn two_postgres_connections() -> (Board, Board) {
-        let target = crate::board::conformance::PostgresStore::fresh_target();
+        let target = crate::board::testing::fresh_pg_target();
         let watcher = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
         let writer = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
         (watcher, writer)

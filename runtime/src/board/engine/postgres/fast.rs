@@ -285,9 +285,9 @@ pub(crate) fn complete(
 mod tests {
     use super::*;
     use crate::board::StorageError;
-    use crate::board::conformance::{PostgresStore, SqliteStore, Store, create, spec};
     use crate::board::outcome::{ClaimOutcome, Outcome};
     use crate::board::store::Board;
+    use crate::board::testing::{child_of, create, pg_board, spec, sqlite_board, status};
 
     /// The round trips `op` makes on `board`'s connection.
     fn round_trips(board: &Board, op: impl FnOnce()) -> u64 {
@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_claim_a_heartbeat_a_completion_and_a_create_take_one_round_trip_each() {
-        let (_guard, b) = PostgresStore.board();
+        let (_target, b) = pg_board();
         let mut id = String::new();
         assert_eq!(round_trips(&b, || id = create(&b, "t")), 1);
         let mut run = 0;
@@ -346,9 +346,9 @@ mod tests {
 
     #[test]
     fn a_statement_that_did_nothing_leaves_the_generic_transition_to_say_why() {
-        let (_guard, b) = PostgresStore.board();
+        let (_target, b) = pg_board();
         let parent = create(&b, "parent");
-        let child = crate::board::conformance::child_of(&b, "child", &[&parent]);
+        let child = child_of(&b, "child", &[&parent]);
         // The child is `todo`: the fast claim does nothing, the generic one refuses it.
         b.write_row_locked(|tx| {
             assert_eq!(
@@ -397,7 +397,7 @@ mod tests {
 
     #[test]
     fn a_heartbeat_takes_no_board_lock_and_waits_only_for_its_own_task() {
-        let (guard, b) = PostgresStore.board();
+        let (target, b) = pg_board();
         let (held, free) = (create(&b, "held"), create(&b, "free"));
         let mut runs = Vec::new();
         for id in [&held, &free] {
@@ -410,12 +410,15 @@ mod tests {
             claim_lock: Some("h:1".into()),
             run_id: Some(run),
         };
-        let impatient = guard
-            .reopen(&crate::board::store::OpenOptions {
+        let impatient = Board::open_postgres(
+            &target,
+            None,
+            &crate::board::store::OpenOptions {
                 busy_timeout_ms: Some(100),
                 ..crate::board::store::OpenOptions::default()
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         // Another writer holds the board's write lock and the row of `held`.
         let mut other = kanban_pgwire::Client::connect(
             &kanban_pgwire::Config::parse(&b.path().to_string_lossy()).unwrap(),
@@ -459,7 +462,7 @@ mod tests {
 
     #[test]
     fn sqlite_has_no_fast_path() {
-        let (_guard, b) = SqliteStore.board();
+        let (_dir, b) = sqlite_board();
         let id = create(&b, "t");
         b.write_row_locked(|tx| {
             assert_eq!(
@@ -469,16 +472,12 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert_eq!(
-            crate::board::conformance::status(&b, &id),
-            Status::Ready,
-            "nothing was claimed"
-        );
+        assert_eq!(status(&b, &id), Status::Ready, "nothing was claimed");
     }
 
     #[test]
     fn a_create_whose_drawn_id_is_taken_draws_again() {
-        let (_guard, b) = PostgresStore.board();
+        let (_target, b) = pg_board();
         let taken = create(&b, "first");
         // The insert a PostgreSQL create makes, with an id another task has: refused by the
         // primary key at the commit, nothing written, and recognised as a taken id.

@@ -226,7 +226,7 @@ pub(crate) fn migrate_once(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::conformance::PostgresStore;
+    use crate::board::testing::fresh_pg_target;
 
     fn show(board: &Board, setting: &str) -> String {
         board
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_board_without_the_postgresql_extras_gets_them_at_its_next_open() {
-        let target = PostgresStore::fresh_target();
+        let target = fresh_pg_target();
         drop(Board::open_postgres(&target, None, &OpenOptions::create()).unwrap());
         let mut client = kanban_pgwire::Client::connect(target.config()).unwrap();
         let has_extras = |client: &mut kanban_pgwire::Client| {
@@ -259,12 +259,12 @@ mod tests {
         client.batch("DROP SEQUENCE kanban_change_seq").unwrap();
         let board = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
         assert_eq!(has_extras(&mut client), Some(1));
-        crate::board::conformance::create(&board, "after");
+        crate::board::testing::create(&board, "after");
     }
 
     #[test]
     fn a_database_without_a_board_is_made_one_only_by_an_open_that_creates() {
-        let target = PostgresStore::fresh_target();
+        let target = fresh_pg_target();
         for options in [OpenOptions::default(), OpenOptions::read_only()] {
             let err = Board::open_postgres(&target, None, &options).unwrap_err();
             assert!(
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn durability_busy_timeout_and_read_only_become_session_settings() {
-        let target = PostgresStore::fresh_target();
+        let target = fresh_pg_target();
         let full = Board::open_postgres(
             &target,
             None,
@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn a_claim_neither_waits_for_the_write_lock_nor_for_a_row_another_holds() {
         use crate::board::{ClaimOutcome, ClaimSpec, Refusal, Status};
-        let target = PostgresStore::fresh_target();
+        let target = fresh_pg_target();
         let options = OpenOptions {
             create: true,
             busy_timeout_ms: Some(60_000),
@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn a_lost_connection_is_said_in_postgres_words_and_changes_nothing() {
-        let target = PostgresStore::fresh_target();
+        let target = fresh_pg_target();
         let board = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
         let pid = board
             .conn()

@@ -539,7 +539,7 @@ impl Board {
 #[cfg(test)]
 /// SQLite only: opening a board file (header and special-file checks, pragmas, page size, WAL,
 /// read-only fallback by path), adoption of the original's board and the busy retry against a
-/// raw SQLite lock. What every store must do is in the conformance suite (`board::conformance`).
+/// raw SQLite lock. What every store must do is in the conformance suite (`runtime/tests/conformance/`).
 mod tests {
     use super::*;
     use crate::board::store::BUSY_RETRIES;

@@ -355,7 +355,7 @@ fn adopt_in(tx: &Tx<'_>, path: &Path) -> Result<()> {
 
 #[cfg(test)]
 /// SQLite only: the SQLite schema, its migrations, journal modes and the adoption of the
-/// original's board. The store-neutral schema behaviour is in `board::conformance`.
+/// original's board. The store-neutral schema behaviour is in `runtime/tests/conformance/`.
 mod tests {
     use std::collections::BTreeSet;
 

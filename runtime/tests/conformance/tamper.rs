@@ -2,13 +2,19 @@
 //! the state an operator or another process could leave behind. Each goes through the board's
 //! SQL layer in its common dialect, so it means the same on every store.
 
-use crate::board::Board;
+use kanban_runtime::board::Board;
+use kanban_runtime::test_support::sql;
 
-fn run(b: &Board, sql: &str, params: &[&str]) {
-    let values: Vec<&dyn crate::db::ToSql> =
-        params.iter().map(|p| p as &dyn crate::db::ToSql).collect();
-    let changed = b.conn().execute(sql, values.as_slice()).unwrap();
-    assert!(changed > 0, "the hook changed nothing: {sql} {params:?}");
+fn run(b: &Board, statement: &str, params: &[&str]) {
+    let values: Vec<&dyn kanban_runtime::db::ToSql> = params
+        .iter()
+        .map(|p| p as &dyn kanban_runtime::db::ToSql)
+        .collect();
+    let changed = sql(b).execute(statement, values.as_slice()).unwrap();
+    assert!(
+        changed > 0,
+        "the hook changed nothing: {statement} {params:?}"
+    );
 }
 
 /// Sets the stored status of `id` to `status`, whatever it is (even one outside the nine).
@@ -50,11 +56,10 @@ pub(crate) fn insert_event(b: &Board, task_id: &str, kind: &str) {
 
 /// Sets the consecutive-failure counter of `id`.
 pub(crate) fn set_failures(b: &Board, id: &str, n: i64) {
-    let changed = b
-        .conn()
+    let changed = sql(b)
         .execute(
             "UPDATE tasks SET consecutive_failures = ?2 WHERE id = ?1",
-            crate::db::params![id, n],
+            rusqlite::params![id, n],
         )
         .unwrap();
     assert_eq!(changed, 1, "no task {id}");
@@ -62,11 +67,10 @@ pub(crate) fn set_failures(b: &Board, id: &str, n: i64) {
 
 /// Records a worker pid on `id`, as a dispatcher's spawn would.
 pub(crate) fn set_worker_pid(b: &Board, id: &str, pid: i64) {
-    let changed = b
-        .conn()
+    let changed = sql(b)
         .execute(
             "UPDATE tasks SET worker_pid = ?2 WHERE id = ?1",
-            crate::db::params![id, pid],
+            rusqlite::params![id, pid],
         )
         .unwrap();
     assert_eq!(changed, 1, "no task {id}");
@@ -74,7 +78,7 @@ pub(crate) fn set_worker_pid(b: &Board, id: &str, pid: i64) {
 
 /// Stores `version` as the board's schema version.
 pub(crate) fn set_schema_version(b: &Board, version: i64) {
-    b.conn().set_schema_version(version).unwrap();
+    sql(b).set_schema_version(version).unwrap();
 }
 
 /// Sets the claim lock of `id` and nothing else.

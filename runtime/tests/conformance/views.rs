@@ -39,7 +39,6 @@ pub(crate) fn board_cards_count_attempts_and_carry_the_block_reason(s: &dyn Stor
 }
 
 pub(crate) fn given_up_tasks_are_the_blocked_ones_whose_latest_block_is_a_give_up(s: &dyn Store) {
-    use crate::board::events::append_event;
     let (_dir, board) = s.board();
     let gave_up = task(&board, "failed twice");
     let merely_blocked = task(&board, "needs input");
@@ -64,9 +63,10 @@ pub(crate) fn given_up_tasks_are_the_blocked_ones_whose_latest_block_is_a_give_u
     }
     .decode()
     .expect("a gave_up event");
-    board
-        .write(|tx| append_event(tx, &gave_up, None, &gave_up_event, 102))
-        .expect("event");
+    write(&board, |tx| {
+        tx.append_event(&gave_up, None, &gave_up_event, 102)
+    })
+    .expect("event");
     let ids: Vec<String> = board
         .given_up_tasks()
         .expect("given up")

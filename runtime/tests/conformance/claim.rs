@@ -1,6 +1,6 @@
 use super::tamper;
 use super::*;
-use crate::board::StorageError;
+use kanban_runtime::board::StorageError;
 
 fn batch(ids: &[&str]) -> Vec<(String, Status)> {
     ids.iter()
@@ -79,7 +79,7 @@ pub(crate) fn claim_refuses_a_non_positive_ttl_and_unknown_task(s: &dyn Store) {
     let neg = ClaimSpec {
         lock: "h:1".into(),
         ttl_seconds: -5,
-        origin: crate::board::ClaimOrigin::External,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     };
     assert!(matches!(
         b.claim(&id, &neg, T0),
@@ -318,7 +318,7 @@ pub(crate) fn claim_batch_with_a_bad_ttl_is_refused_and_changes_nothing(s: &dyn 
     let bad = ClaimSpec {
         lock: "host:1".to_owned(),
         ttl_seconds: 0,
-        origin: crate::board::ClaimOrigin::External,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     };
     let err = b.claim_batch(&batch(&[&id]), &bad, T0).unwrap_err();
     assert!(matches!(err, BoardError::InvalidSeconds { .. }), "{err:?}");

@@ -1,5 +1,5 @@
 use super::*;
-use crate::board::StorageError;
+use kanban_runtime::board::StorageError;
 
 /// Runs `transition` with the insert of its `kind` event failing: it must fail with the engine's
 /// error, and leave the task, its runs, its events and its comments exactly as they were.
@@ -28,7 +28,7 @@ fn fails_whole(s: &dyn Store, b: &Board, id: &str, kind: &str, transition: impl 
         "{kind}: comments changed"
     );
     assert!(
-        b.conn().is_autocommit(),
+        sql(b).is_autocommit(),
         "{kind}: a transaction was left open"
     );
 }

@@ -28,7 +28,7 @@ pub(crate) fn fsck_names_each_violation(s: &dyn Store) {
 }
 
 pub(crate) fn a_claim_without_any_worker_is_reported_after_a_minute_and_not_before(s: &dyn Store) {
-    use crate::board::fsck::UNSTARTED_CLAIM_SECONDS;
+    use kanban_runtime::board::fsck::UNSTARTED_CLAIM_SECONDS;
     let (_d, b) = s.board();
     let never = create(&b, "never spawned");
     let spawned = create(&b, "spawned");

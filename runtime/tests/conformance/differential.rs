@@ -32,7 +32,8 @@ use std::fmt::Debug;
 
 use super::tamper;
 use super::*;
-use crate::db::{Value, params};
+use kanban_runtime::db::Value;
+use rusqlite::params;
 
 const HOST_A: &str = "host-a:101";
 const HOST_B: &str = "host-b:202";
@@ -48,7 +49,7 @@ fn lease(lock: &str, ttl_seconds: i64) -> ClaimSpec {
     ClaimSpec {
         lock: lock.to_owned(),
         ttl_seconds,
-        origin: crate::board::ClaimOrigin::External,
+        origin: kanban_runtime::board::ClaimOrigin::External,
     }
 }
 
@@ -110,68 +111,66 @@ struct Table {
 /// Every table of the board, by name. PostgreSQL's schema-version table is left out: it is what
 /// SQLite keeps in its file header (`PRAGMA user_version`), not a table of the board.
 fn catalog(b: &Board) -> Vec<Table> {
-    let db = b.conn();
+    let db = sql(b);
     let names: Vec<String> = if b.is_postgres() {
-        let mut stmt = db
-            .prepare(
-                "SELECT CAST(table_name AS TEXT) FROM information_schema.tables \
-                 WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' \
-                 AND table_name <> ?1",
-            )
-            .unwrap();
-        stmt.query_map(
-            [crate::board::engine::postgres::schema::VERSION_TABLE],
-            |r| r.get(0),
+        db.rows(
+            "SELECT CAST(table_name AS TEXT) FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' \
+             AND table_name <> ?1",
+            params![kanban_runtime::board::engine::postgres::schema::VERSION_TABLE],
+            1,
         )
         .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
     } else {
-        let mut stmt = db
-            .prepare(
-                "SELECT name FROM sqlite_master WHERE type = 'table' \
-                 AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
-            )
-            .unwrap();
-        stmt.query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
+        db.rows(
+            "SELECT name FROM sqlite_master WHERE type = 'table' \
+             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+            &[],
+            1,
+        )
+        .unwrap()
+    }
+    .into_iter()
+    .map(|row| text(&row[0]))
+    .collect();
     let mut tables: Vec<Table> = names
         .into_iter()
         .map(|name| {
-            let columns: Vec<(String, String)> = if b.is_postgres() {
-                let mut stmt = db
-                    .prepare(
-                        "SELECT CAST(column_name AS TEXT), CAST(data_type AS TEXT) \
-                         FROM information_schema.columns \
-                         WHERE table_schema = current_schema() AND table_name = ?1 \
-                         ORDER BY ordinal_position",
-                    )
-                    .unwrap();
-                stmt.query_map([&name], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap()
+            let columns: Vec<Vec<Value>> = if b.is_postgres() {
+                db.rows(
+                    "SELECT CAST(column_name AS TEXT), CAST(data_type AS TEXT) \
+                     FROM information_schema.columns \
+                     WHERE table_schema = current_schema() AND table_name = ?1 \
+                     ORDER BY ordinal_position",
+                    params![name],
+                    2,
+                )
+                .unwrap()
             } else {
-                let mut stmt = db
-                    .prepare("SELECT name, type FROM pragma_table_info(?1) ORDER BY cid")
-                    .unwrap();
-                stmt.query_map([&name], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap()
+                db.rows(
+                    "SELECT name, type FROM pragma_table_info(?1) ORDER BY cid",
+                    params![name],
+                    2,
+                )
+                .unwrap()
             };
             let columns = columns
                 .into_iter()
-                .map(|(c, ty)| (c, ty.eq_ignore_ascii_case("text")))
+                .map(|row| (text(&row[0]), text(&row[1]).eq_ignore_ascii_case("text")))
                 .collect();
             Table { name, columns }
         })
         .collect();
     tables.sort_by(|a, b| a.name.cmp(&b.name));
     tables
+}
+
+/// A catalog's text value.
+fn text(value: &Value) -> String {
+    match value {
+        Value::Text(s) => s.clone(),
+        other => panic!("the catalog gave {other:?} for a name"),
+    }
 }
 
 /// The columns a dump reads of `table`: `rowid` first for `tasks` (SQLite's implicit insertion
@@ -200,11 +199,11 @@ fn rename_task(b: &Board, tables: &[Table], old: &str, new: &str) {
             if !text {
                 continue;
             }
-            let sql = format!(
+            let statement = format!(
                 "UPDATE {} SET {column} = ?1 WHERE {column} = ?2",
                 table.name
             );
-            let changed = b.conn().execute(&sql, params![new, old]).unwrap();
+            let changed = sql(b).execute(&statement, params![new, old]).unwrap();
             if table.name == "tasks" && column == "id" {
                 renamed = changed;
             }
@@ -229,22 +228,12 @@ fn dump(b: &Board) -> Dump {
         } else {
             columns.join(", ")
         };
-        let sql = format!(
+        let statement = format!(
             "SELECT {} FROM {} ORDER BY {order}",
             columns.join(", "),
             table.name
         );
-        let n = columns.len();
-        let mut stmt = b.conn().prepare(&sql).unwrap();
-        let mut rows: Vec<Vec<Value>> = stmt
-            .query_map([], |r| {
-                (0..n)
-                    .map(|i| r.get::<_, Value>(i))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let mut rows = sql(b).rows(&statement, &[], columns.len()).unwrap();
         if order != "rowid" && order != "id" {
             // Keyed by text (`task_links`): ordered here, not by the engine's collation.
             rows.sort_by_key(|row| format!("{row:?}"));
@@ -956,7 +945,7 @@ fn script(b: &Board) -> Vec<String> {
     s.refused("promote a ready task", b.promote(&tr, None, None, t(531)));
     // A dispatcher's claim: only those are released as abandoned.
     let dispatched = ClaimSpec {
-        origin: crate::board::ClaimOrigin::Dispatcher,
+        origin: kanban_runtime::board::ClaimOrigin::Dispatcher,
         ..lease(HOST_A, 900)
     };
     let tr_run = s.claimed("claim tr", b.claim(&tr, &dispatched, t(540)));
@@ -1248,11 +1237,11 @@ fn the_comparison_reports_one_changed_byte() {
     assert_eq!(script(&one), script(&two));
     let before = dump(&one);
     assert_none(&[("two runs on SQLite", differences(&before, &dump(&two)))]);
-    two.conn()
+    sql(&two)
         .execute(
             "UPDATE task_events SET payload = replace(payload, '\"expires\":', '\"expires\" :') \
              WHERE id = (SELECT MIN(id) FROM task_events WHERE kind = 'claimed')",
-            [],
+            &[],
         )
         .unwrap();
     let found = differences(&before, &dump(&two));

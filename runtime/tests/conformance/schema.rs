@@ -1,15 +1,15 @@
 use super::tamper;
 use super::*;
-use crate::board::StorageError;
+use kanban_runtime::board::StorageError;
 
 pub(crate) fn reopening_is_a_no_op_and_newer_schema_is_refused(s: &dyn Store) {
     let (d, board) = s.board();
     let id = create(&board, "kept");
-    let version = board.conn().schema_version().unwrap();
+    let version = sql(&board).schema_version().unwrap();
     assert!(version > 0, "a fresh board records its schema version");
     drop(board);
     let again = d.reopen(&OpenOptions::default()).unwrap();
-    assert_eq!(again.conn().schema_version().unwrap(), version);
+    assert_eq!(sql(&again).schema_version().unwrap(), version);
     assert_eq!(again.get_task(&id).unwrap().title, "kept");
     assert_eq!(kinds(&again, &id), ["created"]);
     tamper::set_schema_version(&again, 99);
@@ -26,25 +26,24 @@ pub(crate) fn reopening_is_a_no_op_and_newer_schema_is_refused(s: &dyn Store) {
 
 pub(crate) fn body_error_rolls_back_and_nesting_is_refused(s: &dyn Store) {
     let (_dir, board) = s.board();
-    let r: Result<()> = board.write(|tx| {
+    let r: Result<()> = write(&board, |tx| {
         tx.execute(
             "INSERT INTO task_comments (task_id, author, body, created_at) VALUES ('t', 'a', 'b', 0)",
-            [],
+            &[],
         )?;
         Err(BoardError::BlankTitle)
     });
     assert!(matches!(r, Err(BoardError::BlankTitle)));
-    let n: i64 = board
-        .conn()
-        .query_row("SELECT COUNT(*) FROM task_comments", [], |r| r.get(0))
+    let n = sql(&board)
+        .rows("SELECT COUNT(*) FROM task_comments", &[], 1)
         .unwrap();
-    assert_eq!(n, 0);
-    let nested: Result<Result<()>> = board.write(|_tx| Ok(board.write(|_inner| Ok(()))));
+    assert_eq!(n, [[kanban_runtime::db::Value::Integer(0)]]);
+    let nested: Result<Result<()>> = write(&board, |_tx| Ok(write(&board, |_inner| Ok(()))));
     assert!(matches!(
         nested,
         Ok(Err(BoardError::Storage(StorageError::NestedWrite)))
     ));
-    assert!(board.conn().is_autocommit());
+    assert!(sql(&board).is_autocommit());
 }
 
 pub(crate) fn a_read_only_open_reads_and_refuses_every_write(s: &dyn Store) {
@@ -160,12 +159,11 @@ pub(crate) fn a_write_while_another_connection_writes_gives_up_after_the_busy_ti
     // claim: a PostgreSQL claim takes no board write lock, see `pg_store`'s tests).
     // The holder's transaction reads first: a PostgreSQL transaction takes the board's write
     // lock with its first statement.
-    let inner = holder
-        .write(|tx| {
-            crate::board::rows::load_task(tx, &id)?;
-            Ok::<_, BoardError>(contender.archive(&id, T0))
-        })
-        .unwrap();
+    let inner = write(&holder, |tx| {
+        tx.load_task(&id)?;
+        Ok(contender.archive(&id, T0))
+    })
+    .unwrap();
     let err = inner.unwrap_err();
     assert!(
         matches!(
@@ -175,13 +173,13 @@ pub(crate) fn a_write_while_another_connection_writes_gives_up_after_the_busy_ti
         "{err}"
     );
     assert!(err.to_string().contains("30 ms"), "{err}");
-    assert!(contender.conn().is_autocommit());
+    assert!(sql(&contender).is_autocommit());
     assert_eq!(status(&contender, &id), Status::Ready);
     assert!(contender.runs(&id).unwrap().is_empty());
     // Once the holder committed, the same write goes through.
     assert!(matches!(
         contender.archive(&id, T0).unwrap(),
-        crate::board::Outcome::Done(_)
+        kanban_runtime::board::Outcome::Done(_)
     ));
     assert_clean(&holder);
 }

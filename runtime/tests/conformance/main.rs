@@ -19,11 +19,14 @@
 //! pragmas, journal modes, page size, adoption of the original's board, the busy retry and the
 //! file watch (`store`, `schema`, `wake` and the SQLite-only part of `board::tests`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup is a failed test
+
 use std::any::Any;
 
-use super::*;
-use crate::db::target::{BoardLocation, PgTarget};
-use crate::home as paths;
+use kanban_runtime::board::*;
+use kanban_runtime::db::target::{BoardLocation, PgTarget};
+use kanban_runtime::home as paths;
+use kanban_runtime::test_support::{sql, write};
 
 mod admission;
 mod atomic;
@@ -227,7 +230,7 @@ macro_rules! instantiate {
                 $(
                     #[test]
                     fn $test() {
-                        $crate::board::conformance::$module::$test(&$store);
+                        crate::$module::$test(&$store);
                     }
                 )*
             }
@@ -238,7 +241,10 @@ macro_rules! instantiate {
 // ---------------------------------------------------------------- SQLite
 
 /// The location of board `conformance` under `root` in `store`, as `Board::open` takes it.
-fn board_location(root: &std::path::Path, store: crate::db::target::Store) -> BoardLocation {
+fn board_location(
+    root: &std::path::Path,
+    store: kanban_runtime::db::target::Store,
+) -> BoardLocation {
     BoardLocation {
         slug: "conformance".to_owned(),
         db_path: paths::db_path(root, "conformance"),
@@ -253,15 +259,14 @@ pub(crate) struct SqliteStore;
 impl Store for SqliteStore {
     fn board(&self) -> (Guard, Board) {
         let dir = tempfile::tempdir().unwrap();
-        let location = board_location(dir.path(), crate::db::target::Store::Sqlite);
+        let location = board_location(dir.path(), kanban_runtime::db::target::Store::Sqlite);
         let board = Board::open(&location, &OpenOptions::create()).unwrap();
         let guard = Guard::new(dir, move |options| Board::open(&location, options));
         (guard, board)
     }
 
     fn fail_event_insert(&self, board: &Board, task: &str, kind: &str) {
-        board
-            .conn()
+        sql(board)
             .execute_batch(&format!(
                 "CREATE TEMP TRIGGER conformance_fail BEFORE INSERT ON task_events \
                  WHEN NEW.task_id = '{task}' AND NEW.kind = '{kind}' \
@@ -271,14 +276,13 @@ impl Store for SqliteStore {
     }
 
     fn heal(&self, board: &Board) {
-        board
-            .conn()
+        sql(board)
             .execute_batch("DROP TRIGGER conformance_fail")
             .unwrap();
     }
 }
 
-conformance_tests!(sqlite, crate::board::conformance::SqliteStore);
+conformance_tests!(sqlite, crate::SqliteStore);
 
 // ---------------------------------------------------------------- PostgreSQL
 
@@ -294,7 +298,7 @@ impl PostgresStore {
         let name = cluster.fresh_database("conformance").unwrap();
         PgTarget::parse(
             &cluster.url(&name),
-            crate::db::target::UrlSource::Argument("--url"),
+            kanban_runtime::db::target::UrlSource::Argument("--url"),
         )
         .unwrap()
     }
@@ -306,7 +310,7 @@ impl Store for PostgresStore {
         let dir = tempfile::tempdir().unwrap();
         let location = board_location(
             dir.path(),
-            crate::db::target::Store::Postgres(Self::fresh_target()),
+            kanban_runtime::db::target::Store::Postgres(Self::fresh_target()),
         );
         let board = Board::open(&location, &OpenOptions::create()).unwrap();
         let guard = Guard::new(dir, move |options| Board::open(&location, options));
@@ -314,8 +318,7 @@ impl Store for PostgresStore {
     }
 
     fn fail_event_insert(&self, board: &Board, task: &str, kind: &str) {
-        board
-            .conn()
+        sql(board)
             .execute_batch(&format!(
                 "CREATE FUNCTION conformance_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
                  IF NEW.task_id = '{task}' AND NEW.kind = '{kind}' THEN \
@@ -327,8 +330,7 @@ impl Store for PostgresStore {
     }
 
     fn heal(&self, board: &Board) {
-        board
-            .conn()
+        sql(board)
             .execute_batch(
                 "DROP TRIGGER conformance_fail ON task_events; DROP FUNCTION conformance_fail();",
             )
@@ -336,7 +338,7 @@ impl Store for PostgresStore {
     }
 }
 
-conformance_tests!(postgres, crate::board::conformance::PostgresStore);
+conformance_tests!(postgres, crate::PostgresStore);
 
 // ---------------------------------------------------------------- helpers of the tests
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::board::admission::MarkerOutcome;
+use kanban_runtime::board::admission::MarkerOutcome;
 
 fn admitted(session: &str) -> Event {
     Event::OwnerAdmitted {
@@ -101,7 +101,7 @@ pub(crate) fn a_managed_worker_binds_only_to_the_current_claim_and_learns_its_tt
 }
 
 pub(crate) fn only_the_bound_worker_settles_its_run_and_proves_its_live_claim(s: &dyn Store) {
-    use crate::board::admission::BoundResult;
+    use kanban_runtime::board::admission::BoundResult;
     let (_d, b) = s.board();
     let id = create(&b, "t");
     let run = claim(&b, &id).run_id;
