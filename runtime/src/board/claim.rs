@@ -156,7 +156,7 @@ impl Board {
     }
 
     /// [`Board::claim`] or [`Board::claim_review`]: on PostgreSQL first in one round trip
-    /// (`pg_fast`), then, when that claimed nothing, the generic claim, which says why.
+    /// (`board::engine::postgres::fast`), then, when that claimed nothing, the generic claim, which says why.
     fn claim_from(
         &self,
         id: &str,
