@@ -238,7 +238,7 @@ fn output_document(
 
 /// Epoch seconds as `YYYY-MM-DDTHH:MM:SSZ`.
 pub(crate) fn iso(epoch: i64) -> String {
-    chrono::DateTime::from_timestamp(epoch, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| epoch.to_string())
+    jiff::Timestamp::from_second(epoch)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|_| epoch.to_string())
 }
