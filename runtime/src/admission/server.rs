@@ -196,10 +196,7 @@ fn private_dir(dir: &Path) -> Result<(), OwnerError> {
 
 /// 32 random hex digits from the kernel.
 fn random_ticket() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::proc::random::hex(16)
 }
 
 /// Writes the ticket `0600` (a temporary file renamed into place).

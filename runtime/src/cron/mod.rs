@@ -37,6 +37,8 @@ pub use store::{Job, JobState, NewJob, Repeat, Store};
 /// Everything cron can fail with; each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum CronError {
+    #[error("the operating system's random number generator failed")]
+    Random { source: std::io::Error },
     #[error("cannot use {path}")]
     Io {
         path: PathBuf,

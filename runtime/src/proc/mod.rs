@@ -6,6 +6,8 @@
 //! * [`process`] — host-local liveness (`/proc`, boot id + start time fingerprint), claim-lock
 //!   owner ids, and TERM/KILL of process groups.
 //! * [`backoff`] — a failing daemon's capped backoff and its failure streak.
+//! * [`random`] — the one source of randomness (the kernel's generator) for ids, tickets, nonces
+//!   and jitter.
 //!
 //! It imports nothing of this crate: it never touches a board, reads `kanban.toml` or the
 //! environment, grants identity, or spawns a process (that is `dispatch::default_spawn`).
@@ -13,3 +15,4 @@
 pub mod backoff;
 pub mod exit;
 pub mod process;
+pub(crate) mod random;
