@@ -562,14 +562,11 @@ pub fn parse_head(head: &str) -> Option<Request> {
     Some(request)
 }
 
-/// Compares without an early exit, so the time taken does not tell how much of a guess matched.
+/// Compares in constant time (`subtle`), so the time taken does not tell how much of a guess
+/// matched (only whether its length did).
 fn same_secret(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut diff = (a.len() != b.len()) as u8;
-    for i in 0..a.len().max(b.len()) {
-        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 /// How the request proved it knows the token.

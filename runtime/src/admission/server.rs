@@ -1247,8 +1247,11 @@ pub(crate) fn book(evidence: &TurnEvidence) -> Booking {
     }
 }
 
+/// Compares in constant time (`subtle`): the time taken does not tell how much of a guessed
+/// ticket matched.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.ct_eq(b))
 }
 
 /// The receipt of a turn as the protocol shows it.
@@ -1272,6 +1275,24 @@ pub fn receipt(row: &crate::admission::state::AdmissionRow) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ticket_matches_only_itself() {
+        let ticket = random_ticket().unwrap();
+        assert_eq!(ticket.len(), 32);
+        assert!(constant_time_eq(
+            ticket.as_bytes(),
+            ticket.clone().as_bytes()
+        ));
+        assert!(!constant_time_eq(
+            ticket.as_bytes(),
+            &ticket.as_bytes()[..31]
+        ));
+        assert!(!constant_time_eq(ticket.as_bytes(), b""));
+        let mut other = ticket.clone().into_bytes();
+        other[31] = if other[31] == b'0' { b'1' } else { b'0' };
+        assert!(!constant_time_eq(ticket.as_bytes(), &other));
+    }
 
     fn evidence(exit: WorkerExit, run: Option<RunStatus>) -> TurnEvidence {
         TurnEvidence {
