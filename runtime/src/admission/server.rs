@@ -229,7 +229,7 @@ pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
             path: lock_path.clone(),
             source,
         })?;
-    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    if !matches!(crate::proc::lock::try_exclusive(&lock), Ok(true)) {
         return Err(OwnerError::AlreadyRunning {
             profile: opts.profile,
             path: lock_path,
@@ -436,7 +436,7 @@ pub(crate) fn resolve_offline(
             path: lock_path.clone(),
             source,
         })?;
-    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    if !matches!(crate::proc::lock::try_exclusive(&lock), Ok(true)) {
         return Err(OwnerError::AlreadyRunning {
             profile: profile.to_owned(),
             path: lock_path,

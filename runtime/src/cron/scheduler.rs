@@ -445,13 +445,10 @@ impl TickLock {
                 path: path.clone(),
                 source,
             })?;
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Some(Self { _file: file })),
-            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-            Err(e) => Err(CronError::Io {
-                path,
-                source: e.into(),
-            }),
+        match crate::proc::lock::try_exclusive(&file) {
+            Ok(true) => Ok(Some(Self { _file: file })),
+            Ok(false) => Ok(None),
+            Err(source) => Err(CronError::Io { path, source }),
         }
     }
 }
