@@ -38,6 +38,7 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::config::encode;
 use crate::{Client, Config, quote_identifier, quote_literal};
 
 /// The superuser `initdb` creates; it connects through `trust` on the socket.
@@ -919,18 +920,6 @@ fn ident(name: &str) -> Result<String> {
         what: "quote a name".into(),
         source,
     })
-}
-
-fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// An error and its sources on one line.

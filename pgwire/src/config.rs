@@ -688,36 +688,35 @@ fn path_param(key: &str, value: String) -> Result<PathBuf> {
     Ok(PathBuf::from(value))
 }
 
-/// Percent-decodes `s` (UTF-8 required). `+` is kept as is.
+/// What the URL writes as is: RFC 3986's unreserved characters; everything else is `%XX`.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-decodes `s` (UTF-8 required; a `%` not followed by two hex digits is refused). `+` is
+/// kept as is.
 fn decode(s: &str) -> std::result::Result<String, ()> {
     let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or(())?;
-            let hex = std::str::from_utf8(hex).map_err(|_| ())?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'%'
+            || bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !well_formed {
+        return Err(());
     }
-    String::from_utf8(out).map_err(|_| ())
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| ())
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+pub(crate) fn encode(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, UNRESERVED).to_string()
 }
 
 #[cfg(test)]
@@ -762,6 +761,16 @@ mod tests {
         let c = Config::parse("postgres://kanban@localhost").unwrap();
         assert_eq!(c.host(), &Host::Tcp("localhost".into()));
         assert_eq!(c.port(), 5432);
+    }
+
+    #[test]
+    fn a_malformed_percent_escape_is_refused_and_encoding_round_trips() {
+        for bad in ["%", "%4", "%G1", "%+f", "%FF"] {
+            assert_eq!(decode(bad), Err(()), "{bad}");
+        }
+        assert_eq!(decode("a+b%2F%C3%A9").as_deref(), Ok("a+b/é"));
+        assert_eq!(encode("a b/é~-._"), "a%20b%2F%C3%A9~-._");
+        assert!(Config::parse("postgres://us%+fer@localhost/db").is_err());
     }
 
     #[test]

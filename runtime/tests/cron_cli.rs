@@ -402,7 +402,9 @@ fn two_scheduler_processes_run_each_occurrence_once_and_a_one_shot_once() {
 fn the_daemon_runs_a_due_one_shot_once() {
     let h = home();
     let log = h.path().join("daemon.log");
-    let at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let at = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     let id = add(
         h.path(),
         &[

@@ -492,29 +492,30 @@ impl Request {
     }
 }
 
-/// Decodes `%XX` and `+` (in query strings); `None` for a malformed escape or invalid UTF-8.
+/// Decodes `%XX` and `+` (in query strings); `None` for a `%` not followed by two hex digits or
+/// invalid UTF-8.
 pub fn percent_decode(text: &str, plus_is_space: bool) -> Option<String> {
     let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = text.get(i + 1..i + 3)?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
+    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'%'
+            || bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !well_formed {
+        return None;
     }
-    String::from_utf8(out).ok()
+    let spaced;
+    let text = if plus_is_space {
+        spaced = text.replace('+', " ");
+        spaced.as_str()
+    } else {
+        text
+    };
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
 /// Parses a request head (without the final blank line); `None` when it is not HTTP/1.x.
@@ -562,14 +563,11 @@ pub fn parse_head(head: &str) -> Option<Request> {
     Some(request)
 }
 
-/// Compares without an early exit, so the time taken does not tell how much of a guess matched.
+/// Compares in constant time (`subtle`), so the time taken does not tell how much of a guess
+/// matched (only whether its length did).
 fn same_secret(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut diff = (a.len() != b.len()) as u8;
-    for i in 0..a.len().max(b.len()) {
-        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 /// How the request proved it knows the token.
@@ -1033,6 +1031,19 @@ fn event_stream<S: Source>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_decoding_is_strict_and_plus_is_a_space_only_in_queries() {
+        assert_eq!(
+            percent_decode("a+b%2Bc%20d", true).as_deref(),
+            Some("a b+c d")
+        );
+        assert_eq!(percent_decode("a+b%2F", false).as_deref(), Some("a+b/"));
+        assert_eq!(percent_decode("%C3%A9", false).as_deref(), Some("é"));
+        for bad in ["%", "%4", "%G1", "%+f", "a%-1", "%FF"] {
+            assert_eq!(percent_decode(bad, true), None, "{bad}");
+        }
+    }
 
     #[test]
     fn parse_head_decodes_path_query_and_auth_headers() {

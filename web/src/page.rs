@@ -24,16 +24,15 @@ pub fn escape(text: &str) -> String {
 
 /// Percent-encodes `text` for a URL path segment or query value (unreserved characters stay).
 pub fn url_component(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(text, UNRESERVED).to_string()
 }
+
+/// What a link writes as is: RFC 3986's unreserved characters; everything else is `%XX`.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// `90` → `1m`, `7200` → `2h`: a short age for cards.
 pub fn age(seconds: i64) -> String {

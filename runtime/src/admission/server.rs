@@ -196,10 +196,7 @@ fn private_dir(dir: &Path) -> Result<(), OwnerError> {
 
 /// 32 random hex digits from the kernel.
 fn random_ticket() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::proc::random::hex(16)
 }
 
 /// Writes the ticket `0600` (a temporary file renamed into place).
@@ -232,7 +229,7 @@ pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
             path: lock_path.clone(),
             source,
         })?;
-    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    if !matches!(crate::proc::lock::try_exclusive(&lock), Ok(true)) {
         return Err(OwnerError::AlreadyRunning {
             profile: opts.profile,
             path: lock_path,
@@ -439,7 +436,7 @@ pub(crate) fn resolve_offline(
             path: lock_path.clone(),
             source,
         })?;
-    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    if !matches!(crate::proc::lock::try_exclusive(&lock), Ok(true)) {
         return Err(OwnerError::AlreadyRunning {
             profile: profile.to_owned(),
             path: lock_path,
@@ -1250,8 +1247,11 @@ pub(crate) fn book(evidence: &TurnEvidence) -> Booking {
     }
 }
 
+/// Compares in constant time (`subtle`): the time taken does not tell how much of a guessed
+/// ticket matched.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.ct_eq(b))
 }
 
 /// The receipt of a turn as the protocol shows it.
@@ -1275,6 +1275,24 @@ pub fn receipt(row: &crate::admission::state::AdmissionRow) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ticket_matches_only_itself() {
+        let ticket = random_ticket().unwrap();
+        assert_eq!(ticket.len(), 32);
+        assert!(constant_time_eq(
+            ticket.as_bytes(),
+            ticket.clone().as_bytes()
+        ));
+        assert!(!constant_time_eq(
+            ticket.as_bytes(),
+            &ticket.as_bytes()[..31]
+        ));
+        assert!(!constant_time_eq(ticket.as_bytes(), b""));
+        let mut other = ticket.clone().into_bytes();
+        other[31] = if other[31] == b'0' { b'1' } else { b'0' };
+        assert!(!constant_time_eq(ticket.as_bytes(), &other));
+    }
 
     fn evidence(exit: WorkerExit, run: Option<RunStatus>) -> TurnEvidence {
         TurnEvidence {

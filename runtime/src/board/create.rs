@@ -23,12 +23,12 @@ pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
 /// drawn without a round trip to look; the insert's primary key refuses a taken id and
 /// `Board::create_task` draws again (see [`is_taken_task_id`]).
 fn draw_task_id(tx: &Tx<'_>) -> Result<String> {
-    let draw = || format!("t_{}", random_hex(8));
+    let draw = || random_hex(8).map(|hex| format!("t_{hex}"));
     if !tx.is_sqlite() {
-        return Ok(draw());
+        return Ok(draw()?);
     }
     for _ in 0..8 {
-        let candidate = draw();
+        let candidate = draw()?;
         let taken = tx
             .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
             .query_row([&candidate], |_| Ok(()))

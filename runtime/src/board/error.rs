@@ -236,6 +236,12 @@ pub enum StorageError {
         source: super::engine::postgres::schema::PgSchemaError,
     },
 
+    #[error("the operating system's random number generator failed")]
+    Random {
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("cannot {action} {path}")]
     Io {
         action: &'static str,

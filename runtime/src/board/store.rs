@@ -93,38 +93,15 @@ pub struct Board {
     pub(in crate::board) read_only: bool,
 }
 
-/// A pause of 20–150 ms, random without a `rand` dependency (std's randomly keyed hasher).
+/// A pause of 20–150 ms drawn from the kernel's generator (the middle of the range if it fails:
+/// a jitter is no reason to fail a write).
 fn jitter() -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    Duration::from_millis(20 + h.finish() % 131)
+    Duration::from_millis(20 + crate::proc::random::below(131).unwrap_or(65))
 }
 
-/// A random lower-case hex string of `n` digits (ids, tokens; not cryptographic).
-pub(crate) fn random_hex(n: usize) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = String::with_capacity(n);
-    while out.len() < n {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
-        h.write_u32(std::process::id());
-        h.write_usize(out.len());
-        out.push_str(&format!("{:016x}", h.finish()));
-    }
-    out.truncate(n);
-    out
+/// A random lower-case hex string of `n` digits (task ids, temporary names).
+pub(crate) fn random_hex(n: usize) -> std::result::Result<String, StorageError> {
+    crate::proc::random::hex_digits(n).map_err(|source| StorageError::Random { source })
 }
 
 impl Board {
@@ -409,10 +386,10 @@ mod tests {
 
     #[test]
     fn random_hex_has_the_asked_length() {
-        let a = random_hex(8);
+        let a = random_hex(8).unwrap();
         assert_eq!(a.len(), 8);
         assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_ne!(random_hex(16), random_hex(16));
+        assert_ne!(random_hex(16).unwrap(), random_hex(16).unwrap());
     }
 
     #[test]

@@ -9,14 +9,23 @@ const TAIL_LINES: usize = 5;
 
 /// `epoch` as local ISO time and its distance from `now`: `2026-11-30T18:52:40+01:00 (3 s ago)`.
 pub fn when(epoch: i64, now: i64) -> String {
-    let local = chrono::DateTime::from_timestamp(epoch, 0)
+    format!(
+        "{} ({})",
+        local_iso(epoch, &jiff::tz::TimeZone::system()),
+        relative(epoch - now)
+    )
+}
+
+/// `epoch` as ISO time in `zone` with its offset (`2026-11-30T18:52:40+01:00`); an epoch out of
+/// range as its number.
+fn local_iso(epoch: i64, zone: &jiff::tz::TimeZone) -> String {
+    jiff::Timestamp::from_second(epoch)
         .map(|t| {
-            t.with_timezone(&chrono::Local)
-                .format("%Y-%m-%dT%H:%M:%S%:z")
+            t.to_zoned(zone.clone())
+                .strftime("%Y-%m-%dT%H:%M:%S%:z")
                 .to_string()
         })
-        .unwrap_or_else(|| epoch.to_string());
-    format!("{local} ({})", relative(epoch - now))
+        .unwrap_or_else(|_| epoch.to_string())
 }
 
 /// Whether a payload key holds a time (epoch seconds): `*_at`, and the lease's `expires`,
@@ -154,6 +163,20 @@ mod tests {
             readable_payload(&serde_json::json!([1]), 0),
             serde_json::json!([1])
         );
+    }
+
+    #[test]
+    fn a_time_reads_as_iso_with_its_zone_offset() {
+        let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+        assert_eq!(
+            local_iso(1_764_525_160, &berlin),
+            "2025-11-30T18:52:40+01:00"
+        );
+        assert_eq!(
+            local_iso(1_764_525_160, &jiff::tz::TimeZone::UTC),
+            "2025-11-30T17:52:40+00:00"
+        );
+        assert_eq!(local_iso(i64::MAX, &berlin), i64::MAX.to_string());
     }
 
     #[test]

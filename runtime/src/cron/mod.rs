@@ -37,6 +37,8 @@ pub use store::{Job, JobState, NewJob, Repeat, Store};
 /// Everything cron can fail with; each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum CronError {
+    #[error("the operating system's random number generator failed")]
+    Random { source: std::io::Error },
     #[error("cannot use {path}")]
     Io {
         path: PathBuf,
@@ -238,7 +240,7 @@ fn output_document(
 
 /// Epoch seconds as `YYYY-MM-DDTHH:MM:SSZ`.
 pub(crate) fn iso(epoch: i64) -> String {
-    chrono::DateTime::from_timestamp(epoch, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| epoch.to_string())
+    jiff::Timestamp::from_second(epoch)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|_| epoch.to_string())
 }

@@ -445,13 +445,10 @@ impl TickLock {
                 path: path.clone(),
                 source,
             })?;
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Some(Self { _file: file })),
-            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-            Err(e) => Err(CronError::Io {
-                path,
-                source: e.into(),
-            }),
+        match crate::proc::lock::try_exclusive(&file) {
+            Ok(true) => Ok(Some(Self { _file: file })),
+            Ok(false) => Ok(None),
+            Err(source) => Err(CronError::Io { path, source }),
         }
     }
 }
@@ -476,9 +473,9 @@ pub(crate) fn save_output(
     }
     let dir = output_dir(root, job_id);
     store::create_private_dir(&dir)?;
-    let stamp = chrono::DateTime::from_timestamp(now, 0)
-        .map(|t| t.format("%Y-%m-%d_%H-%M-%S").to_string())
-        .unwrap_or_else(|| now.to_string());
+    let stamp = jiff::Timestamp::from_second(now)
+        .map(|t| t.strftime("%Y-%m-%d_%H-%M-%S").to_string())
+        .unwrap_or_else(|_| now.to_string());
     let path = dir.join(format!("{stamp}-{fire_id}.md"));
     let tmp = dir.join(format!(".{stamp}-{fire_id}.md.tmp"));
     let io = |p: &Path| {
@@ -775,5 +772,16 @@ mod tests {
             .count();
         assert_eq!(files, 3);
         assert!(save_output(dir.path(), "../x", 1, 1, "doc", 3).is_err());
+    }
+
+    #[test]
+    fn an_output_file_is_named_by_its_utc_time_and_fire() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = save_output(dir.path(), "abcdef012345", 7, 1_764_525_160, "doc", 3).unwrap();
+        assert_eq!(
+            path.file_name().unwrap().to_str().unwrap(),
+            "2025-11-30_17-52-40-7.md"
+        );
+        assert_eq!(crate::cron::iso(1_764_525_160), "2025-11-30T17:52:40Z");
     }
 }

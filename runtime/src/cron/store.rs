@@ -914,15 +914,7 @@ fn default_name(prompt: &str) -> String {
 
 /// `n` random bytes as lowercase hex, from the kernel's generator.
 pub(crate) fn random_hex(n: usize) -> Result<String, CronError> {
-    use std::io::Read;
-    let mut bytes = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|source| CronError::Io {
-            path: PathBuf::from("/dev/urandom"),
-            source,
-        })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::proc::random::hex(n).map_err(|source| CronError::Random { source })
 }
 
 /// Creates `dir` (and parents) with mode 0700 for the directories it creates.

@@ -14,8 +14,6 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FlockOperation, flock};
-
 /// Errors taking the tick lock.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -67,13 +65,10 @@ impl TickLock {
                 path: path.clone(),
                 source,
             })?;
-        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Some(TickLock { _file: file })),
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
-            Err(e) => Err(LockError::Lock {
-                path,
-                source: e.into(),
-            }),
+        match crate::proc::lock::try_exclusive(&file) {
+            Ok(true) => Ok(Some(TickLock { _file: file })),
+            Ok(false) => Ok(None),
+            Err(source) => Err(LockError::Lock { path, source }),
         }
     }
 }

@@ -382,7 +382,7 @@ impl Board {
         std::fs::create_dir_all(parent).map_err(|source| folder_error(parent, source))?;
         let mut name = std::ffi::OsString::from(".");
         name.push(path.file_name().unwrap_or_default());
-        name.push(format!(".creating-{}", random_hex(8)));
+        name.push(format!(".creating-{}", random_hex(8)?));
         let temp = parent.join(name);
         let result = (|| {
             let board = Board::open_path(
