@@ -36,6 +36,7 @@ pub mod home;
 pub mod identity;
 pub mod proc;
 pub mod sync;
+pub mod workspace;
 /// Not API: crate internals for the runtime's own integration tests (feature `test-support`).
 #[cfg(feature = "test-support")]
 pub mod test_support;

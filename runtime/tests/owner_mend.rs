@@ -292,7 +292,10 @@ fn a_turn_started_after_an_owner_restart_runs_under_the_policy_frozen_at_admissi
         seen.display()
     );
     let id = home.create(NewTask {
-        branch_name: Some("frozen-branch".into()),
+        workspace: kanban_runtime::board::WorkspaceSpec {
+            branch: Some("frozen-branch".into()),
+            ..Default::default()
+        },
         tenant: Some("acme".into()),
         ..Home::task("policy", "done", Some(&body), vec![])
     });

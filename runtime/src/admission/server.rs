@@ -769,8 +769,11 @@ impl Owner {
         {
             return Err(stale("foreign_owner_marker"));
         }
-        let workspace = crate::home::find_workspace(&self.root, &run.board, &run.task_id);
         let task = b.get_task(&run.task_id)?;
+        let workspace = task.workspace_path.as_ref().map_or_else(
+            || crate::home::find_workspace(&self.root, &run.board, &run.task_id),
+            PathBuf::from,
+        );
         Ok(json!({
             "source": "kanban",
             "toolset": "kanban",
@@ -959,7 +962,10 @@ impl Owner {
         policy: Result<Policy, RpcError>,
     ) -> Result<SpawnRequest, String> {
         let policy = policy.map_err(|e| format!("the turn's frozen receipt: {e}"))?;
-        let workspace = crate::home::find_workspace(&self.root, &run.board, &run.task_id);
+        let workspace = policy.workspace.as_ref().map_or_else(
+            || crate::home::find_workspace(&self.root, &run.board, &run.task_id),
+            PathBuf::from,
+        );
         Ok(SpawnRequest {
             task_id: run.task_id.clone(),
             run_id: run.run_id,
@@ -1122,6 +1128,10 @@ fn refuse(mut stream: UnixStream, number: i64, message: &str) {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     pub branch: Option<String>,
+    /// The run's workspace as the dispatcher recorded it before the submitter started (absent
+    /// from an older owner's receipts: then the board's scratch place, as then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     pub goal_mode: bool,
     pub goal_max_turns: Option<i64>,
     pub tenant: Option<String>,
@@ -1132,6 +1142,7 @@ impl Policy {
     pub fn of(task: &board::Task) -> Policy {
         Policy {
             branch: task.branch_name.clone(),
+            workspace: task.workspace_path.clone(),
             goal_mode: task.goal_mode,
             goal_max_turns: task.goal_max_turns,
             tenant: task.tenant.clone(),

@@ -56,6 +56,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
     if let Some(secs) = new.max_runtime_seconds {
         check_seconds("--max-runtime", secs)?;
     }
+    new.workspace.check()?;
     let key = new
         .idempotency_key
         .as_deref()
@@ -120,7 +121,8 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         tx,
         "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
          tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
-         goal_max_turns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+         goal_max_turns, workspace_kind, workspace_path, workspace_base) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
         params![
             id,
             title,
@@ -135,9 +137,12 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             new.max_runtime_seconds,
             new.max_retries,
             skills,
-            new.branch_name,
+            new.workspace.branch,
             new.goal_mode as i64,
-            new.goal_max_turns
+            new.goal_max_turns,
+            new.workspace.kind().as_str(),
+            new.workspace.path_text(),
+            new.workspace.base
         ],
     )?;
     for p in &parents {
@@ -158,15 +163,16 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             parents: parents.clone(),
             creator_task_id,
             tenant,
-            workspace_kind: Some("scratch".to_owned()),
-            workspace_path: None,
-            branch_name: new.branch_name.clone(),
+            workspace_kind: Some(new.workspace.kind().as_str().to_owned()),
+            workspace_path: new.workspace.path_text(),
+            branch_name: new.workspace.branch.clone(),
             project_id: None,
             skills: new.skills.clone(),
             goal_mode: new.goal_mode.then_some(true),
             model_override: None,
             provider_override: None,
             idempotency_key: key.map(str::to_owned),
+            workspace_base: new.workspace.base.clone(),
         },
         now,
     )?;

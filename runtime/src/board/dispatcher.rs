@@ -14,7 +14,7 @@ use super::dispatcher_reads::{LingeringWorker, RunningTask};
 use super::error::Result;
 use super::events::{Event, append_event};
 use super::input::{ClaimSpec, check_seconds};
-use super::model::Status;
+use super::model::{BlockKind, Status};
 use super::outcome::{ClaimOutcome, Outcome, Refusal};
 use super::rows::{cas, close_run_in, exec, exec_unchecked, load_task, retry_status_for_run};
 use super::store::Board;
@@ -35,6 +35,10 @@ pub enum Failure<'a> {
         workers: usize,
         fingerprint: &'a str,
     },
+    /// Not the task's failure and not worth a retry: an operator must act (a worktree task on a
+    /// board with no default workdir, a repository git cannot use). The task is blocked
+    /// `needs_input` with the error as its reason; its failure count is left alone.
+    NeedsInput,
 }
 
 /// How a dispatcher releases a claim.
@@ -166,6 +170,56 @@ pub(crate) fn record_spawn_in(
             Some(run_id),
         )?))
     }
+}
+
+/// The workspace a dispatcher materialised for a claimed run, recorded before its worker starts
+/// (see [`record_workspace_in`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceRecord {
+    pub task_id: String,
+    pub run_id: i64,
+    pub claim_lock: String,
+    pub kind: String,
+    pub path: String,
+    pub branch: Option<String>,
+}
+
+/// Writes a claimed run's resolved workspace to the task (`workspace_path`, and `branch_name`
+/// when the workspace has one), fenced by the claim, with a `workspace_resolved` event; a run
+/// whose workspace is already so recorded writes nothing.
+pub(crate) fn record_workspace_in(
+    tx: &Tx<'_>,
+    record: &WorkspaceRecord,
+    now: i64,
+) -> Result<Outcome<()>> {
+    let task = load_task(tx, &record.task_id)?;
+    let branch = record.branch.clone().or(task.branch_name.clone());
+    if task.workspace_path.as_deref() == Some(record.path.as_str()) && task.branch_name == branch {
+        return Ok(Outcome::Done(()));
+    }
+    let sql = format!(
+        "UPDATE tasks SET workspace_path = ?4, branch_name = ?5 WHERE id = ?1 AND {FENCE}"
+    );
+    let lock = Some(record.claim_lock.as_str());
+    if !cas(
+        tx,
+        &sql,
+        params![record.task_id, lock, Some(record.run_id), record.path, branch],
+    )? {
+        return Ok(Outcome::Refused(refusal(
+            tx,
+            &record.task_id,
+            lock,
+            Some(record.run_id),
+        )?));
+    }
+    let event = Event::WorkspaceResolved {
+        workspace_kind: record.kind.clone(),
+        workspace_path: record.path.clone(),
+        branch_name: branch,
+    };
+    append_event(tx, &record.task_id, Some(record.run_id), &event, now)?;
+    Ok(Outcome::Done(()))
 }
 
 /// A worker binds to its run: the claim must still be the one it was spawned for, and no other
@@ -306,20 +360,28 @@ pub(crate) fn release_claim_in(
             (task.consecutive_failures + 1, true, Some((limit, source)))
         }
         Failure::Systemic { .. } => (task.consecutive_failures + 1, true, Some((1, "systemic"))),
+        Failure::NeedsInput => (task.consecutive_failures, false, None),
     };
+    let needs_input = matches!(release.failure, Failure::NeedsInput);
     // A reviewer run goes back to review, never to ready.
     let retry = retry_status_for_run(tx, id, release.run_id)?;
-    let status = if tripped { Status::Blocked } else { retry };
+    let status = if tripped || needs_input {
+        Status::Blocked
+    } else {
+        retry
+    };
     let error = cap(&release.error, 500);
+    let block_kind = needs_input.then_some(BlockKind::NeedsInput.as_str());
     let sql = format!(
         "UPDATE tasks SET status = ?4, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
          worker_started_at = NULL, last_heartbeat_at = NULL, current_run_id = NULL, \
-         consecutive_failures = ?5, last_failure_error = ?6 WHERE id = ?1 AND {FENCE}"
+         consecutive_failures = ?5, last_failure_error = ?6, \
+         block_kind = COALESCE(?7, block_kind) WHERE id = ?1 AND {FENCE}"
     );
     if !cas(
         tx,
         &sql,
-        params![id, lock, release.run_id, status.as_str(), failures, error],
+        params![id, lock, release.run_id, status.as_str(), failures, error, block_kind],
     )? {
         return Ok(Outcome::Refused(Refusal::Raced {
             task_id: id.to_owned(),
@@ -351,6 +413,19 @@ pub(crate) fn release_claim_in(
         &with_retry_status(release.event.clone(), retry),
         now,
     )?;
+    if needs_input {
+        let event = Event::Blocked {
+            reason: Some(error.clone()),
+            kind: Some(BlockKind::NeedsInput),
+            recurrences: None,
+            source_status: Some(Status::Running),
+            status: Some(Status::Blocked),
+            actor: Some("dispatcher".to_owned()),
+            requested_kind: None,
+            rekind_reason: None,
+        };
+        append_event(tx, id, release.run_id, &event, now)?;
+    }
     if tripped && let Some((limit, source)) = limit {
         let sticky = matches!(
             release.failure,
@@ -754,6 +829,20 @@ impl Board {
     }
 
     /// Records several spawns in one transaction (see [`record_spawn_in`]).
+    /// Records resolved workspaces in one transaction ([`record_workspace_in`] each).
+    pub fn record_workspaces(
+        &self,
+        records: &[WorkspaceRecord],
+        now: i64,
+    ) -> Result<Vec<Outcome<()>>> {
+        self.write(|tx| {
+            records
+                .iter()
+                .map(|r| record_workspace_in(tx, r, now))
+                .collect()
+        })
+    }
+
     pub fn record_spawns(&self, spawns: &[SpawnRecord], now: i64) -> Result<Vec<Outcome<()>>> {
         self.write(|tx| {
             spawns

@@ -41,6 +41,10 @@ pub struct Candidate {
     pub goal_max_turns: Option<i64>,
     /// The error of the last counted or noted failure (a respawn guard reads it).
     pub last_failure_error: Option<String>,
+    /// The workspace columns the dispatcher resolves at spawn.
+    pub workspace_kind: String,
+    pub workspace_path: Option<String>,
+    pub workspace_base: Option<String>,
     /// Whether the task has a closed run or a recent comment: only then can a respawn guard
     /// other than `blocker_auth` hold it, so a fresh task costs no [`Board::guard_facts`] query.
     pub has_history: bool,
@@ -193,7 +197,8 @@ impl Board {
                OR EXISTS (SELECT 1 FROM task_comments m WHERE m.task_id = c.id \
                  AND m.created_at >= ?3) \
              FROM (SELECT t.id, t.title, t.assignee, t.branch_name, t.tenant, t.goal_mode, \
-                 t.goal_max_turns, t.last_failure_error \
+                 t.goal_max_turns, t.last_failure_error, t.workspace_kind, t.workspace_path, \
+                 t.workspace_base \
                FROM tasks t WHERE t.status = ?2 AND t.claim_lock IS NULL \
                ORDER BY t.priority DESC, t.created_at ASC, t.rowid ASC LIMIT ?1) c",
         )?;
@@ -209,7 +214,12 @@ impl Board {
                 goal_mode: r.get::<_, Option<i64>>(5)?.unwrap_or(0) != 0,
                 goal_max_turns: r.get(6)?,
                 last_failure_error: r.get::<_, Option<String>>(7)?.filter(|s| !s.is_empty()),
-                has_history: r.get(8)?,
+                workspace_kind: r
+                    .get::<_, Option<String>>(8)?
+                    .unwrap_or_else(|| "scratch".to_owned()),
+                workspace_path: r.get::<_, Option<String>>(9)?.filter(|s| !s.is_empty()),
+                workspace_base: r.get::<_, Option<String>>(10)?.filter(|s| !s.is_empty()),
+                has_history: r.get(11)?,
             })
         })?;
         Ok(rows.collect::<crate::db::Result<_>>()?)

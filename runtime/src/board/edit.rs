@@ -5,7 +5,9 @@
 //! without the `t_` of the id, and must give at least [`ID_PREFIX_MIN`] characters after `t_`; an
 //! exact id always wins. An edit changes only what it names, is refused for an archived task, and
 //! records one `edited` event naming the changed fields (a field set to the value it already has
-//! is not named; an edit that changes nothing writes nothing).
+//! is not named; an edit that changes nothing writes nothing). A workspace is replaced whole
+//! (kind, path, branch, base) and only while the task has never run: once a run started, its work
+//! is in that workspace.
 
 use crate::db::params;
 use serde::Serialize;
@@ -28,6 +30,9 @@ pub struct Edit {
     pub body: Option<String>,
     pub priority: Option<i64>,
     pub max_retries: Option<i64>,
+    /// A new workspace (kind, path, branch, base), replacing the old one whole; refused once the
+    /// task has run (its work is in the old one).
+    pub workspace: Option<super::input::WorkspaceSpec>,
 }
 
 impl Edit {
@@ -36,6 +41,7 @@ impl Edit {
             && self.body.is_none()
             && self.priority.is_none()
             && self.max_retries.is_none()
+            && self.workspace.is_none()
     }
 }
 
@@ -60,6 +66,9 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
     {
         return Err(BoardError::InvalidMaxRetries { value: n });
     }
+    if let Some(workspace) = &edit.workspace {
+        workspace.check()?;
+    }
     let task = load_task(tx, id)?;
     if task.status == Status::Archived {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
@@ -68,6 +77,31 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
             expected: "any status but archived",
         }));
     }
+    if edit.workspace.is_some() {
+        let runs: i64 = tx
+            .prepare_cached("SELECT COUNT(*) FROM task_runs WHERE task_id = ?1")?
+            .query_row([id], |r| r.get(0))?;
+        if runs > 0 {
+            return Err(BoardError::WorkspaceFixed {
+                id: id.to_owned(),
+                runs,
+            });
+        }
+    }
+    let old_workspace = (
+        task.workspace_kind.clone(),
+        task.workspace_path.clone(),
+        task.branch_name.clone(),
+        task.workspace_base.clone(),
+    );
+    let new_workspace = edit.workspace.as_ref().map_or(old_workspace.clone(), |w| {
+        (
+            w.kind().as_str().to_owned(),
+            w.path_text(),
+            w.branch.clone(),
+            w.base.clone(),
+        )
+    });
     let new_title = title.map_or(task.title.clone(), str::to_owned);
     let new_body = edit.body.clone().or(task.body.clone());
     let new_priority = edit.priority.unwrap_or(task.priority);
@@ -85,6 +119,16 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
     if new_retries != task.max_retries {
         fields.push("max_retries".to_owned());
     }
+    for (name, changed) in [
+        ("workspace_kind", new_workspace.0 != old_workspace.0),
+        ("workspace_path", new_workspace.1 != old_workspace.1),
+        ("branch_name", new_workspace.2 != old_workspace.2),
+        ("workspace_base", new_workspace.3 != old_workspace.3),
+    ] {
+        if changed {
+            fields.push(name.to_owned());
+        }
+    }
     if fields.is_empty() {
         return Ok(Outcome::Done(Edited {
             task_id: id.to_owned(),
@@ -92,7 +136,8 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
         }));
     }
     let changed = tx.execute(
-        "UPDATE tasks SET title = ?2, body = ?3, priority = ?4, max_retries = ?5 \
+        "UPDATE tasks SET title = ?2, body = ?3, priority = ?4, max_retries = ?5, \
+         workspace_kind = ?7, workspace_path = ?8, branch_name = ?9, workspace_base = ?10 \
          WHERE id = ?1 AND status = ?6",
         params![
             id,
@@ -100,7 +145,11 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
             new_body,
             new_priority,
             new_retries,
-            task.status.as_str()
+            task.status.as_str(),
+            new_workspace.0,
+            new_workspace.1,
+            new_workspace.2,
+            new_workspace.3
         ],
     )?;
     if changed != 1 {

@@ -68,8 +68,23 @@ pub enum BoardError {
         matches: Vec<String>,
     },
 
-    #[error("nothing to edit; give a new title, body, priority or retry limit")]
+    #[error("nothing to edit; give a new title, body, priority, retry limit or workspace")]
     NothingToEdit,
+
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::SpecError),
+
+    #[error("{what} is only for a worktree workspace, and this one is {kind}")]
+    NotAWorktree {
+        what: &'static str,
+        kind: crate::workspace::Kind,
+    },
+
+    #[error(
+        "task `{id}` has already run ({runs} run(s)): its workspace is where that work is, so it \
+         cannot change; create a new task instead"
+    )]
+    WorkspaceFixed { id: String, runs: i64 },
 
     #[error("a task's retry limit must be a whole number from 1 to 1000, got {value}")]
     InvalidMaxRetries { value: i64 },

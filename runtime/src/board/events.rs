@@ -34,6 +34,13 @@ pub struct Termination {
     pub pid_recycled: Option<bool>,
 }
 
+/// One file of a `workspace_discarded_content` sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiscardedFile {
+    pub file: String,
+    pub bytes: u64,
+}
+
 /// Every event kind with its payload: the variant name in snake case is the stored kind, the
 /// fields the payload. (The serde tag is `$kind` because some payloads have a `kind` field.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +74,9 @@ pub enum Event {
         provider_override: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         idempotency_key: Option<String>,
+        /// kanban's addition: the ref a new worktree branch starts from (`--base`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace_base: Option<String>,
     },
     /// todo → ready (payload `NULL`), or into `review` (`{status: "review"}`).
     Promoted {
@@ -413,6 +423,38 @@ pub enum Event {
         /// The submitter the worker watches, as the owner saw it at admission.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         submitter_pid: Option<i64>,
+    },
+    /// The dispatcher materialised the task's workspace for a run (kanban's addition; the
+    /// original only writes the columns): written when the path or branch changes.
+    WorkspaceResolved {
+        workspace_kind: String,
+        workspace_path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch_name: Option<String>,
+    },
+    /// A finished task's worktree was kept: it holds work that exists nowhere else (`reason`
+    /// `dirty` or `unpushed`), or removing it was not provably safe.
+    WorkspacePreserved {
+        path: String,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch_name: Option<String>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
+    /// A scratch workspace still held files when it was removed (the original's payload).
+    WorkspaceDiscardedContent {
+        path: String,
+        total_bytes: u64,
+        file_count: usize,
+        sample: Vec<DiscardedFile>,
+    },
+    /// A finished task's workspace was removed (kanban's addition), with the `wt/*` branch
+    /// deleted with a worktree.
+    WorkspaceRemoved {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch_deleted: Option<String>,
     },
     /// What a worker process reported when it finished.
     WorkerResult {

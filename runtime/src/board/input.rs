@@ -26,9 +26,74 @@ pub struct NewTask {
     pub tenant: Option<String>,
     pub max_retries: Option<i64>,
     pub skills: Option<Vec<String>>,
-    pub branch_name: Option<String>,
+    /// The workspace: kind, path, branch and base ([`WorkspaceSpec`]); the default is scratch.
+    pub workspace: WorkspaceSpec,
     pub goal_mode: bool,
     pub goal_max_turns: Option<i64>,
+}
+
+/// Where a task's agent works, as given at creation (or by an edit before the first run):
+/// `kind` with an optional absolute `path`, and for a worktree the branch (`wt/<id>` when
+/// `None`) and the ref a new branch starts from (`HEAD` when `None`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkspaceSpec {
+    /// `None` is scratch.
+    pub kind: Option<crate::workspace::Kind>,
+    pub path: Option<std::path::PathBuf>,
+    pub branch: Option<String>,
+    pub base: Option<String>,
+}
+
+impl WorkspaceSpec {
+    /// The column value of the kind.
+    /// The original's `--branch` rule: a branch names a worktree's branch, so it is refused on
+    /// any other kind.
+    pub fn check_branch_needs_worktree(&self) -> std::result::Result<(), super::error::BoardError> {
+        let kind = self.kind();
+        if self.branch.is_some() && kind != crate::workspace::Kind::Worktree {
+            return Err(super::error::BoardError::NotAWorktree { what: "a branch", kind });
+        }
+        Ok(())
+    }
+
+    /// The path as stored in `workspace_path` (the original stores text).
+    pub fn path_text(&self) -> Option<String> {
+        self.path.as_ref().map(|p| p.to_string_lossy().into_owned())
+    }
+
+    pub fn kind(&self) -> crate::workspace::Kind {
+        self.kind.unwrap_or(crate::workspace::Kind::Scratch)
+    }
+
+    /// Refuses what no workspace can be made of, touching nothing: a relative path, a path on a
+    /// scratch workspace, a base on a workspace that is not a worktree, a branch name or base git
+    /// would refuse. A branch on another kind is accepted here, as the original's library
+    /// accepts it (its boards may hold one; the worker gets it as `HERMES_KANBAN_BRANCH`);
+    /// [`WorkspaceSpec::check_branch_needs_worktree`] is the command line's stricter rule.
+    pub fn check(&self) -> std::result::Result<(), super::error::BoardError> {
+        use crate::workspace::{Kind, SpecError};
+        let kind = self.kind();
+        if let Some(path) = &self.path {
+            if kind == Kind::Scratch {
+                return Err(SpecError::ScratchWithPath.into());
+            }
+            if !path.is_absolute() {
+                return Err(SpecError::RelativePath { path: path.clone() }.into());
+            }
+        } else if kind == Kind::Dir {
+            return Err(SpecError::DirWithoutPath.into());
+        }
+        if kind != Kind::Worktree && self.base.is_some() {
+            return Err(super::error::BoardError::NotAWorktree { what: "a base", kind });
+        }
+        if let Some(branch) = &self.branch {
+            crate::workspace::validate_branch(branch)?;
+        }
+        if let Some(base) = &self.base {
+            crate::workspace::spec::validate_base(base)?;
+        }
+        Ok(())
+    }
 }
 
 /// A claim request: the lock string (`"<hostname>:<pid>"` of the claimer) and the lease length.

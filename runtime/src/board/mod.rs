@@ -41,7 +41,7 @@ mod wake;
 pub use dispatcher::{
     ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
 };
-pub use dispatcher::{Released, WorkerResult};
+pub use dispatcher::{Released, WorkerResult, WorkspaceRecord};
 pub use dispatcher_reads::Candidate;
 pub use dispatcher_reads::RunningTask;
 pub use dispatcher_reads::{GuardFacts, LatestRun, Workload};
@@ -49,7 +49,7 @@ pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result, StorageError};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
-pub use input::{ClaimOrigin, ClaimSpec, Completion, Fence, NewTask};
+pub use input::{ClaimOrigin, ClaimSpec, Completion, Fence, NewTask, WorkspaceSpec};
 pub(crate) use input::{check_seconds, default_claim_lock};
 pub use limits::{
     BLOCK_RECURRENCE_LIMIT, DEFAULT_CLAIM_TTL_SECONDS, DEFAULT_FAILURE_LIMIT, MAX_SECONDS,

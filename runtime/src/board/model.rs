@@ -157,6 +157,8 @@ pub struct Task {
     pub goal_max_turns: Option<i64>,
     pub block_kind: Option<BlockKind>,
     pub block_recurrences: i64,
+    /// kanban's addition: the ref a new worktree branch starts from (`--base`); `None` = `HEAD`.
+    pub workspace_base: Option<String>,
 }
 
 /// The `SELECT` list that [`Task::from_row`] decodes, in order.
@@ -165,7 +167,7 @@ pub(crate) const TASK_COLUMNS: &str = "id, title, body, assignee, status, priori
      tenant, result, idempotency_key, consecutive_failures, worker_pid, worker_started_at, \
      last_failure_error, max_runtime_seconds, last_heartbeat_at, current_run_id, skills, \
      model_override, provider_override, reasoning_effort, max_retries, goal_mode, goal_max_turns, \
-     block_kind, block_recurrences";
+     block_kind, block_recurrences, workspace_base";
 
 /// Reads a column that may hold text or an integer as text (`worker_started_at` has both).
 fn text_or_int(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
@@ -235,6 +237,7 @@ impl Task {
             goal_max_turns: row.get(31)?,
             block_kind,
             block_recurrences: row.get::<_, Option<i64>>(33)?.unwrap_or(0),
+            workspace_base: opt_text(row, 34)?,
         })
     }
 }

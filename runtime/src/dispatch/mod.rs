@@ -33,6 +33,7 @@ pub mod settings;
 pub mod spawn;
 pub mod tick;
 pub mod workers;
+mod workspace;
 
 pub use daemon::Mode;
 pub(crate) use daemon::{Health, LoopOptions, run_tick};

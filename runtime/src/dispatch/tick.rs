@@ -382,6 +382,39 @@ impl Tick<'_> {
         Ok(Failure::Counted { limit, source })
     }
 
+    /// A claimed run whose workspace could not be made: released as `spawn_failed`, and the
+    /// task blocked `needs_input` when only an operator can fix it, else a counted failure.
+    fn workspace_failed(
+        &mut self,
+        id: &str,
+        claimed: &board::Claimed,
+        err: &super::workspace::PrepareError,
+    ) -> Result<(), BoardError> {
+        let error = crate::error_chain(err);
+        let (failure, failures) = if err.needs_input() {
+            (Failure::NeedsInput, self.board.get_task(id)?.consecutive_failures)
+        } else {
+            let n = self.board.get_task(id)?.consecutive_failures + 1;
+            (self.counted(id)?, n)
+        };
+        let release = Release {
+            claim_lock: Some(&claimed.claim_lock),
+            run_id: Some(claimed.run_id),
+            outcome: "spawn_failed",
+            event: Event::SpawnFailed {
+                error: error.clone(),
+                failures,
+                retry_status: Status::Ready,
+                infrastructure: None,
+            },
+            failure,
+            error: error.clone(),
+        };
+        self.release(id, &release)?;
+        self.report.spawn_failed.push((id.to_owned(), error));
+        Ok(())
+    }
+
     fn release(&mut self, id: &str, release: &Release<'_>) -> Result<Option<Status>, BoardError> {
         self.handled.insert(id.to_owned());
         match self.board.release_claim(id, release, self.now)? {
@@ -1227,7 +1260,12 @@ impl Tick<'_> {
         let picks: Vec<(String, Status)> =
             chosen.iter().map(|(c, _)| (c.id.clone(), c.lane)).collect();
         let outcomes = self.board.claim_batch(&picks, &spec, self.now)?;
-        let mut records = Vec::new();
+        let slug = &s.location.slug;
+        // Every claimed run's workspace is made (dispatch/workspace.rs) and recorded, in one
+        // transaction, before any of their workers starts: a worker that finishes at once
+        // finds its workspace on the task, for the cleanup its completion runs.
+        let mut prepared_runs = Vec::new();
+        let mut workspace_records = Vec::new();
         for ((c, profile), outcome) in chosen.into_iter().zip(outcomes) {
             let claimed = match outcome {
                 Ok(board::ClaimOutcome::Claimed(claimed)) => claimed,
@@ -1240,8 +1278,42 @@ impl Tick<'_> {
                     continue;
                 }
             };
-            let slug = &s.location.slug;
-            let workspace = crate::home::find_workspace(&s.root, slug, &c.id);
+            let prepared = match super::workspace::prepare(&s.root, slug, &c) {
+                Ok(prepared) => prepared,
+                Err(err) => {
+                    self.workspace_failed(&c.id, &claimed, &err)?;
+                    continue;
+                }
+            };
+            let path = prepared.path.to_string_lossy().into_owned();
+            let branch = prepared.branch.clone().or(c.branch_name.clone());
+            if c.workspace_path.as_deref() != Some(path.as_str()) || c.branch_name != branch {
+                workspace_records.push(board::WorkspaceRecord {
+                    task_id: c.id.clone(),
+                    run_id: claimed.run_id,
+                    claim_lock: claimed.claim_lock.clone(),
+                    kind: prepared.kind.as_str().to_owned(),
+                    path,
+                    branch,
+                });
+            }
+            prepared_runs.push((c, profile, claimed, prepared));
+        }
+        if !workspace_records.is_empty() {
+            let outcomes = self.board.record_workspaces(&workspace_records, self.now)?;
+            // A refusal means the claim vanished in between (an operator): that run is not
+            // started.
+            let lost: std::collections::HashSet<&str> = workspace_records
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| !o.is_done())
+                .map(|(r, _)| r.task_id.as_str())
+                .collect();
+            prepared_runs.retain(|(c, ..)| !lost.contains(c.id.as_str()));
+        }
+        let mut records = Vec::new();
+        for (c, profile, claimed, prepared) in prepared_runs {
+            let workspace = prepared.path;
             let request = SpawnRequest {
                 task_id: c.id.clone(),
                 run_id: claimed.run_id,
@@ -1251,14 +1323,18 @@ impl Tick<'_> {
                 board: slug.clone(),
                 // The file, or a PostgreSQL board's URL without its password.
                 db: s.location.env_db().into(),
-                // A task that already ran keeps its workspace, wherever it is.
-                workspaces_root: workspace.parent().map_or_else(
-                    || crate::home::workspaces_root(&s.root, slug),
-                    std::path::Path::to_path_buf,
-                ),
+                // A scratch workspace's parent (a task that already ran keeps its workspace,
+                // wherever it is); the board's for any other kind.
+                workspaces_root: match prepared.kind {
+                    crate::workspace::Kind::Scratch => workspace.parent().map_or_else(
+                        || crate::home::workspaces_root(&s.root, slug),
+                        std::path::Path::to_path_buf,
+                    ),
+                    _ => crate::home::workspaces_root(&s.root, slug),
+                },
                 workspace,
                 log: crate::home::log_path(&s.root, slug, &c.id),
-                branch: c.branch_name.clone(),
+                branch: prepared.branch.or(c.branch_name.clone()),
                 goal_mode: c.goal_mode,
                 goal_max_turns: c.goal_max_turns,
                 tenant: c.tenant.clone(),

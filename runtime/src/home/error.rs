@@ -78,6 +78,20 @@ pub enum HomeError {
     #[error(transparent)]
     Config(#[from] Box<crate::config::ConfigError>),
 
+    #[error("{path} is not a JSON object of board settings ({message}); fix or remove the file")]
+    BoardMeta { path: PathBuf, message: String },
+
+    #[error(
+        "board `{slug}`'s default workdir {} is not usable: {source}",
+        dir.display()
+    )]
+    DefaultWorkdir {
+        slug: String,
+        dir: PathBuf,
+        #[source]
+        source: crate::workspace::ResolveError,
+    },
+
     /// A board of the home that could not be opened or read.
     #[error(transparent)]
     Board(#[from] crate::board::BoardError),

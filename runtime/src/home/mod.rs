@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 pub mod create;
 pub mod error;
 pub mod lock;
+pub mod meta;
 pub mod migrate;
 pub mod migrate_plan;
 pub mod remove;

@@ -207,6 +207,7 @@ impl Bound {
                 body: task.body,
                 assignee: task.assignee,
                 tenant: task.tenant,
+                workspace_kind: task.workspace_kind,
                 workspace: self.workspace.display().to_string(),
                 branch: task.branch_name,
                 max_runtime_seconds: task.max_runtime_seconds,

@@ -23,6 +23,8 @@ pub struct TaskView {
     pub body: Option<String>,
     pub assignee: Option<String>,
     pub tenant: Option<String>,
+    /// `scratch`, `dir` or `worktree`.
+    pub workspace_kind: String,
     pub workspace: String,
     pub branch: Option<String>,
     pub max_runtime_seconds: Option<i64>,
@@ -140,9 +142,21 @@ pub fn build(input: &PromptInput, now: i64) -> String {
     if let Some(tenant) = &t.tenant {
         let _ = writeln!(out, "Tenant: {tenant}");
     }
-    let _ = writeln!(out, "Workspace: {}", t.workspace);
-    if let Some(b) = &t.branch {
-        let _ = writeln!(out, "Branch: {b}");
+    let kind = if t.workspace_kind.is_empty() {
+        "scratch"
+    } else {
+        t.workspace_kind.as_str()
+    };
+    match &t.branch {
+        Some(b) if kind == "worktree" => {
+            let _ = writeln!(out, "Workspace: {kind} @ {} (branch {b})", t.workspace);
+        }
+        branch => {
+            let _ = writeln!(out, "Workspace: {kind} @ {}", t.workspace);
+            if let Some(b) = branch {
+                let _ = writeln!(out, "Branch: {b}");
+            }
+        }
     }
     if let Some(limit) = t.max_runtime_seconds {
         let _ = writeln!(out, "Max runtime: {limit}s");

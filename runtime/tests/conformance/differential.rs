@@ -515,7 +515,10 @@ fn script(b: &Board) -> Vec<String> {
         tenant: Some("acme".into()),
         max_retries: Some(3),
         skills: Some(vec!["rust".into(), "sql \"quoted\"".into()]),
-        branch_name: Some("feat/beta".into()),
+        workspace: kanban_runtime::board::WorkspaceSpec {
+            branch: Some("feat/beta".into()),
+            ..Default::default()
+        },
         goal_mode: true,
         goal_max_turns: Some(4),
         ..NewTask::default()

@@ -1,4 +1,4 @@
-//! `kanban boards list|create|switch|rm|migrate`: the boards of the home, one function per
+//! `kanban boards list|create|set-default-workdir|switch|rm|migrate`: the boards of the home, one function per
 //! subcommand; the PostgreSQL ones (`create --url`, `migrate`) are [`postgres`]. Parse, call
 //! [`crate::home`] / [`crate::home`], print.
 
@@ -26,7 +26,13 @@ pub enum BoardsCommand {
         /// database gets the board schema; one that already holds a kanban board is shared.
         #[arg(long, value_name = "URL")]
         url: Option<String>,
+        /// The board's repository: worktree tasks with no path of their own become worktrees
+        /// of it (a directory inside a git work tree; absolute).
+        #[arg(long, value_name = "DIR")]
+        default_workdir: Option<PathBuf>,
     },
+    /// Set board SLUG's default workdir: the repository its worktree tasks are worktrees of.
+    SetDefaultWorkdir { slug: String, dir: PathBuf },
     /// Make SLUG the current board.
     Switch { slug: String },
     /// Remove board SLUG and its folder (refused while one of its tasks has a live claim, and
@@ -49,10 +55,29 @@ pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResul
         BoardsCommand::List => list(&root, globals),
         BoardsCommand::Create {
             slug,
-            url: Some(url),
-        } => postgres::create(&root, &slug, &url, globals),
+            url,
+            default_workdir,
+        } => {
+            // Checked before the board is made: a refused workdir leaves no board behind.
+            if let Some(dir) = &default_workdir {
+                crate::workspace::check_default_workdir(dir)?;
+            }
+            let made = match url {
+                Some(url) => postgres::create(&root, &slug, &url, globals),
+                None => create(&root, slug.clone(), globals),
+            }?;
+            if let Some(dir) = &default_workdir {
+                let stored = crate::home::meta::set_default_workdir(&root, &slug, dir)?;
+                if !globals.json {
+                    println!("default workdir of {slug}: {}", stored.display());
+                }
+            }
+            Ok(made)
+        }
+        BoardsCommand::SetDefaultWorkdir { slug, dir } => {
+            set_default_workdir(&root, &slug, &dir, globals)
+        }
         BoardsCommand::Migrate { slug, to } => postgres::migrate(&root, &slug, &to, globals),
-        BoardsCommand::Create { slug, url: None } => create(&root, slug, globals),
         BoardsCommand::Rm { slug } => rm(&root, &slug, globals),
         BoardsCommand::Switch { slug } => switch(&root, &slug, globals),
     }
@@ -74,31 +99,40 @@ fn list(root: &Path, globals: &Globals) -> CmdResult {
         url: Option<String>,
         exists: bool,
         current: bool,
+        /// The repository worktree tasks are worktrees of (null when unset).
+        default_workdir: Option<PathBuf>,
     }
     let entries: Vec<Entry> = paths::list_boards(root)?
         .into_iter()
-        .map(|b| Entry {
+        .map(|b| -> anyhow::Result<Entry> {
+            Ok(Entry {
+            default_workdir: crate::home::meta::read(root, &b.slug)?.default_workdir,
             exists: b.exists(),
             current: b.slug == current,
             store: b.store.kind(),
             url: b.postgres().map(crate::db::target::PgTarget::redacted),
             db_path: b.postgres().is_none().then(|| b.db_path.clone()),
             slug: b.slug,
+            })
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     if globals.json {
         print_json(&entries)?;
     } else {
         for e in &entries {
             println!(
-                "{} {}{}{}",
+                "{} {}{}{}{}",
                 if e.current { "*" } else { " " },
                 e.slug,
                 e.url
                     .as_deref()
                     .map(|u| format!(" (postgres {u})"))
                     .unwrap_or_default(),
-                if e.exists { "" } else { " (not created yet)" }
+                if e.exists { "" } else { " (not created yet)" },
+                e.default_workdir
+                    .as_deref()
+                    .map(|d| format!(" workdir={}", crate::cli::escape::line(&d.display().to_string())))
+                    .unwrap_or_default()
             );
         }
     }
@@ -130,6 +164,32 @@ fn create(root: &Path, slug: String, globals: &Globals) -> CmdResult {
             db_path: &path,
         },
         || format!("created board {slug} at {}", path.display()),
+    )
+}
+
+/// `kanban boards set-default-workdir SLUG DIR`: the board must exist.
+fn set_default_workdir(root: &Path, slug: &str, dir: &Path, globals: &Globals) -> CmdResult {
+    fence()?;
+    if !paths::locate(root, slug)?.exists() {
+        return Err(crate::home::HomeError::BoardNotFound {
+            slug: slug.to_owned(),
+            path: paths::db_path(root, slug),
+        }
+        .into());
+    }
+    let stored = crate::home::meta::set_default_workdir(root, slug, dir)?;
+    #[derive(Serialize)]
+    struct Set<'a> {
+        slug: &'a str,
+        default_workdir: &'a Path,
+    }
+    print_out(
+        globals.json,
+        &Set {
+            slug,
+            default_workdir: &stored,
+        },
+        || format!("default workdir of {slug}: {}", stored.display()),
     )
 }
 

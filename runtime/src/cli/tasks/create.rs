@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::board::{Board, NewTask, OpenOptions};
+use crate::board::{Board, NewTask, OpenOptions, WorkspaceSpec};
 use crate::cli::session::{fence, now, open, print_out, read_body, root};
 use crate::cli::{CmdResult, Exit, Globals, print_json};
 use crate::gates;
@@ -49,6 +49,67 @@ pub struct CreateArgs {
     #[arg(long, requires = "goal", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_turns: Option<u32>,
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+}
+
+/// Where the task's agent works (README "Working on a repository").
+#[derive(Debug, Default, clap::Args)]
+pub struct WorkspaceArgs {
+    /// Where the agent works: scratch (a fresh folder, removed when done; the default),
+    /// dir:PATH (an absolute directory, never removed), worktree (a git worktree of the board's
+    /// default workdir at <repo>/.worktrees/<id>) or worktree:PATH.
+    #[arg(long, value_name = "KIND[:PATH]")]
+    pub workspace: Option<String>,
+    /// The worktree's branch (default wt/<task id>); an existing branch is reused.
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Where a new worktree branch starts (default: the repository's HEAD).
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+}
+
+impl WorkspaceArgs {
+    fn given(&self) -> bool {
+        self.workspace.is_some() || self.branch.is_some() || self.base.is_some()
+    }
+
+    /// The workspace these flags give, over `current` (an edited task's) for the parts not
+    /// given; `None` when no flag is given. Checked whole, the filesystem only looked at.
+    pub(in crate::cli) fn spec(
+        &self,
+        current: Option<&crate::board::Task>,
+    ) -> anyhow::Result<Option<WorkspaceSpec>> {
+        if !self.given() {
+            return Ok(None);
+        }
+        let (kind, path) = match (&self.workspace, current) {
+            (Some(value), _) => {
+                let (kind, path) = crate::workspace::parse_flag(value)?;
+                (Some(kind), path)
+            }
+            (None, Some(task)) => (
+                crate::workspace::Kind::from_column(&task.workspace_kind),
+                task.workspace_path.as_ref().map(PathBuf::from),
+            ),
+            (None, None) => (None, None),
+        };
+        let keep = |flag: &Option<String>, old: Option<&String>| {
+            flag.clone().or_else(|| old.cloned())
+        };
+        let spec = WorkspaceSpec {
+            kind,
+            path,
+            branch: keep(&self.branch, current.and_then(|t| t.branch_name.as_ref())),
+            base: keep(&self.base, current.and_then(|t| t.workspace_base.as_ref())),
+        };
+        spec.check()?;
+        spec.check_branch_needs_worktree()?;
+        if let Some(path) = &spec.path {
+            crate::workspace::check_path(spec.kind(), path)?;
+        }
+        Ok(Some(spec))
+    }
 }
 
 /// `kanban init`: creates the resolved board's database if it does not exist.
@@ -85,9 +146,11 @@ pub(in crate::cli) fn init(globals: &Globals) -> CmdResult {
 /// `kanban create TITLE …`: prints the new task's id.
 pub(in crate::cli) fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
     fence()?;
+    let workspace = args.workspace.spec(None)?.unwrap_or_default();
     let body = read_body(args.body, args.body_file.as_deref())?;
     let o = open(globals)?;
     let new = NewTask {
+        workspace,
         title: args.title,
         body,
         assignee: args.assignee,

@@ -27,19 +27,24 @@ pub struct EditArgs {
     /// Consecutive failures before the task is blocked (1-1000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=1000))]
     pub max_retries: Option<i64>,
+    /// A new workspace, only while the task has never run (the flags of `kanban create`).
+    #[command(flatten)]
+    pub workspace: crate::cli::tasks::create::WorkspaceArgs,
 }
 
 /// `kanban edit ID …`.
 pub(in crate::cli) fn edit(args: EditArgs, globals: &Globals) -> CmdResult {
     authorize(&args.id)?;
     let body = read_body(args.body, args.body_file.as_deref())?;
+    let o = open(globals)?;
+    let current = o.board.get_task(&o.board.resolve_task_id(&args.id)?)?;
     let change = Edit {
         title: args.title,
         body,
         priority: args.priority,
         max_retries: args.max_retries,
+        workspace: args.workspace.spec(Some(&current))?,
     };
-    let o = open(globals)?;
     let e = done(o.board.edit(&args.id, &change, now())?)?;
     print_out(globals.json, &e, || {
         if e.fields.is_empty() {

@@ -24,7 +24,7 @@
 use kanban_pgwire::{Client, Value};
 
 /// The schema version this build writes (the same number as the SQLite board's).
-pub const LATEST: i64 = 4;
+pub const LATEST: i64 = 5;
 
 /// The table holding the schema version (shared with the SQL layer's PostgreSQL backend).
 pub const VERSION_TABLE: &str = "kanban_schema_version";
@@ -148,6 +148,10 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
     WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL;
 "#,
     },
+    Migration {
+        version: 5,
+        sql: "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS workspace_base TEXT;",
+    },
 ];
 
 /// Indexes created after the migrations (idempotent): the SQLite board's `INDEXES`, by name and
@@ -231,6 +235,7 @@ pub const TABLES: &[(&str, &[&str])] = &[
             "goal_max_turns",
             "block_kind",
             "block_recurrences",
+            "workspace_base",
         ],
     ),
     ("task_links", &["parent_id", "child_id"]),

@@ -71,7 +71,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     goal_mode INTEGER NOT NULL DEFAULT 0,
     goal_max_turns INTEGER,
     block_kind TEXT,
-    block_recurrences INTEGER NOT NULL DEFAULT 0
+    block_recurrences INTEGER NOT NULL DEFAULT 0,
+    workspace_base TEXT
 );
 CREATE TABLE IF NOT EXISTS task_links (
     parent_id TEXT NOT NULL,
@@ -222,6 +223,7 @@ pub(crate) const ADOPTED_COLUMNS: &[(&str, &str, &str)] = &[
     ("tasks", "goal_max_turns", "INTEGER"),
     ("tasks", "block_kind", "TEXT"),
     ("tasks", "block_recurrences", "INTEGER NOT NULL DEFAULT 0"),
+    ("tasks", "workspace_base", "TEXT"),
     ("task_runs", "profile", "TEXT"),
     ("task_runs", "claim_lock", "TEXT"),
     ("task_runs", "claim_expires", "INTEGER"),
