@@ -14,6 +14,8 @@
 //! * [`proc`] — exit codes, the log trailer, pid fingerprints and liveness, a daemon's backoff.
 //! * [`admission`] — owner mode: the owner daemon, `kanban.run`, the submitter.
 //! * [`agent`] — the `Agent` trait and the built-in agents.
+//! * [`workspace`] — task workspaces: kinds, resolution at spawn, git worktrees, safe removal.
+//! * [`cleanup`] — what of a finished task's workspace may go; `kanban gc`.
 //! * [`cron`] — job store, schedule grammar, scheduler, `run_job`.
 //! * [`config`] — `kanban.toml`.
 //! * [`sync`] — std / loom facade for the primitives the loom models cover.
@@ -26,6 +28,7 @@ pub mod admission;
 pub mod agent;
 pub mod board;
 mod cli;
+pub mod cleanup;
 pub mod clock;
 pub mod config;
 pub mod cron;

@@ -90,7 +90,7 @@ impl WorkspaceSpec {
             crate::workspace::validate_branch(branch)?;
         }
         if let Some(base) = &self.base {
-            crate::workspace::spec::validate_base(base)?;
+            crate::workspace::validate_base(base)?;
         }
         Ok(())
     }

@@ -37,11 +37,13 @@ pub mod store;
 pub mod turns;
 pub mod views;
 mod wake;
+pub mod workspaces;
 
 pub use dispatcher::{
     ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
 };
 pub use dispatcher::{Released, WorkerResult, WorkspaceRecord};
+pub use workspaces::FinishedWorkspace;
 pub use dispatcher_reads::Candidate;
 pub use dispatcher_reads::RunningTask;
 pub use dispatcher_reads::{GuardFacts, LatestRun, Workload};

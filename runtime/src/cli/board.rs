@@ -25,6 +25,7 @@ use super::tasks::create::{self, CreateArgs};
 use super::tasks::lifecycle;
 use super::tasks::operator::{self, EditArgs};
 use super::tasks::read::{self, ListArgs};
+use super::tasks::workspace;
 use super::{CmdResult, Globals};
 use crate::board::StorageError;
 use crate::board::{BlockKind, BoardError};
@@ -106,8 +107,18 @@ pub enum BoardCommand {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
     },
-    /// Change a task's title, body, priority or retry limit (records an `edited` event).
+    /// Change a task's title, body, priority, retry limit or (before it first runs) workspace
+    /// (records an `edited` event).
     Edit(EditArgs),
+    /// Remove what finished tasks left behind and may go: their workspaces (a worktree only
+    /// when clean and pushed; never a dir: one), events older than [gc] event_retention_days
+    /// and worker logs older than [gc] log_retention_days (30 days by default). Says what it
+    /// removed and what it kept.
+    Gc {
+        /// Say what would be removed, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Reopen a done task (→ ready, or todo while a parent is unfinished); every descendant in
     /// ready, review, running or done goes back to todo (claims cleared; the dispatcher
     /// terminates a worker whose run closed).
@@ -231,6 +242,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Edit(args) => operator::edit(args, g),
         BoardCommand::Unblock { ids } => operator::unblock(&ids, g),
         BoardCommand::Archive { ids } => operator::archive(&ids, g),
+        BoardCommand::Gc { dry_run } => workspace::gc(dry_run, g),
         BoardCommand::Reopen { id, reason } => operator::reopen(&id, reason.as_deref(), g),
         BoardCommand::Reclaim { ids, reason } => operator::reclaim(&ids, reason.as_deref(), g),
         BoardCommand::Assign { id, assignee, none } => {
@@ -279,6 +291,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         BoardCommand::Init
         | BoardCommand::List(_)
         | BoardCommand::Boards { .. }
+        | BoardCommand::Gc { .. }
         | BoardCommand::Fsck => {}
     }
     ids.retain(|id| !is_full_id(id));

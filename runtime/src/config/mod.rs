@@ -56,6 +56,27 @@ pub struct Config {
     pub cron: CronConfig,
     /// `[boards.<slug>]`: boards that live in PostgreSQL (see [`boards`]).
     pub boards: BTreeMap<String, BoardConfig>,
+    pub gc: GcConfig,
+}
+
+/// `[gc]`: what `kanban gc` keeps (the original's 30-day defaults).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GcConfig {
+    /// Events of finished tasks older than this many days are pruned (`decomposed` and
+    /// `workspace_preserved` never are).
+    pub event_retention_days: u32,
+    /// Worker logs of finished tasks not written to for this many days are removed.
+    pub log_retention_days: u32,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        Self {
+            event_retention_days: 30,
+            log_retention_days: 30,
+        }
+    }
 }
 
 /// `[dispatch]`.

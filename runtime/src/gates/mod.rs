@@ -61,6 +61,15 @@ pub fn is_dispatcher_owned_worker(_identity: &WorkerIdentity) -> bool {
     true
 }
 
+/// The workspaces root the dispatcher gave this worker (`HERMES_KANBAN_WORKSPACES_ROOT`): one of
+/// the managed roots a scratch workspace may be removed from when the worker's agent runs
+/// `kanban complete` (its kanban root may be spelled otherwise there); `None` outside an owned
+/// context.
+#[kanban_identity_gated(fallback = None)]
+pub fn worker_workspaces_root(identity: &WorkerIdentity) -> Option<std::path::PathBuf> {
+    identity.workspaces_root.clone()
+}
+
 /// The worker-protocol guidance added to an owned worker's prompt; empty elsewhere (a cron agent
 /// or a delegated child must not be told it is the worker).
 #[kanban_identity_gated]

@@ -163,6 +163,17 @@ pub(crate) fn workspaces_root(root: &Path, slug: &str) -> PathBuf {
     }
 }
 
+/// The folders scratch workspaces of board `slug` live in (where [`workspace_dirs`] looks): a
+/// scratch path is removed only strictly inside one of them.
+pub(crate) fn managed_workspace_roots(root: &Path, slug: &str) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = workspace_dirs(root, slug, "t_0")
+        .iter()
+        .filter_map(|dir| dir.parent().map(Path::to_path_buf))
+        .collect();
+    roots.dedup();
+    roots
+}
+
 /// Every place a workspace of the task may already be, [`workspace_dir`] first.
 pub(crate) fn workspace_dirs(root: &Path, slug: &str, task_id: &str) -> Vec<PathBuf> {
     let other = if slug == DEFAULT_BOARD {

@@ -452,7 +452,51 @@ fn run_as(
             crate::error_chain(&err)
         );
     }
+    clean_up(root, &bound, identity.board.as_deref(), clock.now(), log);
     Ok(WorkerEnd::Exit(rc))
+}
+
+/// Once the agent is gone and its run over: if the task is finished, what of its workspace may
+/// go, goes ([`crate::cleanup::after_finish`]; the agent's own `kanban complete` leaves it to
+/// this, so nothing is removed under a running agent). Said in the task log; never fails the run.
+fn clean_up(
+    root: &Path,
+    bound: &Bound,
+    board_slug: Option<&str>,
+    now: i64,
+    log: &mut dyn std::io::Write,
+) {
+    let scope = crate::cleanup::Scope {
+        board: &bound.board,
+        root,
+        slug: board_slug.unwrap_or(crate::home::DEFAULT_BOARD),
+        now,
+        dry_run: false,
+    };
+    match crate::cleanup::after_finish(&scope, &bound.task) {
+        Ok(steps) => {
+            for step in steps.iter().filter(|s| s.action != "missing") {
+                let _ = writeln!(
+                    log,
+                    "kanban worker: workspace of {} at {}: {}{}",
+                    step.task_id,
+                    step.path.display(),
+                    step.action,
+                    step.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        Err(err) => {
+            let _ = writeln!(
+                log,
+                "kanban worker: workspace cleanup failed: {}",
+                crate::error_chain(&err)
+            );
+        }
+    }
 }
 
 /// Heartbeat, prompt, the turn loop.

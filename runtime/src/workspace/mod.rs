@@ -1,14 +1,14 @@
 //! Task workspaces: where a task's agent runs, and what is removed when the task is done (issue
 //! 26; the original's `hermes_cli/kanban_db_workspace.py`).
 //!
-//! * [`spec`] — the kinds (`scratch`, `dir`, `worktree`, the original's column values), the
-//!   `--workspace` value, branch names, and the creation-time checks that create nothing.
-//! * [`resolve()`](resolve::resolve) — materialises a workspace at spawn: the scratch or `dir:`
+//! * `spec` — the kinds ([`Kind`] (`scratch`, `dir`, `worktree`, the original's column values), the
+//!   `--workspace` value ([`parse_flag`]), branch names ([`validate_branch`]), and the creation-time checks that create nothing.
+//! * [`resolve()`] — materialises a workspace at spawn: the scratch or `dir:`
 //!   folder, or a linked git worktree on the task's own branch (`wt/<task id>` unless named),
 //!   anchored at `<repo>/.worktrees/<task id>`; idempotent, so a retry reuses it. It adds
 //!   `/.worktrees/` to the repository's `info/exclude` so the main checkout never shows them as
 //!   untracked.
-//! * [`cleanup()`](cleanup::cleanup) — removes a finished task's workspace only when no work can
+//! * [`cleanup()`] — removes a finished task's workspace only when no work can
 //!   be lost: a scratch folder only strictly inside a managed root (as resolved and as spelled,
 //!   a symlink never followed), a worktree only when clean and pushed (`git worktree remove`
 //!   without `--force`), a `dir:` never; the outcome says what was kept and why.
@@ -18,10 +18,10 @@
 //! dispatcher call: it never imports `board`, `dispatch`, `home` or `cli`, reads no
 //! configuration or environment, and records nothing — the caller turns outcomes into events.
 
-pub mod cleanup;
-pub mod git;
-pub mod resolve;
-pub mod spec;
+mod cleanup;
+mod git;
+mod resolve;
+mod spec;
 
 pub use cleanup::{Cleanup, CleanupReport, DISCARDED_THRESHOLD, Discarded, cleanup};
 pub use git::GitError;
@@ -29,5 +29,5 @@ pub use resolve::{
     Request, ResolveError, Resolved, WORKTREES_DIR, check_default_workdir, resolve,
 };
 pub use spec::{
-    Kind, SpecError, branch_default, check_path, parse_flag, validate_branch,
+    Kind, SpecError, branch_default, check_path, parse_flag, validate_base, validate_branch,
 };

@@ -174,7 +174,7 @@ pub fn validate_branch(name: &str) -> Result<(), SpecError> {
 }
 
 /// Refuses a base revision that could be read as an option or is not one word.
-pub(crate) fn validate_base(base: &str) -> Result<(), SpecError> {
+pub fn validate_base(base: &str) -> Result<(), SpecError> {
     let refuse = |why| {
         Err(SpecError::InvalidBase {
             base: base.to_owned(),

@@ -109,6 +109,7 @@ pub(in crate::cli) fn complete(
         force,
     };
     let c = done(o.board.complete(&target.task_id, &completion, now())?)?;
+    crate::cli::tasks::workspace::after_finish(&o, globals, &c.task_id);
     print_out(globals.json, &c, || {
         let mut line = format!("completed {}", c.task_id);
         if !c.promoted.is_empty() {

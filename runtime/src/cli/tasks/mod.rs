@@ -9,3 +9,4 @@ pub(super) mod create;
 pub(super) mod lifecycle;
 pub(super) mod operator;
 pub(super) mod read;
+pub(super) mod workspace;

@@ -86,6 +86,7 @@ pub(in crate::cli) fn archive(ids: &[String], globals: &Globals) -> CmdResult {
         authorize(id)?;
         let o = open(globals)?;
         let a = done(o.board.archive(id, now())?)?;
+        crate::cli::tasks::workspace::after_finish(&o, globals, &a.task_id);
         print_out(globals.json, &a, || {
             let mut line = format!("archived {} (was {})", a.task_id, a.prev_status);
             line.push_str(&may_still_run(a.worker_pid, a.claim_lock.as_deref()));
