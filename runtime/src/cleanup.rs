@@ -128,7 +128,12 @@ fn one(scope: &Scope<'_>, finished: &FinishedWorkspace) -> Result<Option<Step>, 
     }
     if kind == Kind::Scratch && path.file_name() != Some(std::ffi::OsStr::new(&finished.task_id)) {
         let kept = step("kept", Some("outside_managed_root"));
-        note_preserved(scope, finished, "outside_managed_root", "the folder is not named after the task")?;
+        note_preserved(
+            scope,
+            finished,
+            "outside_managed_root",
+            "the folder is not named after the task",
+        )?;
         return Ok(Some(kept));
     }
     let mut roots = crate::home::managed_workspace_roots(scope.root, scope.slug);

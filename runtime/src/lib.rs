@@ -27,8 +27,8 @@ extern crate self as kanban_runtime;
 pub mod admission;
 pub mod agent;
 pub mod board;
-mod cli;
 pub mod cleanup;
+mod cli;
 pub mod clock;
 pub mod config;
 pub mod cron;
@@ -39,11 +39,11 @@ pub mod home;
 pub mod identity;
 pub mod proc;
 pub mod sync;
-pub mod workspace;
 /// Not API: crate internals for the runtime's own integration tests (feature `test-support`).
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod worker;
+pub mod workspace;
 
 /// The `kanban` command line: parses `std::env::args`, runs the command, prints, and returns the
 /// process exit code (0 ok, 1 error, 2 usage, 3 refused; the README lists them). The one public

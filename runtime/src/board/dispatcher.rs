@@ -197,14 +197,19 @@ pub(crate) fn record_workspace_in(
     if task.workspace_path.as_deref() == Some(record.path.as_str()) && task.branch_name == branch {
         return Ok(Outcome::Done(()));
     }
-    let sql = format!(
-        "UPDATE tasks SET workspace_path = ?4, branch_name = ?5 WHERE id = ?1 AND {FENCE}"
-    );
+    let sql =
+        format!("UPDATE tasks SET workspace_path = ?4, branch_name = ?5 WHERE id = ?1 AND {FENCE}");
     let lock = Some(record.claim_lock.as_str());
     if !cas(
         tx,
         &sql,
-        params![record.task_id, lock, Some(record.run_id), record.path, branch],
+        params![
+            record.task_id,
+            lock,
+            Some(record.run_id),
+            record.path,
+            branch
+        ],
     )? {
         return Ok(Outcome::Refused(refusal(
             tx,
@@ -381,7 +386,15 @@ pub(crate) fn release_claim_in(
     if !cas(
         tx,
         &sql,
-        params![id, lock, release.run_id, status.as_str(), failures, error, block_kind],
+        params![
+            id,
+            lock,
+            release.run_id,
+            status.as_str(),
+            failures,
+            error,
+            block_kind
+        ],
     )? {
         return Ok(Outcome::Refused(Refusal::Raced {
             task_id: id.to_owned(),

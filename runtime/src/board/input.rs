@@ -51,7 +51,10 @@ impl WorkspaceSpec {
     pub fn check_branch_needs_worktree(&self) -> std::result::Result<(), super::error::BoardError> {
         let kind = self.kind();
         if self.branch.is_some() && kind != crate::workspace::Kind::Worktree {
-            return Err(super::error::BoardError::NotAWorktree { what: "a branch", kind });
+            return Err(super::error::BoardError::NotAWorktree {
+                what: "a branch",
+                kind,
+            });
         }
         Ok(())
     }
@@ -84,7 +87,10 @@ impl WorkspaceSpec {
             return Err(SpecError::DirWithoutPath.into());
         }
         if kind != Kind::Worktree && self.base.is_some() {
-            return Err(super::error::BoardError::NotAWorktree { what: "a base", kind });
+            return Err(super::error::BoardError::NotAWorktree {
+                what: "a base",
+                kind,
+            });
         }
         if let Some(branch) = &self.branch {
             crate::workspace::validate_branch(branch)?;

@@ -43,7 +43,6 @@ pub use dispatcher::{
     ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
 };
 pub use dispatcher::{Released, WorkerResult, WorkspaceRecord};
-pub use workspaces::FinishedWorkspace;
 pub use dispatcher_reads::Candidate;
 pub use dispatcher_reads::RunningTask;
 pub use dispatcher_reads::{GuardFacts, LatestRun, Workload};
@@ -67,6 +66,7 @@ pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;
 pub use views::BoardCard;
 pub use wake::{ChangeWatch, Wake};
+pub use workspaces::FinishedWorkspace;
 
 #[cfg(test)]
 mod testing;

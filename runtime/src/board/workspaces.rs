@@ -84,11 +84,11 @@ impl Board {
              AND kind NOT IN ('decomposed', 'workspace_preserved') \
              AND task_id IN (SELECT id FROM tasks WHERE status IN ('done', 'archived'))";
         if dry_run {
-            let n: i64 = self
-                .conn()
-                .query_row(&format!("SELECT COUNT(*) {filter}"), params![cutoff], |r| {
-                    r.get(0)
-                })?;
+            let n: i64 = self.conn().query_row(
+                &format!("SELECT COUNT(*) {filter}"),
+                params![cutoff],
+                |r| r.get(0),
+            )?;
             return Ok(u64::try_from(n).unwrap_or(0));
         }
         self.write(|tx| {

@@ -392,7 +392,10 @@ impl Tick<'_> {
     ) -> Result<(), BoardError> {
         let error = crate::error_chain(err);
         let (failure, failures) = if err.needs_input() {
-            (Failure::NeedsInput, self.board.get_task(id)?.consecutive_failures)
+            (
+                Failure::NeedsInput,
+                self.board.get_task(id)?.consecutive_failures,
+            )
         } else {
             let n = self.board.get_task(id)?.consecutive_failures + 1;
             (self.counted(id)?, n)

@@ -28,7 +28,9 @@ pub(crate) struct Prepared {
 pub(crate) enum PrepareError {
     #[error("task {task} has an unknown workspace kind `{kind}`: use scratch, dir or worktree")]
     UnknownKind { task: String, kind: String },
-    #[error("{source}; run `kanban boards set-default-workdir {slug} DIR` with DIR inside the board's git repository, then `kanban unblock {task}`")]
+    #[error(
+        "{source}; run `kanban boards set-default-workdir {slug} DIR` with DIR inside the board's git repository, then `kanban unblock {task}`"
+    )]
     NoDefaultWorkdir {
         slug: String,
         task: String,
@@ -83,11 +85,13 @@ pub(crate) fn prepare(root: &Path, slug: &str, c: &Candidate) -> Result<Prepared
             path: resolved.path,
             branch: resolved.branch,
         }),
-        Err(source @ ResolveError::NoDefaultWorkdir { .. }) => Err(PrepareError::NoDefaultWorkdir {
-            slug: slug.to_owned(),
-            task: c.id.clone(),
-            source,
-        }),
+        Err(source @ ResolveError::NoDefaultWorkdir { .. }) => {
+            Err(PrepareError::NoDefaultWorkdir {
+                slug: slug.to_owned(),
+                task: c.id.clone(),
+                source,
+            })
+        }
         Err(source) => Err(PrepareError::Resolve {
             task: c.id.clone(),
             source,

@@ -77,12 +77,13 @@ pub fn read(root: &Path, slug: &str) -> Result<BoardMeta> {
 /// The file is replaced atomically and every other key is kept.
 pub fn set_default_workdir(root: &Path, slug: &str, dir: &Path) -> Result<PathBuf> {
     validate_slug(slug)?;
-    let checked =
-        crate::workspace::check_default_workdir(dir).map_err(|source| HomeError::DefaultWorkdir {
+    let checked = crate::workspace::check_default_workdir(dir).map_err(|source| {
+        HomeError::DefaultWorkdir {
             slug: slug.to_owned(),
             dir: dir.to_owned(),
             source,
-        })?;
+        }
+    })?;
     let path = meta_path(root, slug);
     let mut map = read_object(&path)?;
     map.insert(
@@ -121,7 +122,10 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "[1, 2]").unwrap();
         let err = read(root.path(), "default").unwrap_err().to_string();
-        assert!(err.contains("board.json") && err.contains("not an object"), "{err}");
+        assert!(
+            err.contains("board.json") && err.contains("not an object"),
+            "{err}"
+        );
         std::fs::write(&path, "{\"default_workdir\": 3}").unwrap();
         let err = read(root.path(), "default").unwrap_err().to_string();
         assert!(err.contains("default_workdir is not a string"), "{err}");

@@ -25,9 +25,7 @@ mod spec;
 
 pub use cleanup::{Cleanup, CleanupReport, DISCARDED_THRESHOLD, Discarded, cleanup};
 pub use git::GitError;
-pub use resolve::{
-    Request, ResolveError, Resolved, WORKTREES_DIR, check_default_workdir, resolve,
-};
+pub use resolve::{Request, ResolveError, Resolved, WORKTREES_DIR, check_default_workdir, resolve};
 pub use spec::{
     Kind, SpecError, branch_default, check_path, parse_flag, validate_base, validate_branch,
 };

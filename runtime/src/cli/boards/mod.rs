@@ -106,13 +106,13 @@ fn list(root: &Path, globals: &Globals) -> CmdResult {
         .into_iter()
         .map(|b| -> anyhow::Result<Entry> {
             Ok(Entry {
-            default_workdir: crate::home::meta::read(root, &b.slug)?.default_workdir,
-            exists: b.exists(),
-            current: b.slug == current,
-            store: b.store.kind(),
-            url: b.postgres().map(crate::db::target::PgTarget::redacted),
-            db_path: b.postgres().is_none().then(|| b.db_path.clone()),
-            slug: b.slug,
+                default_workdir: crate::home::meta::read(root, &b.slug)?.default_workdir,
+                exists: b.exists(),
+                current: b.slug == current,
+                store: b.store.kind(),
+                url: b.postgres().map(crate::db::target::PgTarget::redacted),
+                db_path: b.postgres().is_none().then(|| b.db_path.clone()),
+                slug: b.slug,
             })
         })
         .collect::<anyhow::Result<_>>()?;
@@ -131,7 +131,10 @@ fn list(root: &Path, globals: &Globals) -> CmdResult {
                 if e.exists { "" } else { " (not created yet)" },
                 e.default_workdir
                     .as_deref()
-                    .map(|d| format!(" workdir={}", crate::cli::escape::line(&d.display().to_string())))
+                    .map(|d| format!(
+                        " workdir={}",
+                        crate::cli::escape::line(&d.display().to_string())
+                    ))
                     .unwrap_or_default()
             );
         }

@@ -94,8 +94,11 @@ impl WorkspaceArgs {
             ),
             (None, None) => (None, None),
         };
+        // An edit keeps the task's branch and base unless it names new ones, or names a kind
+        // that has none.
+        let carries = kind.is_none_or(|k| k == crate::workspace::Kind::Worktree);
         let keep = |flag: &Option<String>, old: Option<&String>| {
-            flag.clone().or_else(|| old.cloned())
+            flag.clone().or_else(|| old.filter(|_| carries).cloned())
         };
         let spec = WorkspaceSpec {
             kind,

@@ -211,6 +211,7 @@ fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
             None => println!("goal mode, the profile's turn budget (default 20)"),
         }
     }
+    print_workspace(o, task)?;
     let all_events = o.board.events(id, None)?;
     for why in explain::why(task, &s.runs, &all_events) {
         println!("{}", line(&why));
@@ -243,6 +244,39 @@ fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
     }
     if let Some(result) = &task.result {
         println!("result: {}", line(result));
+    }
+    Ok(())
+}
+
+/// `workspace worktree @ PATH (branch B)`, and when a finished task's workspace was kept, why.
+fn print_workspace(o: &Opened, task: &crate::board::Task) -> anyhow::Result<()> {
+    let mut text = format!("workspace {}", task.workspace_kind);
+    match &task.workspace_path {
+        Some(path) => text.push_str(&format!(" @ {}", line(path))),
+        None if task.workspace_kind == "worktree" => text.push_str(
+            " (made at its first run: <repo>/.worktrees/<id> of the board's default workdir)",
+        ),
+        None => text.push_str(" (made at its first run)"),
+    }
+    if let Some(branch) = &task.branch_name {
+        text.push_str(&format!(" (branch {})", line(branch)));
+    }
+    if let Some(base) = &task.workspace_base {
+        text.push_str(&format!(" from {}", line(base)));
+    }
+    println!("{text}");
+    if let Some(note) = o.board.last_workspace_note(&task.id)?
+        && let Ok(crate::board::events::Event::WorkspacePreserved { reason, detail, .. }) =
+            note.decode()
+    {
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", line(&detail))
+        };
+        println!(
+            "workspace kept ({reason}{detail}); `kanban gc` removes it once it is clean and pushed"
+        );
     }
     Ok(())
 }

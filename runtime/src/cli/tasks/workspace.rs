@@ -32,7 +32,10 @@ pub(in crate::cli) fn after_finish(o: &Opened, globals: &Globals, id: &str) {
     };
     match cleanup::after_finish(&scope, id) {
         Ok(steps) => {
-            for step in steps.iter().filter(|s| s.action != "removed" && s.action != "missing") {
+            for step in steps
+                .iter()
+                .filter(|s| s.action != "removed" && s.action != "missing")
+            {
                 eprintln!("kanban: {}", describe(step, false));
             }
         }
@@ -112,7 +115,10 @@ pub(in crate::cli) fn gc(dry_run: bool, globals: &Globals) -> CmdResult {
             report.events_pruned, config.gc.event_retention_days
         ));
         for log in &report.logs_removed {
-            lines.push(format!("{logs} worker log {}", line(&log.display().to_string())));
+            lines.push(format!(
+                "{logs} worker log {}",
+                line(&log.display().to_string())
+            ));
         }
         lines.join("\n")
     })
