@@ -162,7 +162,102 @@ pub(crate) fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoT
         vec![report],
         "waits for the report",
     )?;
+    drop(add);
+    // The work the users run kanban for: a change on its own branch, in its own worktree of a
+    // repository (a throwaway one here, with a bare `origin`), pushed, and so cleaned up.
+    if demo_repository(home)? {
+        let repo = home.join(DEMO_REPO);
+        crate::home::meta::set_default_workdir(home, crate::home::DEFAULT_BOARD, &repo)?;
+        let created = board.create_task(
+            &NewTask {
+                title: "Fix the README on its own branch".to_owned(),
+                body: Some(format!(
+                    "echo 'Fixed by kanban.' >> README && {GIT} add README && \
+                     {GIT} commit -qm 'README: fixed' && git push -q origin HEAD && \
+                     echo \"pushed $(git rev-parse --abbrev-ref HEAD)\""
+                )),
+                assignee: Some("shell".to_owned()),
+                created_by: Some("kanban demo".to_owned()),
+                workspace: board::WorkspaceSpec {
+                    kind: Some(crate::workspace::Kind::Worktree),
+                    ..board::WorkspaceSpec::default()
+                },
+                ..NewTask::default()
+            },
+            now,
+        )?;
+        tasks.push(DemoTask {
+            id: created.id,
+            title: "Fix the README on its own branch".to_owned(),
+            what: "a git worktree on branch wt/<id>; commits, pushes, and the worktree is removed",
+        });
+    }
     Ok(tasks)
+}
+
+/// The demo repository, inside the demo home, and its bare `origin` beside it.
+pub(crate) const DEMO_REPO: &str = "demo-repo";
+
+/// git with an identity and no signing, for the demo's commits.
+const GIT: &str =
+    "git -c user.name=kanban-demo -c user.email=demo@kanban.invalid -c commit.gpgsign=false";
+
+/// Makes the demo's repository (one commit, pushed to a bare `origin`); `false` when git is not
+/// installed (the demo then runs without its worktree task).
+fn demo_repository(home: &Path) -> Result<bool, DemoError> {
+    let repo = home.join(DEMO_REPO);
+    let origin = home.join("demo-origin.git");
+    let io = |source| DemoError::Io {
+        path: repo.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&repo).map_err(io)?;
+    std::fs::write(repo.join("README"), "A demo repository.\n").map_err(io)?;
+    let steps: [(&Path, &[&str]); 6] = [
+        (home, &["init", "-q", "--bare", "demo-origin.git"]),
+        (&repo, &["init", "-q"]),
+        (&repo, &["add", "README"]),
+        (
+            &repo,
+            &[
+                "-c",
+                "user.name=kanban-demo",
+                "-c",
+                "user.email=demo@kanban.invalid",
+                "-c",
+                "commit.gpgsign=false",
+                "commit",
+                "-qm",
+                "init",
+            ],
+        ),
+        (
+            &repo,
+            &["remote", "add", "origin", &origin.to_string_lossy()],
+        ),
+        (&repo, &["push", "-q", "origin", "HEAD"]),
+    ];
+    for (dir, args) in steps {
+        let out = match crate::identity::command("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io(e)),
+        };
+        if !out.status.success() {
+            return Err(io(std::io::Error::other(format!(
+                "git {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))));
+        }
+    }
+    Ok(true)
 }
 
 /// The summary table: every task with its status and the outcomes of its runs.
