@@ -38,6 +38,8 @@ pub mod turns;
 pub mod views;
 mod wake;
 
+#[cfg(feature = "test-support")]
+pub(crate) use create::is_taken_task_id;
 pub use dispatcher::{
     ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
 };

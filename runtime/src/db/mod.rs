@@ -11,8 +11,10 @@
 //! and the cost measurements.
 
 mod postgres;
+#[cfg(feature = "test-support")]
+pub(crate) use postgres::CHANGE_CHANNEL as POSTGRES_CHANGE_CHANNEL;
 pub(crate) use postgres::CHANGED_MARK as POSTGRES_CHANGED_MARK;
-#[cfg(test)]
+#[cfg(feature = "test-support")]
 pub(crate) use postgres::WRITE_LOCK as POSTGRES_WRITE_LOCK;
 mod sqlite;
 pub mod target;
@@ -358,8 +360,9 @@ impl Db {
     }
 
     /// A PostgreSQL connection, named in messages by what it is connected to (the socket or
-    /// `host:port`); a board's is [`Db::postgres_named`].
-    #[cfg(test)]
+    /// `host:port`); a board's is [`Db::postgres_named`]. For the SQL layer's tests
+    /// (`crate::test_support`).
+    #[cfg(feature = "test-support")]
     pub(crate) fn postgres(client: kanban_pgwire::Client) -> Db {
         let name = format!("PostgreSQL at {}", client.target());
         Db::postgres_named(client, &name)
@@ -528,7 +531,7 @@ impl Db {
     }
 
     /// The round trips a PostgreSQL connection has made (`None` on SQLite), for tests.
-    #[cfg(test)]
+    #[cfg(feature = "test-support")]
     pub(crate) fn pg_round_trips(&self) -> Option<u64> {
         match &self.backend {
             Backend::Sqlite(_) => None,
