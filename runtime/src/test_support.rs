@@ -32,9 +32,10 @@ pub fn open_postgres(target: &PgTarget, options: &OpenOptions) -> Result<Board> 
     Board::open_postgres(target, None, options)
 }
 
-/// The SQL layer over `client`, as a board's connection is (without the board's schema).
-pub fn postgres_connection(client: kanban_pgwire::Client) -> Connection {
-    Connection(Db::postgres(client))
+/// A connection of the SQL layer to the PostgreSQL database at `target`, as a board's connection
+/// is but without the board's settings and schema.
+pub fn postgres_connection(target: &PgTarget) -> Result<Connection, db::Error> {
+    Ok(Connection(Db::connect_postgres(target)?))
 }
 
 /// Whether `err` is the error of a create whose drawn task id another task has.

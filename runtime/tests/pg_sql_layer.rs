@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup is a failed test
 
 use kanban_pgwire::Value;
+use kanban_runtime::db::target::{PgTarget, UrlSource};
 use kanban_runtime::db::{Error, ErrorKind};
 use kanban_runtime::test_support::{self, Connection, is_queued_statement};
 
@@ -17,7 +18,8 @@ fn db(name: &str) -> (Connection, kanban_pgwire::Client) {
     cluster
         .create_database(name)
         .expect("create the test database");
-    let layer = test_support::postgres_connection(cluster.connect(name).expect("connect"));
+    let target = PgTarget::parse(&cluster.url(name), UrlSource::Argument("--url")).unwrap();
+    let layer = test_support::postgres_connection(&target).expect("connect");
     let other = cluster.connect(name).expect("connect a second time");
     (layer, other)
 }

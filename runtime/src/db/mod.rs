@@ -359,13 +359,14 @@ impl Db {
         )?))
     }
 
-    /// A PostgreSQL connection, named in messages by what it is connected to (the socket or
-    /// `host:port`); a board's is [`Db::postgres_named`]. For the SQL layer's tests
-    /// (`crate::test_support`).
+    /// Connects to the PostgreSQL database `target` names, as it is (no setting, no schema),
+    /// named in messages by what it is connected to (the socket or `host:port`); a board's is
+    /// [`Db::postgres_named`]. For the SQL layer's tests (`crate::test_support`).
     #[cfg(feature = "test-support")]
-    pub(crate) fn postgres(client: kanban_pgwire::Client) -> Db {
+    pub(crate) fn connect_postgres(target: &target::PgTarget) -> Result<Db> {
+        let client = kanban_pgwire::Client::connect(target.config())?;
         let name = format!("PostgreSQL at {}", client.target());
-        Db::postgres_named(client, &name)
+        Ok(Db::postgres_named(client, &name))
     }
 
     /// A PostgreSQL connection (opened, configured and brought to the board schema by
