@@ -39,6 +39,8 @@ pub mod views;
 mod wake;
 pub mod workspaces;
 
+#[cfg(feature = "test-support")]
+pub(crate) use create::is_taken_task_id;
 pub use dispatcher::{
     ABANDONED_OUTCOME, AbandonReason, Abandonment, Failure, Release, SpawnRecord, WorkerGone,
 };

@@ -1,8 +1,6 @@
 //! Helpers of the board's unit tests (the store-neutral suite, with its own, is
-//! `runtime/tests/conformance/`): a task created or claimed in one line, and a fresh database
-//! on the test process's throwaway PostgreSQL cluster for the engine-specific tests.
-
-use crate::db::target::{PgTarget, UrlSource};
+//! `runtime/tests/conformance/`; the tests that need a PostgreSQL server are integration tests,
+//! `runtime/tests/pg_engine.rs`): a board file, a task created or claimed in one line.
 
 use super::*;
 
@@ -14,22 +12,6 @@ pub(crate) fn sqlite_board() -> (tempfile::TempDir, Board) {
     let dir = tempfile::tempdir().unwrap();
     let board = Board::open_path(&dir.path().join("kanban.db"), &OpenOptions::create()).unwrap();
     (dir, board)
-}
-
-/// The location of a fresh, empty database on the shared test cluster (`Board::open_postgres`
-/// with [`OpenOptions::create`] makes it a board).
-pub(crate) fn fresh_pg_target() -> PgTarget {
-    let cluster = kanban_pgwire::cluster::TestCluster::shared()
-        .expect("a PostgreSQL test server (see the README's test command)");
-    let name = cluster.fresh_database("unit").unwrap();
-    PgTarget::parse(&cluster.url(&name), UrlSource::Argument("--url")).unwrap()
-}
-
-/// A fresh PostgreSQL board, and its target (to open it again).
-pub(crate) fn pg_board() -> (PgTarget, Board) {
-    let target = fresh_pg_target();
-    let board = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
-    (target, board)
 }
 
 /// A ready task titled `title`.

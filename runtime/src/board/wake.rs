@@ -108,6 +108,13 @@ impl ChangeWatch {
         self.inotify.is_some() || self.listening
     }
 
+    /// Forgets that the connection `LISTEN`s, leaving only the fallback poll (for the test of
+    /// that poll on PostgreSQL, `crate::test_support::stop_listening`).
+    #[cfg(feature = "test-support")]
+    pub(crate) fn stop_listening(&mut self) {
+        self.listening = false;
+    }
+
     /// Takes the board's current state as seen: the next [`ChangeWatch::wait`] reports only
     /// commits after this one (call it after acting on the board).
     pub fn mark_seen(&mut self, board: &Board) -> Result<()> {
@@ -321,78 +328,5 @@ mod tests {
             Blocked::Event
         ));
         std::fs::remove_file(journal).unwrap();
-    }
-
-    /// Two connections to one fresh PostgreSQL board.
-    fn two_postgres_connections() -> (Board, Board) {
-        let target = crate::board::testing::fresh_pg_target();
-        let watcher = Board::open_postgres(&target, None, &OpenOptions::create()).unwrap();
-        let writer = Board::open_postgres(&target, None, &OpenOptions::default()).unwrap();
-        (watcher, writer)
-    }
-
-    #[test]
-    fn on_postgresql_another_connection_s_commit_is_notified_and_own_commits_are_not() {
-        let (watcher, writer) = two_postgres_connections();
-        let mut watch = watcher.watch_changes();
-        assert!(watch.is_notifying());
-        create(&writer, "first");
-        assert_eq!(watch.wait(&watcher, LONG, LONG).unwrap(), Wake::Notified);
-        // The watcher's own commit is no change for it (as SQLite's data_version).
-        create(&watcher, "own");
-        assert_eq!(
-            watch
-                .wait(&watcher, Duration::from_millis(20), LONG)
-                .unwrap(),
-            Wake::TimedOut
-        );
-        // A transaction that changed nothing (a lost claim) notifies nobody.
-        let id = watcher.list_tasks(&Default::default()).unwrap()[0]
-            .id
-            .clone();
-        let spec = crate::board::ClaimSpec {
-            lock: "host:1".to_owned(),
-            ttl_seconds: 900,
-            origin: crate::board::ClaimOrigin::External,
-        };
-        // A claim's change is counted but notifies nobody (it gives a dispatcher no work): the
-        // watch finds it by reading the counter.
-        assert!(matches!(
-            writer.claim(&id, &spec, 1_700_000_000).unwrap(),
-            crate::board::ClaimOutcome::Claimed(_)
-        ));
-        assert_eq!(watch.wait(&watcher, LONG, LONG).unwrap(), Wake::Polled);
-        assert!(matches!(
-            writer.claim(&id, &spec, 1_700_000_000).unwrap(),
-            crate::board::ClaimOutcome::Lost(_)
-        ));
-        assert_eq!(
-            watch
-                .wait(&watcher, Duration::from_millis(20), LONG)
-                .unwrap(),
-            Wake::TimedOut
-        );
-        // Marked as seen: a change already acted on is not reported again.
-        create(&writer, "second");
-        watch.mark_seen(&watcher).unwrap();
-        assert_eq!(
-            watch.wait(&watcher, Duration::ZERO, LONG).unwrap(),
-            Wake::TimedOut
-        );
-    }
-
-    #[test]
-    fn on_postgresql_without_listen_the_fallback_poll_sees_the_commit() {
-        let (watcher, writer) = two_postgres_connections();
-        let mut watch = watcher.watch_changes();
-        watch.listening = false;
-        assert!(!watch.is_notifying());
-        create(&writer, "polled");
-        assert_eq!(
-            watch
-                .wait(&watcher, LONG, Duration::from_millis(1))
-                .unwrap(),
-            Wake::Polled
-        );
     }
 }

@@ -11,8 +11,10 @@
 //! and the cost measurements.
 
 mod postgres;
+#[cfg(feature = "test-support")]
+pub(crate) use postgres::CHANGE_CHANNEL as POSTGRES_CHANGE_CHANNEL;
 pub(crate) use postgres::CHANGED_MARK as POSTGRES_CHANGED_MARK;
-#[cfg(test)]
+#[cfg(feature = "test-support")]
 pub(crate) use postgres::WRITE_LOCK as POSTGRES_WRITE_LOCK;
 mod sqlite;
 pub mod target;
@@ -357,12 +359,14 @@ impl Db {
         )?))
     }
 
-    /// A PostgreSQL connection, named in messages by what it is connected to (the socket or
-    /// `host:port`); a board's is [`Db::postgres_named`].
-    #[cfg(test)]
-    pub(crate) fn postgres(client: kanban_pgwire::Client) -> Db {
+    /// Connects to the PostgreSQL database `target` names, as it is (no setting, no schema),
+    /// named in messages by what it is connected to (the socket or `host:port`); a board's is
+    /// [`Db::postgres_named`]. For the SQL layer's tests (`crate::test_support`).
+    #[cfg(feature = "test-support")]
+    pub(crate) fn connect_postgres(target: &target::PgTarget) -> Result<Db> {
+        let client = kanban_pgwire::Client::connect(target.config())?;
         let name = format!("PostgreSQL at {}", client.target());
-        Db::postgres_named(client, &name)
+        Ok(Db::postgres_named(client, &name))
     }
 
     /// A PostgreSQL connection (opened, configured and brought to the board schema by
@@ -528,7 +532,7 @@ impl Db {
     }
 
     /// The round trips a PostgreSQL connection has made (`None` on SQLite), for tests.
-    #[cfg(test)]
+    #[cfg(feature = "test-support")]
     pub(crate) fn pg_round_trips(&self) -> Option<u64> {
         match &self.backend {
             Backend::Sqlite(_) => None,
