@@ -1121,6 +1121,7 @@ fn script(b: &Board) -> Vec<String> {
         body: Some("new body".into()),
         priority: Some(7),
         max_retries: Some(9),
+        workspace: None,
     };
     s.done("edit", b.edit(&h, &edit, t(822)));
     s.error("edit nothing", b.edit(&h, &Edit::default(), t(823)));
