@@ -7,6 +7,7 @@
 //!
 //! * [`identity`] — the only reader of `HERMES_KANBAN_*`; the ownership context; child env scrub.
 //! * [`gates`] — every consumer of worker identity, each `#[kanban_identity_gated]`.
+//! * [`workspace`] — a task's workspace: scratch, `dir:` or git worktree; resolve and cleanup.
 //! * [`board`] — the SQLite store; every transition is a compare-and-swap with a typed outcome.
 //! * [`home`] — the home's board decisions: removing a board, putting one in PostgreSQL.
 //! * [`dispatch`] — the tick, reclaim phases, spawn budget, `default_spawn`.
@@ -40,6 +41,7 @@ pub mod sync;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod worker;
+pub mod workspace;
 
 /// The `kanban` command line: parses `std::env::args`, runs the command, prints, and returns the
 /// process exit code (0 ok, 1 error, 2 usage, 3 refused; the README lists them). The one public
