@@ -127,7 +127,13 @@ pub(crate) fn branch_exists(dir: &Path, branch: &str) -> Result<bool, GitError> 
 /// Whether `rev` names a commit in the repository of `dir`.
 pub(crate) fn commit_exists(dir: &Path, rev: &str) -> Result<bool, GitError> {
     let spec = format!("{rev}^{{commit}}");
-    let args = ["rev-parse", "--verify", "--quiet", "--end-of-options", spec.as_str()];
+    let args = [
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--end-of-options",
+        spec.as_str(),
+    ];
     let output = run(dir, &args)?;
     match output.status.code() {
         Some(0) => Ok(true),
@@ -192,7 +198,10 @@ pub(crate) fn status_porcelain(dir: &Path) -> Result<String, GitError> {
 /// The commits reachable from `rev` that are on no remote-tracking ref, or `None` when the
 /// repository has no remote-tracking ref at all (nothing can be proven pushed).
 pub(crate) fn unpushed(dir: &Path, rev: &str) -> Result<Option<Vec<String>>, GitError> {
-    let remotes = out(dir, &["for-each-ref", "--format=%(refname)", "refs/remotes"])?;
+    let remotes = out(
+        dir,
+        &["for-each-ref", "--format=%(refname)", "refs/remotes"],
+    )?;
     if remotes.trim().is_empty() {
         return Ok(None);
     }

@@ -25,9 +25,5 @@ mod spec;
 
 pub use cleanup::{Cleanup, CleanupReport, DISCARDED_THRESHOLD, Discarded, cleanup};
 pub use git::GitError;
-pub use resolve::{
-    Request, ResolveError, Resolved, WORKTREES_DIR, check_default_workdir, resolve,
-};
-pub use spec::{
-    Kind, SpecError, branch_default, check_path, parse_flag, validate_branch,
-};
+pub use resolve::{Request, ResolveError, Resolved, WORKTREES_DIR, check_default_workdir, resolve};
+pub use spec::{Kind, SpecError, branch_default, check_path, parse_flag, validate_branch};
