@@ -116,7 +116,8 @@ fn parse_flag_accepts_the_four_forms() {
 
 #[test]
 fn parse_flag_refuses_each_bad_value() {
-    let cases: &[(&str, fn(&SpecError) -> bool)] = &[
+    type Check = fn(&SpecError) -> bool;
+    let cases: &[(&str, Check)] = &[
         ("", |e| matches!(e, SpecError::UnknownKind { .. })),
         ("tree", |e| matches!(e, SpecError::UnknownKind { .. })),
         ("dirs:/x", |e| matches!(e, SpecError::UnknownKind { .. })),
@@ -455,7 +456,12 @@ fn a_branch_checked_out_by_the_main_checkout_is_refused() {
         other => panic!("{other:?}"),
     }
     assert!(err.to_string().contains("already checked out"));
-    assert!(!f.main.join(".worktrees/t1").exists(), "nothing created");
+    assert!(!f.main.join(".worktrees").exists(), "nothing created");
+    let exclude = std::fs::read_to_string(f.main.join(".git/info/exclude")).unwrap_or_default();
+    assert!(
+        !exclude.contains(".worktrees"),
+        "the repository is unchanged"
+    );
     assert_eq!(worktree_list(&f.main).matches("worktree ").count(), 1);
 }
 
@@ -706,12 +712,24 @@ fn a_scratch_folder_inside_the_root_is_removed() {
     let ws = s.root.join("t1");
     std::fs::create_dir_all(ws.join("a/b")).unwrap();
     std::fs::write(ws.join("a/b/small.txt"), vec![b'x'; 100]).unwrap();
-    let report = cleanup(Kind::Scratch, &ws, None, &[s.root.clone()], false);
+    let report = cleanup(
+        Kind::Scratch,
+        &ws,
+        None,
+        std::slice::from_ref(&s.root),
+        false,
+    );
     assert_eq!(removed(&report).0, ws);
     assert!(!ws.exists());
     assert!(s.root.is_dir(), "the root itself stays");
     assert_eq!(report.discarded, None, "100 bytes are below the threshold");
-    let again = cleanup(Kind::Scratch, &ws, None, &[s.root.clone()], false);
+    let again = cleanup(
+        Kind::Scratch,
+        &ws,
+        None,
+        std::slice::from_ref(&s.root),
+        false,
+    );
     assert_eq!(again.outcome, Cleanup::Missing);
 }
 
@@ -722,7 +740,13 @@ fn scratch_leftovers_above_one_kib_are_listed() {
     std::fs::create_dir_all(ws.join("out")).unwrap();
     std::fs::write(ws.join("out/big.bin"), vec![0u8; 2048]).unwrap();
     std::fs::write(ws.join("note.txt"), vec![b'n'; 10]).unwrap();
-    let report = cleanup(Kind::Scratch, &ws, None, &[s.root.clone()], false);
+    let report = cleanup(
+        Kind::Scratch,
+        &ws,
+        None,
+        std::slice::from_ref(&s.root),
+        false,
+    );
     removed(&report);
     let d = report.discarded.expect("2 KiB is listed");
     assert_eq!(d.path, ws);
@@ -774,7 +798,13 @@ fn a_root_that_is_a_symlink_to_a_broad_folder_does_not_claim_its_target() {
     let link_root = s.base.join("linked-workspaces");
     std::os::unix::fs::symlink(&broad, &link_root).unwrap();
     // Spelled by its real path, the project resolves under the root but is not inside it as spelled.
-    let report = cleanup(Kind::Scratch, &project, None, &[link_root.clone()], false);
+    let report = cleanup(
+        Kind::Scratch,
+        &project,
+        None,
+        std::slice::from_ref(&link_root),
+        false,
+    );
     assert!(matches!(
         report.outcome,
         Cleanup::Kept {
@@ -786,7 +816,13 @@ fn a_root_that_is_a_symlink_to_a_broad_folder_does_not_claim_its_target() {
     // Spelled through the root, a task folder there is managed.
     let task = link_root.join("t1");
     std::fs::create_dir(&task).unwrap();
-    let report = cleanup(Kind::Scratch, &task, None, &[link_root.clone()], false);
+    let report = cleanup(
+        Kind::Scratch,
+        &task,
+        None,
+        std::slice::from_ref(&link_root),
+        false,
+    );
     removed(&report);
     assert!(!broad.join("t1").exists());
     assert!(project.join("keep.txt").exists());
@@ -835,11 +871,23 @@ fn a_scratch_dry_run_changes_nothing() {
     let ws = s.root.join("t1");
     std::fs::create_dir(&ws).unwrap();
     std::fs::write(ws.join("big"), vec![0u8; 2048]).unwrap();
-    let dry = cleanup(Kind::Scratch, &ws, None, &[s.root.clone()], true);
+    let dry = cleanup(
+        Kind::Scratch,
+        &ws,
+        None,
+        std::slice::from_ref(&s.root),
+        true,
+    );
     removed(&dry);
     assert_eq!(dry.discarded.as_ref().map(|d| d.total_bytes), Some(2048));
     assert_eq!(std::fs::read(ws.join("big")).unwrap().len(), 2048);
-    let real = cleanup(Kind::Scratch, &ws, None, &[s.root.clone()], false);
+    let real = cleanup(
+        Kind::Scratch,
+        &ws,
+        None,
+        std::slice::from_ref(&s.root),
+        false,
+    );
     assert_eq!(real, dry);
     assert!(!ws.exists());
 }
@@ -849,7 +897,7 @@ fn a_dir_workspace_is_never_removed() {
     let s = scratch_root();
     let ws = s.root.join("t1");
     std::fs::create_dir(&ws).unwrap();
-    let report = cleanup(Kind::Dir, &ws, None, &[s.root.clone()], false);
+    let report = cleanup(Kind::Dir, &ws, None, std::slice::from_ref(&s.root), false);
     assert_eq!(
         report.outcome,
         Cleanup::Kept {
