@@ -399,6 +399,20 @@ fn a_retry_reuses_the_same_worktree() {
 }
 
 #[test]
+fn a_retry_after_the_worktree_folder_vanished_adds_it_again_on_its_branch() {
+    let f = fixture();
+    let first = resolve(&wt(&f, "t1")).unwrap();
+    let tip = commit_file(&first.path, "kept.txt", "on the branch\n");
+    std::fs::remove_dir_all(&first.path).unwrap();
+    let mut req = wt(&f, "t1");
+    req.path = Some(&first.path);
+    req.branch = first.branch.as_deref();
+    assert_eq!(resolve(&req).unwrap(), first);
+    assert_eq!(git(&first.path, &["rev-parse", "HEAD"]), tip);
+    assert!(first.path.join("kept.txt").exists());
+}
+
+#[test]
 fn an_existing_branch_is_reused() {
     let f = fixture();
     git(&f.main, &["checkout", "-q", "-b", "feature/x"]);
