@@ -7,6 +7,7 @@
 //!
 //! * [`identity`] — the only reader of `HERMES_KANBAN_*`; the ownership context; child env scrub.
 //! * [`gates`] — every consumer of worker identity, each `#[kanban_identity_gated]`.
+//! * [`workspace`] — a task's workspace: scratch, `dir:` or git worktree; resolve and cleanup.
 //! * [`board`] — the SQLite store; every transition is a compare-and-swap with a typed outcome.
 //! * [`home`] — the home's board decisions: removing a board, putting one in PostgreSQL.
 //! * [`dispatch`] — the tick, reclaim phases, spawn budget, `default_spawn`.
@@ -14,7 +15,6 @@
 //! * [`proc`] — exit codes, the log trailer, pid fingerprints and liveness, a daemon's backoff.
 //! * [`admission`] — owner mode: the owner daemon, `kanban.run`, the submitter.
 //! * [`agent`] — the `Agent` trait and the built-in agents.
-//! * [`workspace`] — task workspaces: kinds, resolution at spawn, git worktrees, safe removal.
 //! * [`cleanup`] — what of a finished task's workspace may go; `kanban gc`.
 //! * [`cron`] — job store, schedule grammar, scheduler, `run_job`.
 //! * [`config`] — `kanban.toml`.

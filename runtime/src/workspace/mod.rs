@@ -1,8 +1,9 @@
 //! Task workspaces: where a task's agent runs, and what is removed when the task is done (issue
 //! 26; the original's `hermes_cli/kanban_db_workspace.py`).
 //!
-//! * `spec` — the kinds ([`Kind`] (`scratch`, `dir`, `worktree`, the original's column values), the
-//!   `--workspace` value ([`parse_flag`]), branch names ([`validate_branch`]), and the creation-time checks that create nothing.
+//! * `spec` — the kinds ([`Kind`]: `scratch`, `dir`, `worktree`, the original's column values),
+//!   the `--workspace` value ([`parse_flag`]), branch names ([`validate_branch`]) and the
+//!   creation-time checks that create nothing ([`check_path`]).
 //! * [`resolve()`] — materialises a workspace at spawn: the scratch or `dir:`
 //!   folder, or a linked git worktree on the task's own branch (`wt/<task id>` unless named),
 //!   anchored at `<repo>/.worktrees/<task id>`; idempotent, so a retry reuses it. It adds

@@ -305,7 +305,6 @@ fn own_worktree_path(repo: &Path, task_id: &str) -> PathBuf {
 /// `<repo>/.worktrees/<task id>` on `branch`.
 fn anchored(repo: &Path, req: &Request, branch: &str) -> Result<Resolved, ResolveError> {
     let target = own_worktree_path(repo, req.task_id);
-    ensure_exclude(repo)?;
     ensure_worktree(repo, &target, req, branch)
 }
 
@@ -360,6 +359,9 @@ fn ensure_worktree(
             });
         }
         args.extend(["-b".into(), branch.to_owned(), target_arg, base.to_owned()]);
+    }
+    if target.parent() == Some(repo.join(WORKTREES_DIR).as_path()) {
+        ensure_exclude(repo)?;
     }
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(|source| ResolveError::Io {
@@ -419,6 +421,6 @@ fn ensure_exclude(repo: &Path) -> Result<(), ResolveError> {
     } else {
         "\n"
     };
-    write!(file, "{sep}{line}\n").map_err(io("write", &exclude))?;
+    writeln!(file, "{sep}{line}").map_err(io("write", &exclude))?;
     Ok(())
 }
