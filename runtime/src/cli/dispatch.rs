@@ -583,6 +583,7 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
         }))?;
     } else {
         print_demo_summary(&rows, &violations);
+        print_demo_workspaces(&board)?;
     }
     let all_done = rows.iter().all(|r| r.status == Status::Done.as_str());
     if temporary && !args.keep {
@@ -599,6 +600,28 @@ fn demo_cmd(args: &DemoArgs, globals: &Globals) -> CmdResult {
     }
 }
 
+/// Where the demo's worktree task worked and what became of its worktree.
+fn print_demo_workspaces(board: &Board) -> anyhow::Result<()> {
+    for task in board.list_tasks(&crate::board::TaskFilter::default())? {
+        if task.workspace_kind != "worktree" {
+            continue;
+        }
+        let note = board.last_workspace_note(&task.id)?;
+        let fate = match note.map(|n| n.kind).as_deref() {
+            Some("workspace_removed") => "removed (clean, and its commits pushed to origin)",
+            Some("workspace_preserved") => "kept (it holds work that is not pushed)",
+            _ => "still there",
+        };
+        println!(
+            "{}: branch {} in worktree {}: {fate}",
+            task.id,
+            task.branch_name.as_deref().unwrap_or("-"),
+            task.workspace_path.as_deref().unwrap_or("-"),
+        );
+    }
+    Ok(())
+}
+
 /// What the demo set up: its home, its configuration and its tasks.
 fn print_demo_intro(home: &std::path::Path, tasks: &[dispatch::demo::DemoTask], owner_mode: bool) {
     println!("kanban demo: home {}", home.display());
@@ -611,6 +634,9 @@ fn print_demo_intro(home: &std::path::Path, tasks: &[dispatch::demo::DemoTask], 
     println!();
     for t in tasks {
         println!("  {}  {:<28} {}", t.id, t.title, t.what);
+    }
+    if !home.join(dispatch::demo::DEMO_REPO).join(".git").exists() {
+        println!("  (git is not installed: the demo runs without its worktree task)");
     }
     println!();
 }

@@ -170,7 +170,7 @@ pub(crate) fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoT
         crate::home::meta::set_default_workdir(home, crate::home::DEFAULT_BOARD, &repo)?;
         let created = board.create_task(
             &NewTask {
-                title: "Fix the README on its own branch".to_owned(),
+                title: "Fix the README on a branch".to_owned(),
                 body: Some(format!(
                     "echo 'Fixed by kanban.' >> README && {GIT} add README && \
                      {GIT} commit -qm 'README: fixed' && git push -q origin HEAD && \
@@ -188,7 +188,7 @@ pub(crate) fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoT
         )?;
         tasks.push(DemoTask {
             id: created.id,
-            title: "Fix the README on its own branch".to_owned(),
+            title: "Fix the README on a branch".to_owned(),
             what: "a git worktree on branch wt/<id>; commits, pushes, and the worktree is removed",
         });
     }
