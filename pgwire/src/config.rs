@@ -697,6 +697,24 @@ impl std::str::FromStr for Config {
     }
 }
 
+/// The names of the parameters the query string of `url` sets, percent-decoded, in order: what
+/// [`Config::parse`] reads them as. For a caller that layers settings of its own over a URL's
+/// and must tell a parameter the URL gives from a default.
+pub fn url_parameter_names(url: &str) -> Result<Vec<String>> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(Vec::new());
+    };
+    let query = query.split_once('#').map_or(query, |(q, _)| q);
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            decode(pair.split_once('=').map_or(pair, |(k, _)| k))
+                .map_err(|()| bad("a URL parameter name has an invalid percent-encoding"))
+        })
+        .collect()
+}
+
 fn split_host_port(hostport: &str) -> Result<(Option<String>, Option<u16>)> {
     if hostport.contains(',') {
         return Err(bad("several hosts in one URL are not supported"));
@@ -857,6 +875,16 @@ mod tests {
             Config::parse("postgres://u@h/db?channel_binding=require&sslmode=disable").unwrap_err();
         assert!(err.to_string().contains("needs TLS"), "{err}");
         assert!(Config::parse("postgres://u@h/db?channel_binding=disable&sslmode=disable").is_ok());
+    }
+
+    #[test]
+    fn parameter_names_are_decoded_in_order() {
+        assert_eq!(
+            url_parameter_names("postgres://u@h/db?ssl%6Dode=require&connect_timeout=3&").unwrap(),
+            ["sslmode", "connect_timeout"]
+        );
+        assert!(url_parameter_names("postgres://u@h/db").unwrap().is_empty());
+        assert!(url_parameter_names("postgres://u@h/db?%zz=1").is_err());
     }
 
     #[test]

@@ -103,6 +103,7 @@ pub use client::{
 };
 pub use config::{
     ChannelBinding, Config, DEFAULT_PORT, DEFAULT_READ_TIMEOUT, DEFAULT_SOCKET_DIR, Host, SslMode,
+    url_parameter_names,
 };
 pub use error::{DbError, Error, Result};
 pub use value::{Column, Row, Value, oid};
