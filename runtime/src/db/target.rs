@@ -3,7 +3,8 @@
 //!
 //! **Where the URL lives** (the README's "A board on PostgreSQL", in this order):
 //! 1. `[boards.<slug>] url = "postgres://…"` in `<root>/kanban.toml`. The file is the user's, so a
-//!    password written in that URL is used (prefer `~/.pgpass`: `kanban.toml` is often shared);
+//!    password written in that URL is used (prefer `~/.pgpass`: `kanban.toml` is often shared).
+//!    The table's TLS keys are laid over the URL ([`PgTarget::parse_configured`]);
 //! 2. `<root>/kanban/boards/<slug>/postgres.url` ([`URL_FILE`]), written by `kanban boards create
 //!    SLUG --url URL` and `kanban boards migrate SLUG --to URL`: one URL **without** a password
 //!    (both commands refuse a URL that carries one: a command line is visible to every user of
