@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use kanban_pgwire::{ChannelBinding, SslMode};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{CONFIG_FILE, ConfigError, Problem};
-use crate::db::target::{PgTarget, TargetError, TlsSettings, UrlSource, scrub_url};
+use crate::db::target::{
+    ChannelBinding, PgTarget, SslMode, TargetError, TlsSettings, UrlSource, scrub_url,
+};
 
 /// `[boards.<slug>]`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -34,7 +34,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kanban_pgwire::{ChannelBinding, Config as PgConfig, Host, SslMode};
+/// libpq's `channel_binding` and `sslmode` values, for the TLS keys of `kanban.toml`.
+pub use kanban_pgwire::{ChannelBinding, SslMode};
+use kanban_pgwire::{Config as PgConfig, Host};
 
 use crate::identity::settings;
 
