@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, Host, SslMode};
+use crate::config::{ChannelBinding as ChannelBindingMode, Config, Host, SslMode};
 use bytes::BytesMut;
 use postgres_protocol::authentication::sasl::ChannelBinding;
 use postgres_protocol::authentication::{self, sasl};
@@ -395,6 +395,16 @@ impl Client {
         auth: Auth,
     ) -> Result<Auth> {
         match (code, auth) {
+            (0, Auth::None | Auth::Sent | Auth::ScramDone)
+                if config.channel_binding() == ChannelBindingMode::Require
+                    && !self.channel_bound =>
+            {
+                Err(self.fail_auth(
+                    "channel_binding=require, but the server let the client in without a \
+                     channel-bound SCRAM-SHA-256-PLUS login"
+                        .into(),
+                ))
+            }
             (0, Auth::None | Auth::Sent | Auth::ScramDone) => Ok(Auth::Ok),
             (0, Auth::ScramStarted(_) | Auth::ScramFinal(_)) => Err(self.fail_auth(
                 "the server sent AuthenticationOk before proving it knows the password (no \
@@ -403,6 +413,12 @@ impl Client {
             )),
             (3 | 5, Auth::None) => {
                 let method = if code == 3 { "password" } else { "md5" };
+                if config.channel_binding() == ChannelBindingMode::Require {
+                    return Err(self.fail_auth(format!(
+                        "channel_binding=require, but the server asks for the `{method}` \
+                         method, which cannot bind the login to the channel"
+                    )));
+                }
                 if matches!(config.host(), Host::Tcp(_)) && !config.allow_weak_auth() {
                     return Err(self.fail_auth(format!(
                         "the server asks for the `{method}` method over TCP, which exposes the \
@@ -437,13 +453,36 @@ impl Client {
                 // Over TLS, bind the login to the channel when the server can (a man in the
                 // middle then cannot relay it); `y` tells a server that stripped the PLUS
                 // offer that this client could have bound it.
-                let (mechanism, binding) = match &self.server_end_point {
-                    Some(hash) if offers(sasl::SCRAM_SHA_256_PLUS) => (
+                // `channel_binding=disable` never binds; `require` binds or refuses.
+                let (mechanism, binding) = match (config.channel_binding(), &self.server_end_point)
+                {
+                    (ChannelBindingMode::Disable, _) => {
+                        (sasl::SCRAM_SHA_256, ChannelBinding::unsupported())
+                    }
+                    (_, Some(hash)) if offers(sasl::SCRAM_SHA_256_PLUS) => (
                         sasl::SCRAM_SHA_256_PLUS,
                         ChannelBinding::tls_server_end_point(hash.clone()),
                     ),
-                    Some(_) => (sasl::SCRAM_SHA_256, ChannelBinding::unrequested()),
-                    None => (sasl::SCRAM_SHA_256, ChannelBinding::unsupported()),
+                    (ChannelBindingMode::Require, hash) => {
+                        let why = if !self.is_encrypted() {
+                            "the connection is not encrypted (TLS is off, or a Unix socket)"
+                        } else if hash.is_none() {
+                            "the server's certificate has no channel-binding hash (Ed25519 or \
+                             RSA-PSS)"
+                        } else {
+                            "the server does not offer SCRAM-SHA-256-PLUS"
+                        };
+                        return Err(self.fail_auth(format!(
+                            "channel_binding=require, but the login cannot be bound to the \
+                             channel: {why}"
+                        )));
+                    }
+                    (ChannelBindingMode::Prefer, Some(_)) => {
+                        (sasl::SCRAM_SHA_256, ChannelBinding::unrequested())
+                    }
+                    (ChannelBindingMode::Prefer, None) => {
+                        (sasl::SCRAM_SHA_256, ChannelBinding::unsupported())
+                    }
                 };
                 if !offers(mechanism) {
                     return Err(self.fail_auth(format!(

@@ -29,6 +29,13 @@
 //! [`TestCluster::create_role_with_password`] makes a SCRAM role (no reload needed: membership
 //! is read when a connection authenticates).
 
+#![allow(
+    clippy::disallowed_types,
+    reason = "the test harness (feature `cluster`, never in a product build) starts initdb, \
+              pg_ctl, apt-get and its watcher as `std::process::Command`s; pgwire cannot link the \
+              runtime's `identity::command`"
+)]
+
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;

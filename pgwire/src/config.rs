@@ -52,6 +52,16 @@ pub enum SslMode {
 }
 
 impl SslMode {
+    /// Every value, in libpq's order.
+    pub const VALUES: [&'static str; 6] = [
+        "disable",
+        "allow",
+        "prefer",
+        "require",
+        "verify-ca",
+        "verify-full",
+    ];
+
     fn as_str(self) -> &'static str {
         match self {
             SslMode::Disable => "disable",
@@ -67,6 +77,73 @@ impl SslMode {
 impl std::fmt::Display for SslMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SslMode {
+    type Err = Error;
+    fn from_str(v: &str) -> Result<SslMode> {
+        match v {
+            "disable" => Ok(SslMode::Disable),
+            "allow" => Ok(SslMode::Allow),
+            "prefer" => Ok(SslMode::Prefer),
+            "require" => Ok(SslMode::Require),
+            "verify-ca" => Ok(SslMode::VerifyCa),
+            "verify-full" => Ok(SslMode::VerifyFull),
+            other => Err(bad(format!(
+                "unknown sslmode `{other}` (one of: {})",
+                SslMode::VALUES.join(", ")
+            ))),
+        }
+    }
+}
+
+/// The URL's `channel_binding`, libpq's values and default: whether SCRAM binds the login to
+/// the TLS channel (`SCRAM-SHA-256-PLUS`, `tls-server-end-point`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChannelBinding {
+    /// `disable`: never bind (SCRAM-SHA-256 with the `n` flag, even over TLS).
+    Disable,
+    /// `prefer` (libpq's default): bind over TLS when the server offers it.
+    #[default]
+    Prefer,
+    /// `require`: the login must be channel-bound; a connection without TLS, a server that does
+    /// not offer `SCRAM-SHA-256-PLUS`, or one that lets the client in without SCRAM (`trust`,
+    /// `md5`, `password`) is refused.
+    Require,
+}
+
+impl ChannelBinding {
+    /// Every value, in libpq's order.
+    pub const VALUES: [&'static str; 3] = ["disable", "prefer", "require"];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            ChannelBinding::Disable => "disable",
+            ChannelBinding::Prefer => "prefer",
+            ChannelBinding::Require => "require",
+        }
+    }
+}
+
+impl std::fmt::Display for ChannelBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ChannelBinding {
+    type Err = Error;
+    fn from_str(v: &str) -> Result<ChannelBinding> {
+        match v {
+            "disable" => Ok(ChannelBinding::Disable),
+            "prefer" => Ok(ChannelBinding::Prefer),
+            "require" => Ok(ChannelBinding::Require),
+            other => Err(bad(format!(
+                "unknown channel_binding `{other}` (one of: {})",
+                ChannelBinding::VALUES.join(", ")
+            ))),
+        }
     }
 }
 
@@ -86,6 +163,7 @@ pub struct Config {
     ssl_root_cert: Option<PathBuf>,
     ssl_cert: Option<PathBuf>,
     ssl_key: Option<PathBuf>,
+    channel_binding: ChannelBinding,
     allow_weak_auth: bool,
 }
 
@@ -99,7 +177,7 @@ impl Config {
     /// path (`%2Ftmp%2Fpg`) is a Unix-socket directory. Parameters: `host`, `port`, `user`,
     /// `password`, `dbname`, `sslmode` (see [`SslMode`]), `sslrootcert` (a PEM file of trusted authorities, or
     /// `system` for the built-in Mozilla roots), `sslcert` and `sslkey` (a client certificate
-    /// and its key, PEM),
+    /// and its key, PEM), `channel_binding` (see [`ChannelBinding`]),
     /// `application_name`, `connect_timeout` (whole seconds, 0 = none), `read_timeout` (whole
     /// seconds, 0 = none, default [`DEFAULT_READ_TIMEOUT`]), `allow_weak_auth`
     /// (`true`/`false`, default `false`: whether a TCP connection may answer a server that asks
@@ -166,6 +244,7 @@ impl Config {
         let mut ssl_root_cert = None;
         let mut ssl_cert = None;
         let mut ssl_key = None;
+        let mut channel_binding = ChannelBinding::default();
         let mut allow_weak_auth = false;
         if let Some(query) = query {
             for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -185,7 +264,8 @@ impl Config {
                     "user" => user = Some(value),
                     "password" => password = Some(value),
                     "dbname" => dbname = Some(value),
-                    "sslmode" => ssl_mode = parse_ssl_mode(&value)?,
+                    "sslmode" => ssl_mode = value.parse()?,
+                    "channel_binding" => channel_binding = value.parse()?,
                     "sslrootcert" => ssl_root_cert = Some(path_param("sslrootcert", value)?),
                     "sslcert" => ssl_cert = Some(path_param("sslcert", value)?),
                     "sslkey" => ssl_key = Some(path_param("sslkey", value)?),
@@ -208,7 +288,8 @@ impl Config {
                     other => {
                         return Err(bad(format!(
                             "unknown URL parameter `{other}` (supported: host, port, user, password, \
-                             dbname, sslmode, sslrootcert, sslcert, sslkey, application_name, \
+                             dbname, sslmode, sslrootcert, sslcert, sslkey, channel_binding, \
+                             application_name, \
                              connect_timeout, read_timeout, allow_weak_auth)"
                         )));
                     }
@@ -219,6 +300,11 @@ impl Config {
             return Err(bad(
                 "sslcert and sslkey go together: give both (the client certificate and its key) \
                  or neither",
+            ));
+        }
+        if channel_binding == ChannelBinding::Require && ssl_mode == SslMode::Disable {
+            return Err(bad(
+                "channel_binding=require needs TLS, which sslmode=disable turns off",
             ));
         }
         let user = user
@@ -250,6 +336,7 @@ impl Config {
             ssl_root_cert,
             ssl_cert,
             ssl_key,
+            channel_binding,
             allow_weak_auth,
         })
     }
@@ -298,6 +385,17 @@ impl Config {
     /// The client certificate and its key (`sslcert`, `sslkey`), when given.
     pub fn ssl_client_cert(&self) -> Option<(&Path, &Path)> {
         self.ssl_cert.as_deref().zip(self.ssl_key.as_deref())
+    }
+
+    /// The `channel_binding`.
+    pub fn channel_binding(&self) -> ChannelBinding {
+        self.channel_binding
+    }
+
+    /// Sets `channel_binding`.
+    pub fn set_channel_binding(&mut self, binding: ChannelBinding) -> &mut Self {
+        self.channel_binding = binding;
+        self
     }
 
     /// Sets `sslmode`.
@@ -412,6 +510,9 @@ impl Config {
             if let Some(path) = path {
                 params.push(format!("{key}={}", encode(&path.to_string_lossy())));
             }
+        }
+        if self.channel_binding != ChannelBinding::default() {
+            params.push(format!("channel_binding={}", self.channel_binding.as_str()));
         }
         if let Some(name) = &self.application_name {
             params.push(format!("application_name={}", encode(name)));
@@ -578,6 +679,7 @@ impl fmt::Debug for Config {
             .field("ssl_root_cert", &self.ssl_root_cert)
             .field("ssl_cert", &self.ssl_cert)
             .field("ssl_key", &self.ssl_key)
+            .field("channel_binding", &self.channel_binding)
             .finish()
     }
 }
@@ -593,6 +695,24 @@ impl std::str::FromStr for Config {
     fn from_str(s: &str) -> Result<Config> {
         Config::parse(s)
     }
+}
+
+/// The names of the parameters the query string of `url` sets, percent-decoded, in order: what
+/// [`Config::parse`] reads them as. For a caller that layers settings of its own over a URL's
+/// and must tell a parameter the URL gives from a default.
+pub fn url_parameter_names(url: &str) -> Result<Vec<String>> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(Vec::new());
+    };
+    let query = query.split_once('#').map_or(query, |(q, _)| q);
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            decode(pair.split_once('=').map_or(pair, |(k, _)| k))
+                .map_err(|()| bad("a URL parameter name has an invalid percent-encoding"))
+        })
+        .collect()
 }
 
 fn split_host_port(hostport: &str) -> Result<(Option<String>, Option<u16>)> {
@@ -666,20 +786,6 @@ fn parse_seconds(key: &str, value: &str) -> Result<Option<Duration>> {
     Ok((secs > 0).then(|| Duration::from_secs(secs)))
 }
 
-fn parse_ssl_mode(v: &str) -> Result<SslMode> {
-    match v {
-        "disable" => Ok(SslMode::Disable),
-        "allow" => Ok(SslMode::Allow),
-        "prefer" => Ok(SslMode::Prefer),
-        "require" => Ok(SslMode::Require),
-        "verify-ca" => Ok(SslMode::VerifyCa),
-        "verify-full" => Ok(SslMode::VerifyFull),
-        other => Err(bad(format!(
-            "unknown sslmode `{other}` (disable, allow, prefer, require, verify-ca, verify-full)"
-        ))),
-    }
-}
-
 /// A file named by a TLS parameter: non-empty.
 fn path_param(key: &str, value: String) -> Result<PathBuf> {
     if value.is_empty() || value.contains('\0') {
@@ -748,6 +854,37 @@ mod tests {
             c,
             "the redacted URL keeps the opt-in"
         );
+    }
+
+    #[test]
+    fn channel_binding_takes_libpq_values_and_needs_tls_to_be_required() {
+        let c = Config::parse("postgres://u@h/db").unwrap();
+        assert_eq!(c.channel_binding(), ChannelBinding::Prefer);
+        for value in ChannelBinding::VALUES {
+            let c = Config::parse(&format!("postgres://u@h/db?channel_binding={value}")).unwrap();
+            assert_eq!(c.channel_binding().to_string(), value);
+            assert_eq!(Config::parse(&c.redacted()).unwrap(), c, "{value}");
+        }
+        let err = Config::parse("postgres://u@h/db?channel_binding=maybe").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown channel_binding `maybe` (one of: disable, prefer, require)"),
+            "{err}"
+        );
+        let err =
+            Config::parse("postgres://u@h/db?channel_binding=require&sslmode=disable").unwrap_err();
+        assert!(err.to_string().contains("needs TLS"), "{err}");
+        assert!(Config::parse("postgres://u@h/db?channel_binding=disable&sslmode=disable").is_ok());
+    }
+
+    #[test]
+    fn parameter_names_are_decoded_in_order() {
+        assert_eq!(
+            url_parameter_names("postgres://u@h/db?ssl%6Dode=require&connect_timeout=3&").unwrap(),
+            ["sslmode", "connect_timeout"]
+        );
+        assert!(url_parameter_names("postgres://u@h/db").unwrap().is_empty());
+        assert!(url_parameter_names("postgres://u@h/db?%zz=1").is_err());
     }
 
     #[test]

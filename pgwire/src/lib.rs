@@ -94,11 +94,16 @@ mod value;
 
 #[cfg(feature = "cluster")]
 pub mod cluster;
+#[cfg(feature = "cluster")]
+pub mod test_ca;
 
 pub use client::{
     CacheStats, Client, DEFAULT_STATEMENT_CACHE_CAPACITY, Notification, TransactionStatus,
     quote_identifier, quote_literal,
 };
-pub use config::{Config, DEFAULT_PORT, DEFAULT_READ_TIMEOUT, DEFAULT_SOCKET_DIR, Host, SslMode};
+pub use config::{
+    ChannelBinding, Config, DEFAULT_PORT, DEFAULT_READ_TIMEOUT, DEFAULT_SOCKET_DIR, Host, SslMode,
+    url_parameter_names,
+};
 pub use error::{DbError, Error, Result};
 pub use value::{Column, Row, Value, oid};

@@ -5,31 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use base64::Engine as _;
 use kanban_pgwire::cluster::{PasswordMethod, SUPERUSER, TestCluster};
-use kanban_pgwire::{Client, Config, Error, SslMode, Value};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-
-fn pem(label: &str, der: &[u8]) -> String {
-    let text = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = format!("-----BEGIN {label}-----\n");
-    for line in text.as_bytes().chunks(64) {
-        out.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
-        out.push('\n');
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out
-}
-
-/// A certificate authority: its certificate (PEM) and what signs with it.
-fn authority(name: &str) -> (String, CertifiedIssuer<'static, KeyPair>) {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("a CA key"))
-        .expect("a self-signed CA");
-    (pem("CERTIFICATE", ca.der()), ca)
-}
+use kanban_pgwire::test_ca::TestCa;
+use kanban_pgwire::{ChannelBinding, Client, Config, Error, SslMode, Value};
 
 struct Tls {
     cluster: TestCluster,
@@ -43,28 +21,23 @@ struct Tls {
 fn tls() -> &'static Tls {
     static TLS: OnceLock<Tls> = OnceLock::new();
     TLS.get_or_init(|| {
-        let (ca_pem, ca) = authority("kanban test CA");
-        let (other_pem, _) = authority("another CA");
-        let key = KeyPair::generate().expect("a server key");
-        let cert = CertificateParams::new(vec!["localhost".to_string()])
-            .expect("server parameters")
-            .signed_by(&key, &ca)
+        let ca = TestCa::new("kanban test CA").expect("a CA");
+        let other = TestCa::new("another CA").expect("another CA");
+        let (cert, key) = ca
+            .server_cert(&["localhost"])
             .expect("a server certificate");
         let cluster = TestCluster::builder()
             .tcp(true)
-            .tls(
-                &pem("CERTIFICATE", cert.der()),
-                &pem("PRIVATE KEY", &key.serialize_der()),
-            )
+            .tls(&cert, &key)
             .start()
             .expect("the TLS test cluster starts");
-        let ca = cluster.dir().join("test-ca.pem");
+        let ca_path = cluster.dir().join("test-ca.pem");
         let other_ca = cluster.dir().join("other-ca.pem");
-        std::fs::write(&ca, ca_pem).expect("write the CA");
-        std::fs::write(&other_ca, other_pem).expect("write the other CA");
+        std::fs::write(&ca_path, ca.pem()).expect("write the CA");
+        std::fs::write(&other_ca, other.pem()).expect("write the other CA");
         Tls {
             cluster,
-            ca,
+            ca: ca_path,
             other_ca,
         }
     })
@@ -229,4 +202,66 @@ fn scram_over_tls_and_md5_over_tls_only_when_opted_in() {
     assert!(err.to_string().contains("allow_weak_auth=true"), "{err}");
     config.set_allow_weak_auth(true);
     assert!(Client::connect(&config).expect("opted in").is_encrypted());
+}
+
+#[test]
+fn channel_binding_require_refuses_every_login_it_cannot_bind() {
+    let t = tls();
+    t.cluster
+        .create_role("cb_scram", "cb-secret", PasswordMethod::Scram)
+        .unwrap();
+    t.cluster
+        .create_role("cb_md5", "cb-md5-secret", PasswordMethod::Md5)
+        .unwrap();
+    let login = |user: &str, password: &str, params: &str| {
+        let mut config = Config::parse(&url(t, "127.0.0.1", user, params)).unwrap();
+        config.set_password(password);
+        Client::connect(&config)
+    };
+    let c = login(
+        "cb_scram",
+        "cb-secret",
+        "sslmode=require&channel_binding=require",
+    )
+    .expect("SCRAM-SHA-256-PLUS under channel_binding=require");
+    assert!(c.is_encrypted() && c.is_channel_bound());
+    let c = login(
+        "cb_scram",
+        "cb-secret",
+        "sslmode=require&channel_binding=disable",
+    )
+    .expect("channel_binding=disable over TLS");
+    assert!(c.is_encrypted() && !c.is_channel_bound());
+    for (user, password, params, want) in [
+        // The superuser logs in by trust: nothing is bound.
+        (
+            SUPERUSER,
+            "",
+            "sslmode=require&channel_binding=require",
+            "without a channel-bound",
+        ),
+        (
+            "cb_md5",
+            "cb-md5-secret",
+            "sslmode=require&channel_binding=require&allow_weak_auth=true",
+            "`md5` method",
+        ),
+        // `allow` stays in plaintext on this server.
+        (
+            "cb_scram",
+            "cb-secret",
+            "sslmode=allow&channel_binding=require",
+            "not encrypted",
+        ),
+    ] {
+        let err = login(user, password, params).expect_err(params);
+        assert!(matches!(err, Error::Auth(_)), "{params}: {err:?}");
+        assert!(err.to_string().contains(want), "{params}: {err}");
+    }
+    let mut config = Config::parse(&url(t, "127.0.0.1", "cb_scram", "")).unwrap();
+    config.set_channel_binding(ChannelBinding::Require);
+    config.set_ssl_mode(SslMode::Disable);
+    config.set_password("cb-secret");
+    let err = Client::connect(&config).expect_err("set by hand, require without TLS");
+    assert!(err.to_string().contains("not encrypted"), "{err}");
 }

@@ -1248,6 +1248,10 @@ mod tests {
         fn watcher(&self, _: &str) -> Result<Option<Box<dyn crate::Watcher>>, SourceError> {
             Ok(None)
         }
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "test code: a plain thread stands in for the runtime's `identity::spawn`"
+        )]
         fn spawn<F>(&self, name: &str, job: F) -> io::Result<()>
         where
             F: FnOnce() + Send + 'static,
@@ -1265,6 +1269,10 @@ mod tests {
 
     /// Starts a server on a free loopback port with `config`'s limits; it runs until the test
     /// process ends.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "test code: the server under test runs on a plain thread of the test"
+    )]
     fn serve(config: ServeConfig) -> SocketAddr {
         let server = Server::bind(&config, Arc::new(NoBoards)).expect("bind");
         let addr = server.local_addr().expect("addr");

@@ -220,6 +220,10 @@ mod tests {
                 log: Arc::clone(&self.log),
             })))
         }
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "test code: a plain thread stands in for the runtime's `identity::spawn`"
+        )]
         fn spawn<F>(&self, name: &str, job: F) -> std::io::Result<()>
         where
             F: FnOnce() + Send + 'static,

@@ -1,7 +1,9 @@
-//! `[boards.<slug>]`: where a board lives when it is not a SQLite file. Today one key, `url`, a
-//! `postgres://` / `postgresql://` URL (see `crate::db::target` for the order of the sources and
-//! the password rules). Checked with the rest of the file; board resolution reads only this
-//! table ([`load`]), so a command that never reads the whole file still finds a PostgreSQL board.
+//! `[boards.<slug>]`: where a board lives when it is not a SQLite file: `url`, a `postgres://` /
+//! `postgresql://` URL (see `crate::db::target` for the order of the sources and the password
+//! rules), and the TLS keys `sslmode`, `sslrootcert`, `sslcert`, `sslkey` and `channel_binding`
+//! (libpq's values, as the URL parameters; [`PgTarget::parse_configured`] lays them over it).
+//! Checked with the rest of the file; board resolution reads only this table ([`load`]), so a
+//! command that never reads the whole file still finds a PostgreSQL board.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,7 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{CONFIG_FILE, ConfigError, Problem};
-use crate::db::target::{PgTarget, UrlSource, scrub_url};
+use crate::db::target::{
+    ChannelBinding, PgTarget, SslMode, TargetError, TlsSettings, UrlSource, scrub_url,
+};
 
 /// `[boards.<slug>]`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -18,6 +22,21 @@ use crate::db::target::{PgTarget, UrlSource, scrub_url};
 pub struct BoardConfig {
     /// The board's PostgreSQL URL.
     pub url: BoardUrl,
+    /// libpq's `sslmode`, as the URL parameter (which must then agree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sslmode: Option<String>,
+    /// A PEM file of trusted authorities (or `system`); relative to the file's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sslrootcert: Option<PathBuf>,
+    /// A client certificate (PEM), with `sslkey`; relative to the file's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sslcert: Option<PathBuf>,
+    /// The client certificate's key (PEM), with `sslcert`; relative to the file's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sslkey: Option<PathBuf>,
+    /// libpq's `channel_binding`, as the URL parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_binding: Option<String>,
 }
 
 /// A URL as written in `kanban.toml`: it may hold a password, so `Debug` and `Serialize` give it
@@ -57,18 +76,82 @@ fn targets(
                 expected: e.to_string(),
             });
         }
-        let target = PgTarget::parse(&board.url.0, UrlSource::Config(path.to_path_buf()))
-            .map_err(|e| Problem {
+        let tls = tls_settings(slug, board)?;
+        if let Err(e) = PgTarget::parse(&board.url.0, UrlSource::Config(path.to_path_buf())) {
+            return Err(Problem {
                 key: format!("[boards.{slug}] url"),
                 value: format!("{:?}", scrub_url(&board.url.0)),
                 expected: format!(
                     "expected a postgres:// or postgresql:// URL such as \"postgres://kanban@db.example:5432/board\" ({})",
                     crate::error_chain(&e).replace('\n', "; ")
                 ),
+            });
+        }
+        let target =
+            PgTarget::parse_configured(&board.url.0, path, &tls).map_err(|e| match e {
+                TargetError::TlsConflict {
+                    key,
+                    file,
+                    in_url,
+                    url,
+                    ..
+                } => Problem {
+                    key: format!("[boards.{slug}] {key}"),
+                    value: format!("{file:?}"),
+                    expected: format!(
+                        "it disagrees with {key}={in_url} in the url {url}: give {key} in one place only"
+                    ),
+                },
+                other => Problem {
+                    key: format!("[boards.{slug}]"),
+                    value: format!("{:?}", scrub_url(&board.url.0)),
+                    expected: crate::error_chain(&other).replace('\n', "; "),
+                },
             })?;
         out.insert(slug.clone(), target);
     }
     Ok(out)
+}
+
+/// The TLS keys of `[boards.<slug>]`, each value checked: an unknown one names the key and the
+/// values it takes.
+fn tls_settings(slug: &str, board: &BoardConfig) -> Result<TlsSettings, Problem> {
+    fn value<T: std::str::FromStr>(
+        slug: &str,
+        key: &str,
+        given: Option<&String>,
+        allowed: &[&str],
+    ) -> Result<Option<T>, Problem> {
+        given
+            .map(|v| {
+                v.parse().map_err(|_| Problem {
+                    key: format!("[boards.{slug}] {key}"),
+                    value: format!("{v:?}"),
+                    expected: format!("expected one of {}", allowed.join(", ")),
+                })
+            })
+            .transpose()
+    }
+    let path = |key: &str, given: &Option<PathBuf>| match given {
+        Some(p) if p.as_os_str().is_empty() => Err(Problem {
+            key: format!("[boards.{slug}] {key}"),
+            value: "\"\"".to_owned(),
+            expected: "expected the path of a PEM file".to_owned(),
+        }),
+        other => Ok(other.clone()),
+    };
+    Ok(TlsSettings {
+        ssl_mode: value(slug, "sslmode", board.sslmode.as_ref(), &SslMode::VALUES)?,
+        channel_binding: value(
+            slug,
+            "channel_binding",
+            board.channel_binding.as_ref(),
+            &ChannelBinding::VALUES,
+        )?,
+        root_cert: path("sslrootcert", &board.sslrootcert)?,
+        client_cert: path("sslcert", &board.sslcert)?,
+        client_key: path("sslkey", &board.sslkey)?,
+    })
 }
 
 /// The `[boards]` table of `<root>/kanban.toml`, checked: board slug → its PostgreSQL database.

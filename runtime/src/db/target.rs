@@ -3,7 +3,8 @@
 //!
 //! **Where the URL lives** (the README's "A board on PostgreSQL", in this order):
 //! 1. `[boards.<slug>] url = "postgres://…"` in `<root>/kanban.toml`. The file is the user's, so a
-//!    password written in that URL is used (prefer `~/.pgpass`: `kanban.toml` is often shared);
+//!    password written in that URL is used (prefer `~/.pgpass`: `kanban.toml` is often shared).
+//!    The table's TLS keys are laid over the URL ([`PgTarget::parse_configured`]);
 //! 2. `<root>/kanban/boards/<slug>/postgres.url` ([`URL_FILE`]), written by `kanban boards create
 //!    SLUG --url URL` and `kanban boards migrate SLUG --to URL`: one URL **without** a password
 //!    (both commands refuse a URL that carries one: a command line is visible to every user of
@@ -30,10 +31,12 @@
 //! [`BoardLocation::env_db`]: super::BoardLocation::env_db
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kanban_pgwire::Config as PgConfig;
+/// libpq's `channel_binding` and `sslmode` values, for the TLS keys of `kanban.toml`.
+pub use kanban_pgwire::{ChannelBinding, SslMode};
+use kanban_pgwire::{Config as PgConfig, Host};
 
 use crate::identity::settings;
 
@@ -117,14 +120,122 @@ impl PgTarget {
             source_: source.clone(),
             source: e,
         })?;
-        let timeout_given = url
-            .split_once('?')
-            .is_some_and(|(_, query)| query.split('&').any(|p| p.starts_with("connect_timeout=")));
+        let timeout_given = url_gives(url, "connect_timeout");
         Ok(PgTarget {
             config,
             source,
             timeout_given,
         })
+    }
+
+    /// Parses the `url` of a `[boards.<slug>]` table of the file `path` and lays the table's
+    /// TLS keys over it. A relative certificate path, in the table or in the URL, names a file
+    /// in the folder of `path` (not of the current directory: a dispatcher and its workers run
+    /// elsewhere); `sslrootcert = "system"` stays the built-in roots. A key the URL also sets
+    /// must agree with it, else the error names both. The result's redacted URL carries the
+    /// merged settings (so a worker's `HERMES_KANBAN_DB` does too).
+    pub fn parse_configured(
+        url: &str,
+        path: &Path,
+        tls: &TlsSettings,
+    ) -> Result<PgTarget, TargetError> {
+        let mut target = PgTarget::parse(url, UrlSource::Config(path.to_path_buf()))?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        let resolve = |p: &Path| {
+            if p.is_relative() && p != Path::new(SYSTEM_ROOTS) {
+                dir.join(p)
+            } else {
+                p.to_path_buf()
+            }
+        };
+        let config = &mut target.config;
+        let root_cert = config.ssl_root_cert().map(resolve);
+        config.set_ssl_root_cert(root_cert);
+        let client = config
+            .ssl_client_cert()
+            .map(|(cert, key)| (resolve(cert), resolve(key)));
+        config.set_ssl_client_cert(client);
+
+        let given = kanban_pgwire::url_parameter_names(url).map_err(|e| TargetError::BadUrl {
+            url: scrub_url(url),
+            source_: target.source.clone(),
+            source: e,
+        })?;
+        let conflict = |key: &'static str, file: String, in_url: String| {
+            if given.iter().any(|g| g == key) && file != in_url {
+                Err(TargetError::TlsConflict {
+                    key,
+                    file,
+                    in_url,
+                    url: scrub_url(url),
+                    path: path.to_path_buf(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let config = &mut target.config;
+        if let Some(mode) = tls.ssl_mode {
+            conflict("sslmode", mode.to_string(), config.ssl_mode().to_string())?;
+            config.set_ssl_mode(mode);
+        }
+        if let Some(binding) = tls.channel_binding {
+            conflict(
+                "channel_binding",
+                binding.to_string(),
+                config.channel_binding().to_string(),
+            )?;
+            config.set_channel_binding(binding);
+        }
+        let shown = |p: Option<&Path>| p.map(|p| p.display().to_string()).unwrap_or_default();
+        if let Some(root) = &tls.root_cert {
+            let root = resolve(root);
+            conflict(
+                "sslrootcert",
+                root.display().to_string(),
+                shown(config.ssl_root_cert()),
+            )?;
+            config.set_ssl_root_cert(Some(root));
+        }
+        let (url_cert, url_key) = config.ssl_client_cert().unzip();
+        let cert = tls.client_cert.as_deref().map(resolve);
+        let key = tls.client_key.as_deref().map(resolve);
+        if let Some(cert) = &cert {
+            conflict("sslcert", cert.display().to_string(), shown(url_cert))?;
+        }
+        if let Some(key) = &key {
+            conflict("sslkey", key.display().to_string(), shown(url_key))?;
+        }
+        let cert = cert.or_else(|| url_cert.map(Path::to_path_buf));
+        let key = key.or_else(|| url_key.map(Path::to_path_buf));
+        match (cert, key) {
+            (Some(cert), Some(key)) => {
+                config.set_ssl_client_cert(Some((cert, key)));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(TargetError::TlsIncomplete {
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+        if config.channel_binding() == ChannelBinding::Require
+            && config.ssl_mode() == SslMode::Disable
+        {
+            return Err(TargetError::TlsContradiction {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(target)
+    }
+
+    /// What `kanban boards list` shows as the board's TLS: its `sslmode` over TCP, `none` for a
+    /// Unix socket (never encrypted, whatever `sslmode` says).
+    pub fn tls_mode(&self) -> String {
+        match self.config.host() {
+            Host::Tcp(_) => self.config.ssl_mode().to_string(),
+            Host::Unix(_) => "none".to_owned(),
+        }
     }
 
     /// The URL without its password: what logs, events, `--json` output and a worker's
@@ -154,6 +265,21 @@ impl PgTarget {
     /// connections with this.
     pub fn connect_config(&self) -> Result<PgConfig, kanban_pgwire::Error> {
         let mut config = self.config.clone();
+        let root = config
+            .ssl_root_cert()
+            .filter(|p| *p != Path::new(SYSTEM_ROOTS));
+        let (cert, key) = config.ssl_client_cert().unzip();
+        for (key, file) in [("sslrootcert", root), ("sslcert", cert), ("sslkey", key)] {
+            if let Some(file) = file
+                && !file.is_file()
+            {
+                return Err(kanban_pgwire::Error::Config(format!(
+                    "the {key} file {} (in {}) does not exist or is not a file",
+                    file.display(),
+                    self.source
+                )));
+            }
+        }
         if !self.timeout_given {
             config.set_connect_timeout(Some(DEFAULT_CONNECT_TIMEOUT));
         }
@@ -170,6 +296,26 @@ impl PgTarget {
     pub fn redacted_eq(&self, other: &PgTarget) -> bool {
         self.config.redacted() == other.config.redacted()
     }
+}
+
+/// `sslrootcert=system`: the built-in roots, not a file.
+const SYSTEM_ROOTS: &str = "system";
+
+/// True when the query string of `url` sets `key` (a malformed one sets nothing: parsing the URL
+/// refuses it).
+fn url_gives(url: &str, key: &str) -> bool {
+    kanban_pgwire::url_parameter_names(url).is_ok_and(|names| names.iter().any(|n| n == key))
+}
+
+/// The TLS keys of a `[boards.<slug>]` table, checked (libpq's values): what
+/// [`PgTarget::parse_configured`] lays over the URL's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    pub ssl_mode: Option<SslMode>,
+    pub root_cert: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    pub channel_binding: Option<ChannelBinding>,
 }
 
 /// Which store holds a board.
@@ -310,6 +456,30 @@ pub enum TargetError {
     )]
     NotPostgresUrl { url: String, source_: UrlSource },
 
+    #[error(
+        "{key} = \"{file}\" in {} disagrees with {key}={in_url} in its URL {url}: give {key} in one place only",
+        path.display()
+    )]
+    TlsConflict {
+        key: &'static str,
+        file: String,
+        in_url: String,
+        url: String,
+        path: PathBuf,
+    },
+
+    #[error(
+        "sslcert and sslkey go together (in {}, in the table or its URL): give both, the client certificate and its key, or neither",
+        path.display()
+    )]
+    TlsIncomplete { path: PathBuf },
+
+    #[error(
+        "channel_binding = \"require\" needs TLS, which sslmode = \"disable\" turns off (in {})",
+        path.display()
+    )]
+    TlsContradiction { path: PathBuf },
+
     #[error("invalid PostgreSQL URL {url} (in {source_})")]
     BadUrl {
         url: String,
@@ -369,6 +539,78 @@ mod tests {
             let chain = crate::error_chain(&err);
             assert!(!chain.contains("Tr0ub4dor"), "{chain}");
         }
+    }
+
+    #[test]
+    fn configured_tls_keys_resolve_paths_next_to_the_file_and_must_agree_with_the_url() {
+        let file = Path::new("/etc/kanban/kanban.toml");
+        let tls = TlsSettings {
+            ssl_mode: Some(SslMode::VerifyFull),
+            root_cert: Some("certs/ca.pem".into()),
+            client_cert: Some("/abs/client.pem".into()),
+            client_key: Some("client.key".into()),
+            channel_binding: Some(ChannelBinding::Require),
+        };
+        let t = PgTarget::parse_configured("postgres://u@h/db", file, &tls).unwrap();
+        let c = t.config();
+        assert_eq!(c.ssl_mode(), SslMode::VerifyFull);
+        assert_eq!(c.channel_binding(), ChannelBinding::Require);
+        assert_eq!(
+            c.ssl_root_cert(),
+            Some(Path::new("/etc/kanban/certs/ca.pem"))
+        );
+        assert_eq!(
+            c.ssl_client_cert(),
+            Some((
+                Path::new("/abs/client.pem"),
+                Path::new("/etc/kanban/client.key")
+            ))
+        );
+        assert_eq!(t.tls_mode(), "verify-full");
+        // The URL's relative paths name files there too; `system` stays the built-in roots.
+        let t = PgTarget::parse_configured(
+            "postgres://u@h/db?sslrootcert=system&sslcert=c.pem&sslkey=c.key",
+            file,
+            &TlsSettings::default(),
+        )
+        .unwrap();
+        assert_eq!(t.config().ssl_root_cert(), Some(Path::new("system")));
+        assert_eq!(
+            t.config().ssl_client_cert(),
+            Some((
+                Path::new("/etc/kanban/c.pem"),
+                Path::new("/etc/kanban/c.key")
+            ))
+        );
+        // The same file spelt relatively in the URL and absolutely in the table agrees.
+        let same = TlsSettings {
+            root_cert: Some("/etc/kanban/ca.pem".into()),
+            ssl_mode: Some(SslMode::Prefer),
+            ..TlsSettings::default()
+        };
+        assert!(
+            PgTarget::parse_configured(
+                "postgres://u@h/db?sslrootcert=ca.pem&sslmode=prefer",
+                file,
+                &same
+            )
+            .is_ok()
+        );
+        // `prefer` written in the URL is a choice, not the default: `require` disagrees.
+        let require = TlsSettings {
+            ssl_mode: Some(SslMode::Require),
+            ..TlsSettings::default()
+        };
+        let err = PgTarget::parse_configured("postgres://u@h/db?sslmode=prefer", file, &require)
+            .unwrap_err();
+        assert!(
+            matches!(err, TargetError::TlsConflict { key: "sslmode", .. }),
+            "{err}"
+        );
+        assert!(PgTarget::parse_configured("postgres://u@h/db", file, &require).is_ok());
+        let socket =
+            PgTarget::parse_configured("postgres://u@%2Frun%2Fpg/db", file, &require).unwrap();
+        assert_eq!(socket.tls_mode(), "none");
     }
 
     #[test]

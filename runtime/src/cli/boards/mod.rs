@@ -97,6 +97,8 @@ fn list(root: &Path, globals: &Globals) -> CmdResult {
         db_path: Option<PathBuf>,
         /// The PostgreSQL URL without its password (null for a SQLite board).
         url: Option<String>,
+        /// The PostgreSQL board's `sslmode` (`none` over a Unix socket; null for SQLite).
+        tls: Option<String>,
         exists: bool,
         current: bool,
         /// The repository worktree tasks are worktrees of (null when unset).
@@ -111,6 +113,7 @@ fn list(root: &Path, globals: &Globals) -> CmdResult {
                 current: b.slug == current,
                 store: b.store.kind(),
                 url: b.postgres().map(crate::db::target::PgTarget::redacted),
+                tls: b.postgres().map(crate::db::target::PgTarget::tls_mode),
                 db_path: b.postgres().is_none().then(|| b.db_path.clone()),
                 slug: b.slug,
             })
@@ -126,7 +129,8 @@ fn list(root: &Path, globals: &Globals) -> CmdResult {
                 e.slug,
                 e.url
                     .as_deref()
-                    .map(|u| format!(" (postgres {u})"))
+                    .zip(e.tls.as_deref())
+                    .map(|(u, tls)| format!(" (postgres {u} tls={tls})"))
                     .unwrap_or_default(),
                 if e.exists { "" } else { " (not created yet)" },
                 e.default_workdir
