@@ -466,3 +466,22 @@ fn head_on_the_event_stream_sends_its_headers_and_no_body() {
     assert!(text.starts_with("HTTP/1.1 404"), "{text}");
     assert!(text.ends_with("\r\n\r\n"), "{text}");
 }
+
+#[test]
+fn the_task_page_says_where_its_agent_works() {
+    let k = kanban();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("a <dir>");
+    let spec = format!("dir:{}", target.display());
+    let id = k.create("in a dir", &["--workspace", &spec]);
+    let serve = Serve::start(&k, &[]);
+    let page = get(serve.addr, &format!("/task/{id}"), "");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body
+            .contains("<p class=\"workspace\">workspace dir @ ")
+            && page.body.contains("a &lt;dir&gt;"),
+        "{}",
+        page.body
+    );
+}

@@ -299,6 +299,18 @@ pub fn task_page(view: &TaskView) -> String {
     if let Some(reason) = &card.block_reason {
         let _ = write!(main, "<p class=\"blocked-reason\">{}</p>", escape(reason));
     }
+    let _ = write!(
+        main,
+        "<p class=\"workspace\">workspace {}</p>",
+        escape(&view.workspace)
+    );
+    if let Some(kept) = &view.workspace_kept {
+        let _ = write!(
+            main,
+            "<p class=\"workspace-kept\">workspace kept: {}</p>",
+            escape(kept)
+        );
+    }
     main.push_str("<h2>body</h2>");
     let _ = write!(
         main,

@@ -90,6 +90,10 @@ pub struct TaskView {
     pub log_tail: Option<String>,
     /// A run of the task is open: the log tail follows live.
     pub run_open: bool,
+    /// Where its agent works: `worktree @ /repo/.worktrees/t_… (branch wt/t_…)`, and why a
+    /// finished task's workspace was kept, when it was.
+    pub workspace: String,
+    pub workspace_kept: Option<String>,
 }
 
 /// One cron job.

@@ -277,7 +277,22 @@ impl kanban_web::Source for HomeSource {
         let card = self.card(&card, now);
         let log = paths::find_log(&self.root, slug, id);
         let first_shown = events.len().saturating_sub(PAGE_EVENTS);
+        let workspace_kept = board
+            .last_workspace_note(id)
+            .map_err(chain)?
+            .and_then(|note| match note.decode() {
+                Ok(crate::board::events::Event::WorkspacePreserved { reason, detail, .. }) => {
+                    Some(if detail.is_empty() {
+                        reason
+                    } else {
+                        format!("{reason}: {detail}")
+                    })
+                }
+                _ => None,
+            });
         Ok(Some(TaskView {
+            workspace: crate::cli::tasks::workspace::describe_workspace(&task),
+            workspace_kept,
             slug: slug.to_owned(),
             now,
             result: task.result.clone(),

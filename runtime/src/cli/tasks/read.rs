@@ -250,20 +250,10 @@ fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
 
 /// `workspace worktree @ PATH (branch B)`, and when a finished task's workspace was kept, why.
 fn print_workspace(o: &Opened, task: &crate::board::Task) -> anyhow::Result<()> {
-    let mut text = format!("workspace {}", task.workspace_kind);
-    match &task.workspace_path {
-        Some(path) => text.push_str(&format!(" @ {}", line(path))),
-        None if task.workspace_kind == "worktree" => text.push_str(
-            " (made at its first run: <repo>/.worktrees/<id> of the board's default workdir)",
-        ),
-        None => text.push_str(" (made at its first run)"),
-    }
-    if let Some(branch) = &task.branch_name {
-        text.push_str(&format!(" (branch {})", line(branch)));
-    }
-    if let Some(base) = &task.workspace_base {
-        text.push_str(&format!(" from {}", line(base)));
-    }
+    let text = format!(
+        "workspace {}",
+        crate::cli::tasks::workspace::describe_workspace(task)
+    );
     println!("{text}");
     if let Some(note) = o.board.last_workspace_note(&task.id)?
         && let Ok(crate::board::events::Event::WorkspacePreserved { reason, detail, .. }) =

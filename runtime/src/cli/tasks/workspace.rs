@@ -43,6 +43,25 @@ pub(in crate::cli) fn after_finish(o: &Opened, globals: &Globals, id: &str) {
     }
 }
 
+/// `worktree @ PATH (branch B) from BASE`, or before its first run where it will be made.
+pub(in crate::cli) fn describe_workspace(task: &crate::board::Task) -> String {
+    let mut text = task.workspace_kind.clone();
+    match &task.workspace_path {
+        Some(path) => text.push_str(&format!(" @ {}", line(path))),
+        None if task.workspace_kind == "worktree" => text.push_str(
+            " (made at its first run: <repo>/.worktrees/<id> of the board's default workdir)",
+        ),
+        None => text.push_str(" (made at its first run)"),
+    }
+    if let Some(branch) = &task.branch_name {
+        text.push_str(&format!(" (branch {})", line(branch)));
+    }
+    if let Some(base) = &task.workspace_base {
+        text.push_str(&format!(" from {}", line(base)));
+    }
+    text
+}
+
 /// One line for a step: what happened to whose workspace, and why.
 fn describe(step: &Step, dry_run: bool) -> String {
     let verb = match (step.action, dry_run) {
