@@ -19,6 +19,7 @@ const FIXTURE: &[u8] = include_bytes!("fixtures/original-board/kanban.db");
 const ADDED: &[(&str, &str)] = &[
     ("task_runs", "worker_started_at"),
     ("tasks", "worker_started_at"),
+    ("tasks", "workspace_base"),
 ];
 
 /// A temporary home whose default board is a copy of the fixture.
@@ -221,10 +222,14 @@ fn dispatching_the_originals_board_runs_each_ready_task_once_and_keeps_its_journ
                 k.home().join(format!("kanban/logs/{id}.log")).is_file(),
                 "{id}: log"
             );
-            assert!(
-                k.home().join(format!("kanban/workspaces/{id}")).is_dir(),
+            // Recorded where the original keeps it, in its column, and removed once done.
+            let scratch = k.home().join(format!("kanban/workspaces/{id}"));
+            assert_eq!(
+                shown["task"]["workspace_path"].as_str(),
+                Some(scratch.to_str().unwrap()),
                 "{id}: workspace"
             );
+            assert!(!scratch.exists(), "{id}: a finished scratch workspace is removed");
         }
     }
     assert!(!k.home().join("kanban/logs/default").exists());
@@ -342,4 +347,102 @@ fn a_board_named_like_a_task_id_is_refused_and_nothing_is_created() {
         run.stderr
     );
     assert!(!k.home().join("kanban/boards/t_10aa94eb").exists());
+}
+
+/// Runs git in `dir` with an identity; its trimmed stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .expect("git must be installed for this test");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn the_originals_worktree_and_dir_tasks_run_where_it_runs_them_and_read_back_in_its_values() {
+    let k = home_with_fixture();
+    let pristine = schema(&k.default_db());
+    let repos = tempfile::tempdir().unwrap();
+    let repo = repos.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["commit", "-q", "--allow-empty", "-m", "init"]);
+    let dir = repos.path().join("plain dir");
+    // The original's own board settings file (board_metadata_path) and task rows as its
+    // create_task writes them: a worktree task with no path, one on a named branch, a dir task.
+    let meta = k.home().join("kanban/boards/default/board.json");
+    std::fs::create_dir_all(meta.parent().unwrap()).unwrap();
+    std::fs::write(
+        &meta,
+        serde_json::json!({"name": "Default", "default_workdir": repo, "created_at": 1}).to_string(),
+    )
+    .unwrap();
+    let conn = Connection::open(k.default_db()).unwrap();
+    for (id, kind, path, branch) in [
+        ("t_aaaa0001", "worktree", None, None),
+        ("t_aaaa0002", "worktree", None, Some("feature/named")),
+        ("t_aaaa0003", "dir", Some(dir.to_str().unwrap()), None),
+    ] {
+        conn.execute(
+            "INSERT INTO tasks (id, title, body, assignee, status, priority, created_at, \
+             workspace_kind, workspace_path, branch_name) \
+             VALUES (?1, ?1, 'touch made-here', 'sh', 'ready', 9, 1, ?2, ?3, ?4)",
+            rusqlite::params![id, kind, path, branch],
+        )
+        .unwrap();
+    }
+    drop(conn);
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[dispatch]\ncrash_grace_seconds = 0\nkill_wait_seconds = 1.0\ninterval_seconds = 0.5\n\n\
+         [profiles.sh]\nagent = \"builtin:shell\"\n\n[profiles.worker1]\nagent = \"builtin:complete\"\n\n\
+         [profiles.worker2]\nagent = \"builtin:complete\"\n\n[profiles.default]\nagent = \"builtin:complete\"\n",
+    )
+    .unwrap();
+    let out = k.run(&["dispatch", "--until-idle"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    // The original's places and values: <repo>/.worktrees/<id> on wt/<id> (or the named
+    // branch), the dir itself; its columns hold them.
+    let conn = Connection::open(k.default_db()).unwrap();
+    let row = |id: &str| -> (String, String, Option<String>, Option<String>) {
+        conn.query_row(
+            "SELECT status, workspace_kind, workspace_path, branch_name FROM tasks WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap()
+    };
+    let canon = repo.canonicalize().unwrap();
+    for (id, branch) in [("t_aaaa0001", "wt/t_aaaa0001"), ("t_aaaa0002", "feature/named")] {
+        let worktree = canon.join(".worktrees").join(id);
+        assert_eq!(
+            row(id),
+            (
+                "done".to_owned(),
+                "worktree".to_owned(),
+                Some(worktree.to_str().unwrap().to_owned()),
+                Some(branch.to_owned())
+            )
+        );
+        // Kept: the agent's file is untracked work.
+        assert!(worktree.join("made-here").exists(), "{id}");
+        assert_eq!(git(&worktree, &["rev-parse", "--abbrev-ref", "HEAD"]), branch);
+    }
+    assert_eq!(
+        row("t_aaaa0003"),
+        (
+            "done".to_owned(),
+            "dir".to_owned(),
+            Some(dir.to_str().unwrap().to_owned()),
+            None
+        )
+    );
+    assert!(dir.join("made-here").exists(), "the dir is never removed");
+    drop(conn);
+    assert_still_the_originals(&pristine, &schema(&k.default_db()));
 }
