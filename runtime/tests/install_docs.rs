@@ -33,6 +33,50 @@ fn readme_block(heading: &str, lang: &str) -> String {
     section[start..start + len].to_owned()
 }
 
+/// The first line under `heading` in the README that starts with `prefix`, its `# comment` cut.
+fn readme_line(heading: &str, prefix: &str) -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = &readme[readme
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("README has no `{heading}`"))..];
+    let line = section
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line under {heading}"));
+    line.split(" # ").next().unwrap().trim().to_owned()
+}
+
+/// Words of a shell line with double-quoted words (all the README's lines use).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            c => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    assert!(!quoted, "unbalanced quotes in {line}");
+    if any {
+        words.push(word);
+    }
+    words
+}
+
 #[test]
 fn the_readme_first_agent_completes_its_task() {
     let k = Kanban::new(env!("CARGO_BIN_EXE_kanban"));
@@ -54,7 +98,13 @@ fn the_readme_first_agent_completes_its_task() {
     )
     .unwrap();
 
-    let id = k.create("Say hello", &["--body", "Greet the operator"]);
+    // The README's `create` line, with its `$HOME/hello` in this test's home.
+    let create = readme_line("## Your first agent", "kanban create ");
+    let hello = k.home().join("hello");
+    let args: Vec<String> = shell_words(&create.replace("$HOME/hello", hello.to_str().unwrap()));
+    assert_eq!(&args[..2], ["kanban", "create"], "{create}");
+    let args: Vec<&str> = args[2..].iter().map(String::as_str).collect();
+    let id = k.create(args[0], &args[1..]);
     // The script calls `kanban` by name: put this build's binary first on PATH.
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_kanban")).parent().unwrap();
     let path = format!(
@@ -78,12 +128,7 @@ fn the_readme_first_agent_completes_its_task() {
     assert_eq!(runs.len(), 1, "completed at the first attempt: {shown}");
     let summary = runs[0]["summary"].as_str().unwrap_or_default();
     assert!(summary.starts_with("wrote notes.txt ("), "{shown}");
-    let notes = k
-        .home()
-        .join("kanban")
-        .join("workspaces")
-        .join(&id)
-        .join("notes.txt");
+    let notes = hello.join("notes.txt");
     let written = std::fs::read_to_string(&notes).unwrap();
     assert!(
         written.contains("Say hello") && written.contains("Greet the operator"),

@@ -229,7 +229,10 @@ fn dispatching_the_originals_board_runs_each_ready_task_once_and_keeps_its_journ
                 Some(scratch.to_str().unwrap()),
                 "{id}: workspace"
             );
-            assert!(!scratch.exists(), "{id}: a finished scratch workspace is removed");
+            assert!(
+                !scratch.exists(),
+                "{id}: a finished scratch workspace is removed"
+            );
         }
     }
     assert!(!k.home().join("kanban/logs/default").exists());
@@ -359,7 +362,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("git must be installed for this test");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -379,7 +386,8 @@ fn the_originals_worktree_and_dir_tasks_run_where_it_runs_them_and_read_back_in_
     std::fs::create_dir_all(meta.parent().unwrap()).unwrap();
     std::fs::write(
         &meta,
-        serde_json::json!({"name": "Default", "default_workdir": repo, "created_at": 1}).to_string(),
+        serde_json::json!({"name": "Default", "default_workdir": repo, "created_at": 1})
+            .to_string(),
     )
     .unwrap();
     let conn = Connection::open(k.default_db()).unwrap();
@@ -418,7 +426,10 @@ fn the_originals_worktree_and_dir_tasks_run_where_it_runs_them_and_read_back_in_
         .unwrap()
     };
     let canon = repo.canonicalize().unwrap();
-    for (id, branch) in [("t_aaaa0001", "wt/t_aaaa0001"), ("t_aaaa0002", "feature/named")] {
+    for (id, branch) in [
+        ("t_aaaa0001", "wt/t_aaaa0001"),
+        ("t_aaaa0002", "feature/named"),
+    ] {
         let worktree = canon.join(".worktrees").join(id);
         assert_eq!(
             row(id),
@@ -431,7 +442,10 @@ fn the_originals_worktree_and_dir_tasks_run_where_it_runs_them_and_read_back_in_
         );
         // Kept: the agent's file is untracked work.
         assert!(worktree.join("made-here").exists(), "{id}");
-        assert_eq!(git(&worktree, &["rev-parse", "--abbrev-ref", "HEAD"]), branch);
+        assert_eq!(
+            git(&worktree, &["rev-parse", "--abbrev-ref", "HEAD"]),
+            branch
+        );
     }
     assert_eq!(
         row("t_aaaa0003"),

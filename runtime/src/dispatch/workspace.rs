@@ -7,8 +7,8 @@
 //! A workspace that cannot be made for a reason only an operator can fix — no default workdir, a
 //! path outside any repository, a repository without commits, a branch a person has checked out,
 //! git missing — blocks the task `needs_input` ([`PrepareError::needs_input`]) instead of
-//! failing the run again every tick; a passing fault (a git lock file, a full disk) is a counted
-//! spawn failure, retried under the breaker.
+//! failing the run again every tick; a passing fault (a git lock file, a full disk, a file where
+//! the folder goes) is a counted spawn failure, retried under the breaker.
 
 use std::path::{Path, PathBuf};
 
@@ -49,9 +49,12 @@ impl PrepareError {
             PrepareError::UnknownKind { .. } | PrepareError::NoDefaultWorkdir { .. } => true,
             // A board.json that cannot be read is the operator's to fix, too.
             PrepareError::Home(_) => true,
+            // A file or a failing disk where the folder goes is the host's fault of the moment,
+            // as the original counts it: retried under the breaker.
             PrepareError::Resolve { source, .. } => !matches!(
                 source,
                 ResolveError::Io { .. }
+                    | ResolveError::NotADirectory { .. }
                     | ResolveError::Git(GitError::Failed { .. } | GitError::Io(_))
             ),
         }

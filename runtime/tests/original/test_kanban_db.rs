@@ -441,7 +441,7 @@ fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
             "--assignee",
             "sh",
             "--body",
-            "env > \"$HERMES_KANBAN_WORKSPACE/env.txt\"",
+            "env > \"$HERMES_KANBAN_WORKSPACES_ROOT/../env.txt\"",
         ],
     );
     let out = home
@@ -458,7 +458,8 @@ fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(home.status(&t), "done");
-    let env = std::fs::read_to_string(home.workspace(&t).join("env.txt")).unwrap();
+    // Written beside the workspaces folder: the scratch workspace itself is removed once done.
+    let env = std::fs::read_to_string(home.k.home().join("kanban/env.txt")).unwrap();
     let var = |key: &str| {
         env.lines()
             .find_map(|l| l.strip_prefix(&format!("{key}=")))
@@ -482,4 +483,311 @@ fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
     assert_eq!(var("HERMES_KANBAN_TASK").as_deref(), Some(t.as_str()));
     assert_eq!(var("HERMES_SESSION_SOURCE").as_deref(), Some("kanban"));
     assert_eq!(var("HERMES_SESSION_CHAT_ID"), None, "{env}");
+}
+
+// ---------------------------------------------------------------------------
+// Workspaces (issue 26)
+// ---------------------------------------------------------------------------
+
+/// git in `dir` with an identity; its trimmed stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .expect("git must be installed for the workspace tests");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The original's `_init_git_repo`: a repository with one commit.
+fn init_git_repo(repo: &std::path::Path) {
+    std::fs::create_dir_all(repo).unwrap();
+    git(repo, &["init", "-q"]);
+    git(repo, &["commit", "-q", "--allow-empty", "-m", "init"]);
+}
+
+#[test]
+fn worktree_workspace_explicit_target_materializes_linked_worktree() {
+    let home = Home::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    init_git_repo(&repo);
+    let target = repo.join(".worktrees").join("custom-task");
+    let t = home.create(
+        "ship",
+        &[
+            "--assignee",
+            "sh",
+            "--body",
+            "true",
+            "--workspace",
+            &format!("worktree:{}", target.display()),
+            "--branch",
+            "wt/custom-task",
+        ],
+    );
+    assert_eq!(home.until_idle().code, 0);
+    assert_eq!(home.task(&t)["workspace_path"], target.to_str().unwrap());
+    assert!(target.exists());
+    let common = |dir: &std::path::Path| {
+        git(
+            dir,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+    };
+    assert_eq!(common(&target), common(&repo));
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(
+        listed.contains(&format!("worktree {}", target.display())),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("branch refs/heads/wt/custom-task"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn dir_child_completion_unblocks_deferred_scratch_parent() {
+    let home = Home::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let child_dir = tmp.path().join("persistent-child");
+    std::fs::create_dir(&child_dir).unwrap();
+    let parent = home.create(
+        "scratch parent",
+        &["--assignee", "sh", "--body", "echo handoff > out"],
+    );
+    let child = home.create(
+        "dir child",
+        &[
+            "--workspace",
+            &format!("dir:{}", child_dir.display()),
+            "--parent",
+            &parent,
+            "--blocked",
+        ],
+    );
+    assert_eq!(home.until_idle().code, 0);
+    let parent_ws = home.workspace(&parent);
+    assert_eq!(home.status(&parent), "done");
+    assert!(parent_ws.exists(), "deferred while the dir child is open");
+    home.ok(&["complete", &child, "--result", "built"]);
+    assert!(
+        !parent_ws.exists(),
+        "a dir child's completion sweeps its scratch parent"
+    );
+    assert!(child_dir.exists(), "a dir workspace is never deleted");
+}
+
+#[test]
+fn is_managed_scratch_path_rejects_kanban_metadata_subtrees() {
+    // A scratch task whose `workspace_path` was mis-set to the kanban folder, its logs, a board's
+    // folder or the workspaces folder itself: completing it removes none of them.
+    let home = Home::new();
+    let kanban = home.k.home().join("kanban");
+    let board_root = kanban.join("boards").join("my-board");
+    let places = [
+        kanban.clone(),
+        kanban.join("logs"),
+        board_root.clone(),
+        board_root.join("logs"),
+        kanban.join("workspaces"),
+    ];
+    for place in &places {
+        std::fs::create_dir_all(place).unwrap();
+        std::fs::write(place.join("keep"), "x").unwrap();
+        let t = home.create("misplaced", &[]);
+        home.sql(&format!(
+            "UPDATE tasks SET workspace_path = '{}' WHERE id = '{t}'",
+            place.display()
+        ));
+        home.ok(&["complete", &t, "--result", "done"]);
+        assert!(
+            place.join("keep").exists(),
+            "{} was removed",
+            place.display()
+        );
+    }
+    // The only thing the guard allows: a task's own folder under the workspaces folder.
+    let t = home.create("managed", &[]);
+    let own = kanban.join("workspaces").join(&t);
+    std::fs::create_dir_all(&own).unwrap();
+    home.sql(&format!(
+        "UPDATE tasks SET workspace_path = '{}' WHERE id = '{t}'",
+        own.display()
+    ));
+    home.ok(&["complete", &t, "--result", "done"]);
+    assert!(!own.exists());
+}
+
+#[test]
+fn resolve_workspace_rejects_relative_dir_path() {
+    let home = Home::new();
+    let run = home.run(&["create", "x", "--workspace", "dir:relative/path"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("relative"), "{}", run.stderr);
+    // A row written with a relative path (by another writer) is refused at spawn, not run in the
+    // dispatcher's working directory.
+    let t = home.create("y", &["--assignee", "sh", "--body", "true"]);
+    home.sql(&format!(
+        "UPDATE tasks SET workspace_kind = 'dir', workspace_path = 'relative/path' WHERE id = '{t}'"
+    ));
+    assert_eq!(home.until_idle().code, 0);
+    assert_eq!(home.status(&t), "blocked");
+    assert!(
+        home.task(&t)["last_failure_error"]
+            .as_str()
+            .unwrap()
+            .contains("relative/path"),
+        "{}",
+        home.task(&t)
+    );
+}
+
+#[test]
+fn resolve_workspace_accepts_absolute_dir_path() {
+    let home = Home::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("ws");
+    let t = home.create(
+        "x",
+        &[
+            "--assignee",
+            "sh",
+            "--body",
+            "pwd > where",
+            "--workspace",
+            &format!("dir:{}", target.display()),
+        ],
+    );
+    assert_eq!(home.until_idle().code, 0);
+    assert!(target.is_dir(), "created when missing");
+    assert_eq!(home.task(&t)["workspace_path"], target.to_str().unwrap());
+    assert!(target.join("where").exists());
+}
+
+#[test]
+fn resolve_workspace_rejects_relative_worktree_path() {
+    let home = Home::new();
+    let run = home.run(&["create", "x", "--workspace", "worktree:rel/wt"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("relative"), "{}", run.stderr);
+    assert_eq!(home.json(&["list"]), serde_json::json!([]));
+}
+
+#[test]
+fn parse_workspace_flag_valid() {
+    let home = Home::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let abs = tmp.path().join("p");
+    for (flag, kind, path) in [
+        ("scratch".to_owned(), "scratch", None),
+        ("worktree".to_owned(), "worktree", None),
+        (
+            format!("worktree:{}", abs.display()),
+            "worktree",
+            Some(abs.clone()),
+        ),
+        (format!("dir:{}", abs.display()), "dir", Some(abs.clone())),
+    ] {
+        let t = home.create("x", &["--workspace", &flag]);
+        let task = home.task(&t);
+        assert_eq!(task["workspace_kind"], kind, "{flag}");
+        assert_eq!(
+            task["workspace_path"]
+                .as_str()
+                .map(std::path::PathBuf::from),
+            path,
+            "{flag}"
+        );
+    }
+}
+
+#[test]
+fn parse_workspace_flag_expands_user() {
+    // Differs (docs/interchangeability.md, "`~` in a workspace path"): refused, naming it, not
+    // expanded.
+    let home = Home::new();
+    let run = home.run(&["create", "x", "--workspace", "dir:~/projects/x"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("`~` is not expanded"), "{}", run.stderr);
+}
+
+#[test]
+fn parse_workspace_flag_rejects() {
+    let home = Home::new();
+    for flag in ["bogus", "dir", "dir:", "cloud:/x"] {
+        let run = home.run(&["create", "x", "--workspace", flag]);
+        assert_eq!(run.code, 1, "{flag}: {}", run.stderr);
+    }
+    assert_eq!(home.json(&["list"]), serde_json::json!([]));
+}
+
+// ---------------------------------------------------------------------------
+// Retention: kanban gc (issue 26)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn gc_events_keeps_active_task_history() {
+    let home = Home::new();
+    let done = home.create("finished", &[]);
+    home.ok(&["complete", &done, "--result", "r"]);
+    let active = home.create("still open", &[]);
+    let old = now() - 40 * 24 * 3600;
+    home.sql(&format!("UPDATE task_events SET created_at = {old}"));
+    let out = home.ok(&["gc"]);
+    assert!(out.contains("pruned"), "{out}");
+    assert!(home.kinds(&done).is_empty(), "{:?}", home.kinds(&done));
+    assert_eq!(
+        home.kinds(&active),
+        ["created"],
+        "an open task keeps its history"
+    );
+}
+
+#[test]
+fn gc_worker_logs_deletes_old_files() {
+    let home = Home::new();
+    let t = home.create("ran", &["--assignee", "sh", "--body", "echo hi"]);
+    assert_eq!(home.until_idle().code, 0);
+    let log = home.k.home().join("kanban/logs").join(format!("{t}.log"));
+    assert!(log.is_file());
+    let fresh = home.ok(&["gc"]);
+    assert!(log.is_file(), "a fresh log is kept: {fresh}");
+    let old = std::time::SystemTime::now() - Duration::from_secs(40 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let out = home.ok(&["gc"]);
+    assert!(out.contains("removed worker log"), "{out}");
+    assert!(!log.exists());
+}
+
+#[test]
+fn cli_gc_reports_counts() {
+    let home = Home::new();
+    let t = home.create("finished", &[]);
+    home.ok(&["complete", &t, "--result", "r"]);
+    home.sql(&format!(
+        "UPDATE task_events SET created_at = {}",
+        now() - 40 * 24 * 3600
+    ));
+    let dry = home.json(&["gc", "--dry-run"]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["events_pruned"], 2, "{dry}");
+    assert_eq!(home.kinds(&t).len(), 2, "a dry run changes nothing");
+    let report = home.json(&["gc"]);
+    assert_eq!(report["events_pruned"], 2, "{report}");
+    assert_eq!(report["dry_run"], false);
 }
