@@ -382,23 +382,22 @@ impl Tick<'_> {
         Ok(Failure::Counted { limit, source })
     }
 
-    /// A claimed run whose workspace could not be made: released as `spawn_failed`, and the
-    /// task blocked `needs_input` when only an operator can fix it, else a counted failure.
-    fn workspace_failed(
+    /// A claimed run whose worker could not be started (its workspace could not be made, or the
+    /// process not spawned): released as `spawn_failed`. `why` says how it counts: the host's
+    /// fault is not counted (the respawn guard's infrastructure cooldown spaces the retries),
+    /// what only an operator can fix blocks the task `needs_input`, anything else is counted.
+    fn spawn_failed(
         &mut self,
         id: &str,
         claimed: &board::Claimed,
-        err: &super::workspace::PrepareError,
+        error: String,
+        why: SpawnFailure,
     ) -> Result<(), BoardError> {
-        let error = crate::error_chain(err);
-        let (failure, failures) = if err.needs_input() {
-            (
-                Failure::NeedsInput,
-                self.board.get_task(id)?.consecutive_failures,
-            )
-        } else {
-            let n = self.board.get_task(id)?.consecutive_failures + 1;
-            (self.counted(id)?, n)
+        let before = self.board.get_task(id)?.consecutive_failures;
+        let (failure, failures) = match why {
+            SpawnFailure::Infrastructure => (Failure::NotCounted, before),
+            SpawnFailure::NeedsInput => (Failure::NeedsInput, before),
+            SpawnFailure::Counted => (self.counted(id)?, before + 1),
         };
         let release = Release {
             claim_lock: Some(&claimed.claim_lock),
@@ -408,7 +407,7 @@ impl Tick<'_> {
                 error: error.clone(),
                 failures,
                 retry_status: Status::Ready,
-                infrastructure: None,
+                infrastructure: (why == SpawnFailure::Infrastructure).then_some(true),
             },
             failure,
             error: error.clone(),
@@ -1284,7 +1283,12 @@ impl Tick<'_> {
             let prepared = match super::workspace::prepare(&s.root, slug, &c) {
                 Ok(prepared) => prepared,
                 Err(err) => {
-                    self.workspace_failed(&c.id, &claimed, &err)?;
+                    let why = if err.needs_input() {
+                        SpawnFailure::NeedsInput
+                    } else {
+                        SpawnFailure::Counted
+                    };
+                    self.spawn_failed(&c.id, &claimed, crate::error_chain(&err), why)?;
                     continue;
                 }
             };
@@ -1376,36 +1380,17 @@ impl Tick<'_> {
                     });
                 }
                 Err(err) => {
-                    let error = crate::error_chain(&err);
-                    // The host's fault (no executable, no log file), not the task's: not counted,
-                    // and the respawn guard's infrastructure cooldown spaces the retries.
-                    let infrastructure = matches!(
+                    // The host's fault (no executable, no log file), not the task's.
+                    let why = if matches!(
                         err,
                         super::spawn::SpawnError::Executable(_)
                             | super::spawn::SpawnError::Log { .. }
-                    );
-                    let (failure, failures) = if infrastructure {
-                        let n = self.board.get_task(&c.id)?.consecutive_failures;
-                        (Failure::NotCounted, n)
+                    ) {
+                        SpawnFailure::Infrastructure
                     } else {
-                        let n = self.board.get_task(&c.id)?.consecutive_failures + 1;
-                        (self.counted(&c.id)?, n)
+                        SpawnFailure::Counted
                     };
-                    let release = Release {
-                        claim_lock: Some(&claimed.claim_lock),
-                        run_id: Some(claimed.run_id),
-                        outcome: "spawn_failed",
-                        event: Event::SpawnFailed {
-                            error: error.clone(),
-                            failures,
-                            retry_status: Status::Ready,
-                            infrastructure: infrastructure.then_some(true),
-                        },
-                        failure,
-                        error: error.clone(),
-                    };
-                    self.release(&c.id, &release)?;
-                    self.report.spawn_failed.push((c.id.clone(), error));
+                    self.spawn_failed(&c.id, &claimed, crate::error_chain(&err), why)?;
                 }
             }
         }
@@ -1413,6 +1398,14 @@ impl Tick<'_> {
         self.board.record_spawns(&records, self.now)?;
         Ok(())
     }
+}
+
+/// How a failed spawn counts ([`Tick::spawn_failed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpawnFailure {
+    Infrastructure,
+    NeedsInput,
+    Counted,
 }
 
 /// Whether an owner-admitted run is held back from every reclaim phase this tick (README "Owner
