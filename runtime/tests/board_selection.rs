@@ -89,13 +89,21 @@ fn run_one_task(home: &Home, sel: &Selection) {
         .lines()
         .find(|l| l.contains("workspaces"))
         .unwrap_or_else(|| panic!("{}: no workspace in the log: {log}", sel.name));
+    // That place is the one recorded on the task, and being a finished scratch workspace, it is
+    // gone (`workspace_removed`).
+    assert_eq!(
+        shown["task"]["workspace_path"].as_str(),
+        Some(workspace.trim()),
+        "{}: {shown}",
+        sel.name
+    );
     assert!(
-        std::path::Path::new(workspace.trim())
-            .join("made.txt")
-            .is_file(),
+        !std::path::Path::new(workspace.trim()).exists(),
         "{}: {workspace}",
         sel.name
     );
+    let events = sel.ok(home, &["events", &id]);
+    assert!(events.contains("workspace_removed"), "{}: {events}", sel.name);
 }
 
 #[test]
