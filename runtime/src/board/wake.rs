@@ -21,6 +21,11 @@ use super::store::Board;
 /// The re-checks of `data_version` after a file event that showed no change yet (ms).
 const SETTLE_MS: [u64; 7] = [1, 1, 2, 4, 8, 16, 32];
 
+/// On PostgreSQL the change counter is bumped in the commit and the notice sent just after it,
+/// so a read can see the new counter a moment before the notice arrives: how long a change
+/// found by reading waits for its notice before it is called polled.
+const NOTICE_GRACE: Duration = Duration::from_millis(5);
+
 /// Why [`ChangeWatch::wait`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wake {
@@ -139,6 +144,9 @@ impl ChangeWatch {
                 Some(_) => {
                     self.seen = Some(version);
                     self.settle = 0;
+                    if !notified && self.listening {
+                        notified = matches!(self.block(board, NOTICE_GRACE), Blocked::Event);
+                    }
                     return Ok(if notified {
                         Wake::Notified
                     } else {
