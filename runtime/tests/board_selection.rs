@@ -103,7 +103,11 @@ fn run_one_task(home: &Home, sel: &Selection) {
         sel.name
     );
     let events = sel.ok(home, &["events", &id]);
-    assert!(events.contains("workspace_removed"), "{}: {events}", sel.name);
+    assert!(
+        events.contains("workspace_removed"),
+        "{}: {events}",
+        sel.name
+    );
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 // Test code: a failed setup step should fail the test at once, with the panic message.
 #![allow(clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code runs git on its own repositories
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! git is missing.
 
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup is a failed test
-#![allow(clippy::disallowed_methods)] // test code drives the real binary, git and processes
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // test code drives the real binary, git and processes
 
 mod dispatch_support;
 

@@ -585,6 +585,31 @@ mod tests {
     }
 
     #[test]
+    fn a_version_4_board_of_an_older_kanban_gains_workspace_base_and_keeps_its_tasks() {
+        let (dir, board) = open_temp();
+        let id = board
+            .create_task(
+                &crate::board::NewTask {
+                    title: "before".to_owned(),
+                    ..Default::default()
+                },
+                1,
+            )
+            .unwrap()
+            .id;
+        drop(board);
+        let path = dir.path().join("kanban.db");
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch("ALTER TABLE tasks DROP COLUMN workspace_base; PRAGMA user_version = 4;")
+            .unwrap();
+        drop(old);
+        let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
+        assert_eq!(board.user_version().unwrap(), schema::LATEST);
+        let task = board.get_task(&id).unwrap();
+        assert_eq!((task.title.as_str(), task.workspace_base), ("before", None));
+    }
+
+    #[test]
     fn a_board_of_the_original_is_adopted_with_missing_columns_added() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kanban.db");

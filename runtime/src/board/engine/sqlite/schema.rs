@@ -71,8 +71,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     goal_mode INTEGER NOT NULL DEFAULT 0,
     goal_max_turns INTEGER,
     block_kind TEXT,
-    block_recurrences INTEGER NOT NULL DEFAULT 0,
-    workspace_base TEXT
+    block_recurrences INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS task_links (
     parent_id TEXT NOT NULL,
@@ -138,6 +137,11 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
     WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL;
 "#,
     },
+    Migration {
+        version: 5,
+        // `kanban create --base REF` (issue 26), as PostgreSQL's version 5.
+        sql: "ALTER TABLE tasks ADD COLUMN workspace_base TEXT;",
+    },
 ];
 
 /// Indexes of a board kanban creates, created after its migrations (idempotent), once the columns
@@ -171,7 +175,7 @@ CREATE INDEX IF NOT EXISTS idx_runs_task ON task_runs(task_id, started_at);
 "#;
 
 /// The schema version this build writes.
-pub(crate) const LATEST: i64 = 4;
+pub(crate) const LATEST: i64 = 5;
 
 /// Columns every version of the original's tables has (keys and `NOT NULL` columns without a
 /// default, which `ALTER TABLE … ADD COLUMN` could not add anyway). Adoption requires them.
