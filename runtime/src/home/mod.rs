@@ -212,6 +212,23 @@ pub fn attachments_root(root: &Path, slug: &str) -> PathBuf {
     }
 }
 
+/// The kanban root under which [`workspaces_root`] of board `slug` is `workspaces_root`, when
+/// it has that shape: how a worker's own `kanban` commands, which get no `--home`, find the
+/// board's attachments from the workspaces root their dispatcher handed them.
+pub fn root_of_workspaces_root(workspaces_root: &Path, slug: &str) -> Option<PathBuf> {
+    let all = if slug == DEFAULT_BOARD {
+        workspaces_root
+    } else {
+        (workspaces_root.file_name()? == slug)
+            .then(|| workspaces_root.parent())
+            .flatten()?
+    };
+    let kanban = all.parent()?;
+    (all.file_name()? == "workspaces" && kanban.file_name()? == "kanban")
+        .then(|| kanban.parent().map(Path::to_path_buf))
+        .flatten()
+}
+
 /// The folder of task `task_id`'s attachments (the original's `task_attachments_dir`).
 pub fn attachments_dir(root: &Path, slug: &str, task_id: &str) -> PathBuf {
     attachments_root(root, slug).join(task_id)
@@ -519,6 +536,17 @@ mod tests {
         assert_eq!(
             attachments_dir(root, "x", "t_1"),
             Path::new("/r/kanban/attachments/x/t_1")
+        );
+        for slug in ["default", "x"] {
+            assert_eq!(
+                root_of_workspaces_root(&workspaces_root(root, slug), slug).as_deref(),
+                Some(root)
+            );
+        }
+        assert_eq!(root_of_workspaces_root(Path::new("/r/ws"), "default"), None);
+        assert_eq!(
+            root_of_workspaces_root(&workspaces_root(root, "x"), "y"),
+            None
         );
         assert_eq!(
             workspaces_root(root, "default"),

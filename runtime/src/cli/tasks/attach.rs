@@ -12,6 +12,18 @@ use crate::cli::{CmdResult, Exit, Globals, print_json};
 use crate::gates;
 use crate::home;
 
+/// The kanban root whose attachments folder board `slug` uses: `--home`, else inside a worker
+/// the root its workspaces root names (a worker's commands get no `--home`), else the usual root.
+pub(in crate::cli) fn attachments_home(globals: &Globals, slug: &str) -> anyhow::Result<PathBuf> {
+    if globals.home.is_none()
+        && let Some(found) = gates::worker_workspaces_root()
+            .and_then(|w| home::root_of_workspaces_root(&w, slug))
+    {
+        return Ok(found);
+    }
+    root(globals)
+}
+
 /// `kanban attach ID FILE… [--name NAME] [--content-type TYPE] [--author NAME]`: every file is
 /// checked (a regular file within the cap) before the first is stored, so a refusal stores none.
 pub(in crate::cli) fn attach(
@@ -40,7 +52,7 @@ pub(in crate::cli) fn attach(
         loaded.push((stored, data));
     }
     let o = open(globals)?;
-    let dir = home::attachments_dir(&root(globals)?, &o.loc.slug, id);
+    let dir = home::attachments_dir(&attachments_home(globals, &o.loc.slug)?, &o.loc.slug, id);
     // A worker attaches as itself (its profile, or its task), as it comments.
     let uploaded_by = match gates::default_task_id(None) {
         Some(task) => Some(
@@ -118,7 +130,7 @@ fn describe(a: &Attachment) -> String {
 pub(in crate::cli) fn remove(id: &str, name: &str, globals: &Globals) -> CmdResult {
     authorize(id)?;
     let o = open(globals)?;
-    let dir = home::attachments_dir(&root(globals)?, &o.loc.slug, id);
+    let dir = home::attachments_dir(&attachments_home(globals, &o.loc.slug)?, &o.loc.slug, id);
     let removed = o.board.remove_attachment(id, &dir, name, now())?;
     print_out(globals.json, &removed, || {
         format!(

@@ -149,7 +149,13 @@ fn stage_artifacts(
     texts: [&Option<String>; 2],
 ) -> anyhow::Result<Artifacts> {
     let task = o.board.get_task(id)?;
-    let root = root(globals)?;
+    // Inside a worker (no `--home`) the root its workspaces root names, as `attach` does.
+    let root = match crate::gates::worker_workspaces_root() {
+        Some(w) if globals.home.is_none() => {
+            crate::home::root_of_workspaces_root(&w, &o.loc.slug).map_or_else(|| root(globals), Ok)?
+        }
+        _ => root(globals)?,
+    };
     let workspace = match task.workspace_path.as_deref().filter(|p| !p.is_empty()) {
         Some(p) => Some(PathBuf::from(p)),
         None if task.workspace_kind == "scratch" => {
