@@ -230,7 +230,10 @@ fn artifacts_survive_the_scratch_cleanup(home: &Home) {
     ok(&run(home, &["attach", &id, spec.to_str().unwrap()]));
 
     ok(&home.dispatch_until_idle(&[], Duration::from_secs(120)));
-    assert_eq!(home.board().get_task(&id).unwrap().status.to_string(), "done");
+    assert_eq!(
+        home.board().get_task(&id).unwrap().status.to_string(),
+        "done"
+    );
     let workspace = home.board().get_task(&id).unwrap().workspace_path.unwrap();
     assert!(
         !Path::new(&workspace).exists(),
@@ -249,8 +252,14 @@ fn artifacts_survive_the_scratch_cleanup(home: &Home) {
         let path = PathBuf::from(a["stored_path"].as_str().unwrap());
         assert_eq!(path.parent(), Some(dir.as_path()), "{path:?}");
     }
-    assert_eq!(std::fs::read_to_string(dir.join("out.md")).unwrap(), "report\n");
-    assert_eq!(std::fs::read_to_string(dir.join("note.txt")).unwrap(), "note\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out.md")).unwrap(),
+        "report\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("note.txt")).unwrap(),
+        "note\n"
+    );
     // The worker's prompt listed the attachment by its absolute path.
     let prompt = std::fs::read_to_string(dir.join("prompt.md")).unwrap();
     let line = format!(
@@ -269,8 +278,7 @@ fn a_real_worker_sees_the_attachments_and_its_artifacts_survive_the_scratch_clea
 }
 
 #[test]
-fn a_real_worker_sees_the_attachments_and_its_artifacts_survive_the_scratch_cleanup_on_postgres()
-{
+fn a_real_worker_sees_the_attachments_and_its_artifacts_survive_the_scratch_cleanup_on_postgres() {
     artifacts_survive_the_scratch_cleanup(&postgres_home("att_artifacts", &agent_profile()));
 }
 
@@ -280,8 +288,12 @@ fn a_real_worker_sees_the_attachments_and_its_artifacts_survive_the_scratch_clea
 fn a_shell_worker_s_artifact_survives_the_scratch_cleanup() {
     let home = Home::new(&config(""));
     let kanban = env!("CARGO_BIN_EXE_kanban");
-    let body = format!("echo report > out.md && '{kanban}' complete --summary done --artifact out.md");
-    let id = ok(&run(&home, &["create", "sh", "--assignee", "sh", "--body", &body]));
+    let body =
+        format!("echo report > out.md && '{kanban}' complete --summary done --artifact out.md");
+    let id = ok(&run(
+        &home,
+        &["create", "sh", "--assignee", "sh", "--body", &body],
+    ));
     ok(&home.dispatch_until_idle(&[], Duration::from_secs(120)));
     let list = attachments(&home, &id);
     assert_eq!(list.len(), 1, "{list:?}");
@@ -305,7 +317,10 @@ fn a_bad_artifact_refuses_the_completion_and_stores_nothing() {
          ! '{kanban}' complete --summary c --artifact ok.md --artifact ../escape.md && \
          '{kanban}' block --reason refused"
     );
-    let id = ok(&run(&home, &["create", "bad", "--assignee", "sh", "--body", &body]));
+    let id = ok(&run(
+        &home,
+        &["create", "bad", "--assignee", "sh", "--body", &body],
+    ));
     ok(&home.dispatch_until_idle(&[], Duration::from_secs(120)));
     let task = home.board().get_task(&id).unwrap();
     assert_eq!(task.status.to_string(), "blocked", "{:?}", home.kinds(&id));

@@ -387,7 +387,13 @@ impl Board {
     /// the row and an `attachment_removed` event in one transaction, then its file, when that
     /// file is in `dir` (the original's `delete_attachment`, which unlinks wherever the row
     /// points).
-    pub fn remove_attachment(&self, task_id: &str, dir: &Path, name: &str, now: i64) -> Result<Attachment> {
+    pub fn remove_attachment(
+        &self,
+        task_id: &str,
+        dir: &Path,
+        name: &str,
+        now: i64,
+    ) -> Result<Attachment> {
         let removed = self.write(|tx| {
             load_task(tx, task_id)?;
             let by_name = tx
@@ -411,7 +417,10 @@ impl Board {
             let Some(att) = found else {
                 return Ok(None);
             };
-            tx.execute("DELETE FROM task_attachments WHERE id = ?1", params![att.id])?;
+            tx.execute(
+                "DELETE FROM task_attachments WHERE id = ?1",
+                params![att.id],
+            )?;
             append_event(
                 tx,
                 task_id,
@@ -472,7 +481,11 @@ pub fn prompt_lines(attachments: &[Attachment]) -> Vec<String> {
             .to_owned(),
     ];
     for a in attachments {
-        let kb = if a.size > 0 { (a.size + 1023) / 1024 } else { 0 };
+        let kb = if a.size > 0 {
+            (a.size + 1023) / 1024
+        } else {
+            0
+        };
         let size = if kb > 0 {
             format!(", {kb} KB")
         } else {
@@ -546,7 +559,12 @@ impl Artifacts {
     /// cap and is copied into `dir` (the cleanup after the completion removes the workspace); any
     /// other path must be absolute and a regular file, and is recorded where it is. Any refusal
     /// removes the copies already made and stores nothing.
-    pub fn stage(task: &Task, workspace: Option<&Path>, dir: &Path, paths: &[PathBuf]) -> Result<Artifacts> {
+    pub fn stage(
+        task: &Task,
+        workspace: Option<&Path>,
+        dir: &Path,
+        paths: &[PathBuf],
+    ) -> Result<Artifacts> {
         let mut staged = Artifacts::default();
         match staged.stage_all(task, workspace, dir, paths) {
             Ok(()) => Ok(staged),
@@ -557,7 +575,13 @@ impl Artifacts {
         }
     }
 
-    fn stage_all(&mut self, task: &Task, workspace: Option<&Path>, dir: &Path, paths: &[PathBuf]) -> Result<()> {
+    fn stage_all(
+        &mut self,
+        task: &Task,
+        workspace: Option<&Path>,
+        dir: &Path,
+        paths: &[PathBuf],
+    ) -> Result<()> {
         check_task_id(&task.id)?;
         let scratch = task.workspace_kind == "scratch";
         let root = workspace.and_then(|w| std::fs::canonicalize(w).ok());
@@ -575,10 +599,11 @@ impl Artifacts {
                     }
                 }
             };
-            let resolved = std::fs::canonicalize(&given).map_err(|source| AttachmentError::Read {
-                path: given.clone(),
-                source,
-            })?;
+            let resolved =
+                std::fs::canonicalize(&given).map_err(|source| AttachmentError::Read {
+                    path: given.clone(),
+                    source,
+                })?;
             let inside = root.as_ref().is_some_and(|r| resolved.starts_with(r));
             if !inside && !path.is_absolute() {
                 // A relative path that leaves the workspace (`../x`, a symlink out of it).
@@ -647,7 +672,13 @@ impl Artifacts {
         let rows: Vec<(String, String, i64)> = self
             .staged
             .iter()
-            .map(|a| (a.filename.clone(), a.stored_path.display().to_string(), a.size as i64))
+            .map(|a| {
+                (
+                    a.filename.clone(),
+                    a.stored_path.display().to_string(),
+                    a.size as i64,
+                )
+            })
             .collect();
         Ok(board.write(|tx| {
             let mut out = Vec::new();
@@ -675,7 +706,10 @@ mod tests {
         assert_eq!(safe_attachment_name("../../etc/passwd").unwrap(), "passwd");
         assert_eq!(safe_attachment_name("a\\b\\c.txt").unwrap(), "c.txt");
         assert_eq!(safe_attachment_name("..hidden").unwrap(), "hidden");
-        assert_eq!(safe_attachment_name("re\u{7}port\n.md").unwrap(), "report.md");
+        assert_eq!(
+            safe_attachment_name("re\u{7}port\n.md").unwrap(),
+            "report.md"
+        );
         assert!(safe_attachment_name("../..").is_err());
         assert!(safe_attachment_name("dir/").is_err());
         assert_eq!(safe_attachment_name(&"x".repeat(300)).unwrap().len(), 200);

@@ -16,8 +16,8 @@ use crate::home;
 /// the root its workspaces root names (a worker's commands get no `--home`), else the usual root.
 pub(in crate::cli) fn attachments_home(globals: &Globals, slug: &str) -> anyhow::Result<PathBuf> {
     if globals.home.is_none()
-        && let Some(found) = gates::worker_workspaces_root()
-            .and_then(|w| home::root_of_workspaces_root(&w, slug))
+        && let Some(found) =
+            gates::worker_workspaces_root().and_then(|w| home::root_of_workspaces_root(&w, slug))
     {
         return Ok(found);
     }

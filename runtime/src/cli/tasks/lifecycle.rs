@@ -151,9 +151,8 @@ fn stage_artifacts(
     let task = o.board.get_task(id)?;
     // Inside a worker (no `--home`) the root its workspaces root names, as `attach` does.
     let root = match crate::gates::worker_workspaces_root() {
-        Some(w) if globals.home.is_none() => {
-            crate::home::root_of_workspaces_root(&w, &o.loc.slug).map_or_else(|| root(globals), Ok)?
-        }
+        Some(w) if globals.home.is_none() => crate::home::root_of_workspaces_root(&w, &o.loc.slug)
+            .map_or_else(|| root(globals), Ok)?,
         _ => root(globals)?,
     };
     let workspace = match task.workspace_path.as_deref().filter(|p| !p.is_empty()) {
@@ -164,7 +163,10 @@ fn stage_artifacts(
         None => None,
     };
     let mut paths = paths.to_vec();
-    if let Some(ws) = workspace.as_deref().filter(|_| task.workspace_kind == "scratch") {
+    if let Some(ws) = workspace
+        .as_deref()
+        .filter(|_| task.workspace_kind == "scratch")
+    {
         for text in texts.into_iter().flatten() {
             paths.extend(attachments::prose_artifacts(ws, text));
         }
