@@ -54,6 +54,9 @@ fn populated(k: &Kanban) -> (Vec<String>, String) {
     k.ok(&["complete", &a, "--summary", "s", "--result", "r", "--force"]);
     k.ok(&["comment", &b, "--body", "a comment\nwith two lines"]);
     k.ok(&["comment", &b, "--body", "second", "--author", "ops"]);
+    let file = k.home().join("spec.md");
+    std::fs::write(&file, "# spec\n").unwrap();
+    k.ok(&["attach", &b, file.to_str().unwrap()]);
     k.ok(&["review", "request", &f, "--reviewer", "bot"]);
     k.ok(&["claim", &g]);
     k.ok(&["block", &g, "--reason", "why", "--kind", "needs_input"]);

@@ -334,6 +334,15 @@ pub enum Event {
         author: String,
         len: usize,
     },
+    /// A file attached to the task (`by`: who uploaded it; `null` when unknown).
+    Attached {
+        filename: String,
+        size: i64,
+        by: Option<String>,
+    },
+    AttachmentRemoved {
+        filename: String,
+    },
     Linked {
         parent: String,
         child: String,

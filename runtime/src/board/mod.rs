@@ -10,6 +10,7 @@
 //! statements go through [`crate::db`].
 
 pub mod admission;
+pub mod attachments;
 mod block;
 mod claim;
 mod complete;

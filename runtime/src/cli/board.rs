@@ -21,6 +21,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use super::boards::{self, BoardsCommand};
 use super::review::{self, ReviewCommand};
 use super::session::{is_full_id, open_read, root};
+use super::tasks::attach;
 use super::tasks::create::{self, CreateArgs};
 use super::tasks::lifecycle;
 use super::tasks::operator::{self, EditArgs};
@@ -86,6 +87,10 @@ pub enum BoardCommand {
         /// Complete even while another live claim holds the task.
         #[arg(long)]
         force: bool,
+        /// A deliverable (relative: in the task's workspace); one from a scratch workspace is
+        /// copied into the task's attachments before the workspace is cleaned up.
+        #[arg(long = "artifact", value_name = "PATH", num_args = 1..)]
+        artifacts: Vec<std::path::PathBuf>,
     },
     /// Block a running or ready task.
     Block {
@@ -156,6 +161,26 @@ pub enum BoardCommand {
         #[arg(long)]
         author: Option<String>,
     },
+    /// Attach files to a task (25 MiB each at most); the next worker's prompt lists them.
+    Attach {
+        id: String,
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<std::path::PathBuf>,
+        /// Store the (one) file under this name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Content type (default: guessed from the name).
+        #[arg(long, value_name = "TYPE")]
+        content_type: Option<String>,
+        /// Uploader name (ignored inside a worker, which always attaches as itself).
+        #[arg(long)]
+        author: Option<String>,
+    },
+    /// List a task's attachments. --json: an array of attachments.
+    Attachments { id: String },
+    /// Remove a task's attachment NAME (its stored name, or its id).
+    #[command(name = "attach-rm")]
+    AttachRm { id: String, name: String },
     /// Make CHILD depend on PARENT.
     Link { parent: String, child: String },
     /// Remove the dependency of CHILD on PARENT.
@@ -234,11 +259,28 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             summary,
             result,
             force,
-        } => lifecycle::complete(id.as_deref(), summary, result, force, g),
+            artifacts,
+        } => lifecycle::complete(id.as_deref(), summary, result, force, &artifacts, g),
         BoardCommand::Block { id, reason, kind } => {
             lifecycle::block(id.as_deref(), &reason, kind, g)
         }
         BoardCommand::Comment { id, body, author } => lifecycle::comment(&id, &body, author, g),
+        BoardCommand::Attach {
+            id,
+            files,
+            name,
+            content_type,
+            author,
+        } => attach::attach(
+            &id,
+            &files,
+            name.as_deref(),
+            content_type.as_deref(),
+            author,
+            g,
+        ),
+        BoardCommand::Attachments { id } => attach::list(&id, g),
+        BoardCommand::AttachRm { id, name } => attach::remove(&id, &name, g),
         BoardCommand::Edit(args) => operator::edit(args, g),
         BoardCommand::Unblock { ids } => operator::unblock(&ids, g),
         BoardCommand::Archive { ids } => operator::archive(&ids, g),
@@ -270,7 +312,10 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         | BoardCommand::Claim { id, .. }
         | BoardCommand::Reopen { id, .. }
         | BoardCommand::Assign { id, .. }
-        | BoardCommand::Comment { id, .. } => ids.push(id),
+        | BoardCommand::Comment { id, .. }
+        | BoardCommand::Attach { id, .. }
+        | BoardCommand::Attachments { id }
+        | BoardCommand::AttachRm { id, .. } => ids.push(id),
         BoardCommand::Edit(args) => ids.push(&mut args.id),
         // Several ids: each is resolved on its own by [`each`], so one bad id spoils no other.
         BoardCommand::Unblock { .. }

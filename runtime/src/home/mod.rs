@@ -12,6 +12,9 @@
 //!   them), board `<slug>` at `<root>/kanban/workspaces/<slug>/<task_id>/`;
 //! * worker logs: board `default` at `<root>/kanban/logs/<task_id>.log` (the original's place, so
 //!   its log reader finds what kanban ran), board `<slug>` at `<root>/kanban/logs/<slug>/<task_id>.log`.
+//! * attachments (SQLite and PostgreSQL boards alike): board `default` at
+//!   `<root>/kanban/attachments/<task_id>/` (the original's place), board `<slug>` at
+//!   `<root>/kanban/attachments/<slug>/<task_id>/`.
 //!
 //! Files written elsewhere are still read ([`find_log`], [`find_workspace`]): for the default board
 //! the per-board place older kanban builds used (`…/workspaces/default/<id>`, `…/logs/default/
@@ -195,6 +198,40 @@ pub(crate) fn find_workspace(root: &Path, slug: &str, task_id: &str) -> PathBuf 
         .find(|d| d.is_dir())
         .unwrap_or(&dirs[0])
         .to_path_buf()
+}
+
+/// The directory holding board `slug`'s attachments, one folder per task:
+/// `<root>/kanban/attachments/` on the default board (the original's place),
+/// `<root>/kanban/attachments/<board>/` otherwise.
+pub fn attachments_root(root: &Path, slug: &str) -> PathBuf {
+    let all = root.join("kanban").join("attachments");
+    if slug == DEFAULT_BOARD {
+        all
+    } else {
+        all.join(slug)
+    }
+}
+
+/// The kanban root under which [`workspaces_root`] of board `slug` is `workspaces_root`, when
+/// it has that shape: how a worker's own `kanban` commands, which get no `--home`, find the
+/// board's attachments from the workspaces root their dispatcher handed them.
+pub fn root_of_workspaces_root(workspaces_root: &Path, slug: &str) -> Option<PathBuf> {
+    let all = if slug == DEFAULT_BOARD {
+        workspaces_root
+    } else {
+        (workspaces_root.file_name()? == slug)
+            .then(|| workspaces_root.parent())
+            .flatten()?
+    };
+    let kanban = all.parent()?;
+    (all.file_name()? == "workspaces" && kanban.file_name()? == "kanban")
+        .then(|| kanban.parent().map(Path::to_path_buf))
+        .flatten()
+}
+
+/// The folder of task `task_id`'s attachments (the original's `task_attachments_dir`).
+pub fn attachments_dir(root: &Path, slug: &str, task_id: &str) -> PathBuf {
+    attachments_root(root, slug).join(task_id)
 }
 
 /// Where a worker's log is written: `<root>/kanban/logs/<task_id>.log` on the default board (the
@@ -491,6 +528,25 @@ mod tests {
         assert_eq!(
             workspace_dir(root, "default", "t_1"),
             Path::new("/r/kanban/workspaces/t_1")
+        );
+        assert_eq!(
+            attachments_dir(root, "default", "t_1"),
+            Path::new("/r/kanban/attachments/t_1")
+        );
+        assert_eq!(
+            attachments_dir(root, "x", "t_1"),
+            Path::new("/r/kanban/attachments/x/t_1")
+        );
+        for slug in ["default", "x"] {
+            assert_eq!(
+                root_of_workspaces_root(&workspaces_root(root, slug), slug).as_deref(),
+                Some(root)
+            );
+        }
+        assert_eq!(root_of_workspaces_root(Path::new("/r/ws"), "default"), None);
+        assert_eq!(
+            root_of_workspaces_root(&workspaces_root(root, "x"), "y"),
+            None
         );
         assert_eq!(
             workspaces_root(root, "default"),

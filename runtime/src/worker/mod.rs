@@ -215,6 +215,9 @@ impl Bound {
             parents,
             attempts,
             comments,
+            attachments: crate::board::attachments::prompt_lines(
+                &self.board.attachments(&self.task).map_err(&err)?,
+            ),
             guidance: gates::worker_guidance(),
         })
     }

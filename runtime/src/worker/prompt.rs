@@ -67,6 +67,8 @@ pub struct PromptInput {
     pub attempts: Vec<AttemptView>,
     /// Comments, oldest first.
     pub comments: Vec<CommentView>,
+    /// The `## Attachments` lines (`board::attachments::prompt_lines`; empty: no section).
+    pub attachments: Vec<String>,
     /// The worker-protocol guidance (`gates::worker_guidance`; empty outside an owned worker).
     pub guidance: String,
 }
@@ -163,6 +165,9 @@ pub fn build(input: &PromptInput, now: i64) -> String {
     }
     if let Some(body) = t.body.as_deref().filter(|b| !b.trim().is_empty()) {
         let _ = write!(out, "\n## Body\n{}\n", truncate(body, MAX_BODY));
+    }
+    if !input.attachments.is_empty() {
+        let _ = write!(out, "\n{}\n", input.attachments.join("\n"));
     }
 
     let mut parents: Vec<&ParentView> = input.parents.iter().collect();

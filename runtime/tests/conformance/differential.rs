@@ -32,6 +32,7 @@ use std::fmt::Debug;
 
 use super::tamper;
 use super::*;
+use kanban_runtime::board::attachments::{Artifact, Artifacts, AttachmentError};
 use kanban_runtime::db::Value;
 use rusqlite::params;
 
@@ -1174,6 +1175,32 @@ fn script(b: &Board) -> Vec<String> {
         "comment on the sentinel",
         b.comment(&z, "me", "last", t(902)),
     );
+    // Attachments: rows naming files where they are (no blob is written, so both stores record
+    // the same paths), one of them removed again.
+    let refs = Artifacts {
+        staged: ["spec.md", "notes.md"]
+            .map(|name| Artifact {
+                filename: name.into(),
+                stored_path: std::path::PathBuf::from(format!("/nonexistent/{name}")),
+                size: 3,
+                copied: false,
+            })
+            .to_vec(),
+    };
+    let board_err = |e: AttachmentError| match e {
+        AttachmentError::Board(e) => e,
+        other => panic!("{other}"),
+    };
+    s.ok(
+        "attach to the sentinel",
+        refs.record(b, &z, t(902)).map_err(board_err),
+    );
+    s.ok(
+        "remove an attachment of the sentinel",
+        b.remove_attachment(&z, std::path::Path::new("/nonexistent"), "spec.md", t(902))
+            .map_err(board_err),
+    );
+    s.ok("attachments of the sentinel", b.attachments(&z));
     s.done(
         "heartbeat the sentinel",
         b.heartbeat(&z, &fence(HOST_A, z_run), None, 900, t(903)),

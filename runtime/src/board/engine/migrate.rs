@@ -443,6 +443,10 @@ fn copy_table(
         .prepare(&format!("PRAGMA table_info({table})"))
         .and_then(|mut s| s.query_map([], |r| r.get(1))?.collect())
         .map_err(CopyError::Sqlite)?;
+    // A table the board predates (`task_attachments` before version 6) has no rows to copy.
+    if present.is_empty() {
+        return Ok(0);
+    }
     let list = columns
         .iter()
         .map(|c| {

@@ -2,11 +2,17 @@
 //! worker they default to its task and pass its owned run id, so a superseded worker cannot close
 //! its successor's run (see [`crate::cli::session::lifecycle`]).
 
+use std::path::PathBuf;
+
 use serde::Serialize;
+
+use crate::board::attachments::{self, Artifacts};
 
 use crate::board::{self, BlockKind, ClaimOutcome, ClaimSpec, Completion, Fence};
 use crate::cli::escape::line;
-use crate::cli::session::{authorize, done, lifecycle, now, open, print_out, refused, root};
+use crate::cli::session::{
+    Opened, authorize, done, lifecycle, now, open, print_out, refused, root,
+};
 use crate::cli::{CmdResult, Exit, Globals, print_json};
 use crate::config::Config;
 use crate::gates;
@@ -95,6 +101,7 @@ pub(in crate::cli) fn complete(
     summary: Option<String>,
     result: Option<String>,
     force: bool,
+    artifacts: &[std::path::PathBuf],
     globals: &Globals,
 ) -> CmdResult {
     let target = match lifecycle(id)? {
@@ -102,13 +109,26 @@ pub(in crate::cli) fn complete(
         Err(exit) => return Ok(exit),
     };
     let o = open(globals)?;
+    let staged = stage_artifacts(&o, globals, &target.task_id, artifacts, [&summary, &result])?;
     let completion = Completion {
         expected_run_id: target.expected_run_id,
         summary,
         result,
         force,
     };
-    let c = done(o.board.complete(&target.task_id, &completion, now())?)?;
+    let completed = o
+        .board
+        .complete(&target.task_id, &completion, now())
+        .map_err(anyhow::Error::from)
+        .and_then(done);
+    let c = match completed {
+        Ok(c) => c,
+        Err(e) => {
+            staged.discard();
+            return Err(e);
+        }
+    };
+    staged.record(&o.board, &c.task_id, now())?;
     crate::cli::tasks::workspace::after_finish(&o, globals, &c.task_id);
     print_out(globals.json, &c, || {
         let mut line = format!("completed {}", c.task_id);
@@ -117,6 +137,45 @@ pub(in crate::cli) fn complete(
         }
         line
     })
+}
+
+/// The completion's deliverables, staged before it (see [`Artifacts::stage`]): `--artifact`
+/// paths, and the files of a scratch workspace that the summary or result names by absolute path.
+fn stage_artifacts(
+    o: &Opened,
+    globals: &Globals,
+    id: &str,
+    paths: &[PathBuf],
+    texts: [&Option<String>; 2],
+) -> anyhow::Result<Artifacts> {
+    let task = o.board.get_task(id)?;
+    // Inside a worker (no `--home`) the root its workspaces root names, as `attach` does.
+    let root = match crate::gates::worker_workspaces_root() {
+        Some(w) if globals.home.is_none() => crate::home::root_of_workspaces_root(&w, &o.loc.slug)
+            .map_or_else(|| root(globals), Ok)?,
+        _ => root(globals)?,
+    };
+    let workspace = match task.workspace_path.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None if task.workspace_kind == "scratch" => {
+            Some(crate::home::find_workspace(&root, &o.loc.slug, id))
+        }
+        None => None,
+    };
+    let mut paths = paths.to_vec();
+    if let Some(ws) = workspace
+        .as_deref()
+        .filter(|_| task.workspace_kind == "scratch")
+    {
+        for text in texts.into_iter().flatten() {
+            paths.extend(attachments::prose_artifacts(ws, text));
+        }
+    }
+    if paths.is_empty() {
+        return Ok(Artifacts::default());
+    }
+    let dir = crate::home::attachments_dir(&root, &o.loc.slug, id);
+    Ok(Artifacts::stage(&task, workspace.as_deref(), &dir, &paths)?)
 }
 
 /// `kanban block [ID] --reason TEXT [--kind KIND]`.

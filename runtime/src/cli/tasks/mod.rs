@@ -1,10 +1,12 @@
 //! The task subcommands of `kanban`, one function per subcommand, grouped by verb family:
 //! [`create`] (`init`, `create`), [`read`] (`list`, `show`, `events`, `fsck`), [`lifecycle`] (the
 //! agent-facing `claim`, `heartbeat`, `complete`, `block`, `comment`) and [`operator`] (`edit`,
-//! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`). Each parses
+//! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`) and
+//! [`attach`] (`attach`, `attachments`, `attach-rm`). Each parses
 //! nothing itself (clap did, in `cli/board.rs`), calls [`crate::board`] and prints; the shared
 //! opening, fencing and printing is [`super::session`].
 
+pub(super) mod attach;
 pub(super) mod create;
 pub(super) mod lifecycle;
 pub(super) mod operator;

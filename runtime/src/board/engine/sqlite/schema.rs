@@ -142,7 +142,26 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
         // `kanban create --base REF` (issue 26), as PostgreSQL's version 5.
         sql: "ALTER TABLE tasks ADD COLUMN workspace_base TEXT;",
     },
+    Migration {
+        version: 6,
+        sql: ATTACHMENTS_TABLE,
+    },
 ];
+
+/// The original's `task_attachments` table, as its `SCHEMA_SQL` declares it (version 6; created
+/// when missing on an adopted board).
+const ATTACHMENTS_TABLE: &str = r#"
+CREATE TABLE IF NOT EXISTS task_attachments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    stored_path TEXT NOT NULL,
+    content_type TEXT,
+    size INTEGER NOT NULL DEFAULT 0,
+    uploaded_by TEXT,
+    created_at INTEGER NOT NULL
+);
+"#;
 
 /// Indexes of a board kanban creates, created after its migrations (idempotent), once the columns
 /// they cover exist: the same end state for a fresh board and a migrated one.
@@ -158,6 +177,7 @@ CREATE INDEX IF NOT EXISTS idx_events_task ON task_events(task_id, created_at);
 CREATE INDEX IF NOT EXISTS idx_runs_task ON task_runs(task_id, started_at);
 CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
     WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS idx_attachments_task ON task_attachments(task_id, created_at);
 "#;
 
 /// Indexes a query of ours needs, created on an adopted board only when missing, in the
@@ -172,10 +192,11 @@ CREATE INDEX IF NOT EXISTS idx_links_parent ON task_links(parent_id);
 CREATE INDEX IF NOT EXISTS idx_comments_task ON task_comments(task_id, created_at);
 CREATE INDEX IF NOT EXISTS idx_events_task ON task_events(task_id, created_at);
 CREATE INDEX IF NOT EXISTS idx_runs_task ON task_runs(task_id, started_at);
+CREATE INDEX IF NOT EXISTS idx_attachments_task ON task_attachments(task_id, created_at);
 "#;
 
 /// The schema version this build writes.
-pub(crate) const LATEST: i64 = 5;
+pub(crate) const LATEST: i64 = 6;
 
 /// Columns every version of the original's tables has (keys and `NOT NULL` columns without a
 /// default, which `ALTER TABLE … ADD COLUMN` could not add anyway). Adoption requires them.
@@ -188,6 +209,10 @@ pub(crate) const BASE_COLUMNS: &[(&str, &[&str])] = &[
         &["id", "task_id", "author", "body", "created_at"],
     ),
     ("task_links", &["parent_id", "child_id"]),
+    (
+        "task_attachments",
+        &["id", "task_id", "filename", "stored_path", "created_at"],
+    ),
 ];
 
 /// Every other column the runtime reads or writes, with its declaration: exactly what adoption
@@ -242,6 +267,9 @@ pub(crate) const ADOPTED_COLUMNS: &[(&str, &str, &str)] = &[
     ("task_runs", "error", "TEXT"),
     ("task_events", "run_id", "INTEGER"),
     ("task_events", "payload", "TEXT"),
+    ("task_attachments", "content_type", "TEXT"),
+    ("task_attachments", "size", "INTEGER NOT NULL DEFAULT 0"),
+    ("task_attachments", "uploaded_by", "TEXT"),
 ];
 
 /// Columns the original renamed by adding the new one and copying the old values: when adoption
@@ -261,8 +289,8 @@ const RENAMED_COLUMNS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// The original's tables that kanban never creates: their presence marks a board the original
-/// created (or opened), for boards that predate [`APPLICATION_ID`].
+/// The original's tables that kanban created in none of versions 1 and 2: their presence marks
+/// a board the original created (or opened), for boards that predate [`APPLICATION_ID`].
 const ORIGINAL_ONLY_TABLES: &[&str] = &["task_attachments", "kanban_notify_subs"];
 
 fn has_table(tx: &Db, name: &str) -> Result<bool> {
@@ -342,6 +370,7 @@ fn adopt_in(tx: &Tx<'_>, path: &Path) -> Result<()> {
     }
     // Creates only tables that are missing; an existing table is left as it is.
     tx.execute_batch(MIGRATIONS[0].sql)?;
+    tx.execute_batch(ATTACHMENTS_TABLE)?;
     for (table, column, decl) in ADOPTED_COLUMNS {
         let present = columns(tx, table)?;
         if present.iter().any(|c| c == column) {
@@ -386,6 +415,10 @@ mod tests {
                 names("id, task_id, author, body, created_at"),
             ),
             ("task_links", names("parent_id, child_id")),
+            (
+                "task_attachments",
+                names(crate::board::attachments::ATTACHMENT_COLUMNS),
+            ),
         ];
         for (table, wanted) in read {
             let base = BASE_COLUMNS.iter().find(|(t, _)| *t == table).unwrap().1;
@@ -541,7 +574,9 @@ mod tests {
              created_at INTEGER NOT NULL); \
              CREATE TABLE task_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, \
              status TEXT NOT NULL, started_at INTEGER NOT NULL); \
-             CREATE TABLE task_attachments (id INTEGER PRIMARY KEY); PRAGMA user_version = 2;",
+             CREATE TABLE task_attachments (id INTEGER PRIMARY KEY, task_id TEXT NOT NULL, \
+             filename TEXT NOT NULL, stored_path TEXT NOT NULL, created_at INTEGER NOT NULL); \
+             PRAGMA user_version = 2;",
         );
         let board = Board::open_path(&adopted, &OpenOptions::default()).unwrap();
         assert_eq!(
