@@ -63,7 +63,7 @@ pub use outcome::{
     Created, Heartbeated, Invalidated, LinkChange, Moved, Outcome, ReclaimedTask, Refusal,
     Reopened, ReviewRequested,
 };
-pub use query::TaskFilter;
+pub use query::{RecentWork, TaskFilter};
 pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;
 pub use views::BoardCard;

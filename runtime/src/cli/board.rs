@@ -22,7 +22,7 @@ use super::boards::{self, BoardsCommand};
 use super::review::{self, ReviewCommand};
 use super::session::{is_full_id, open_read, root};
 use super::tasks::create::{self, CreateArgs};
-use super::tasks::lifecycle;
+use super::tasks::{context, lifecycle};
 use super::tasks::operator::{self, EditArgs};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::workspace;
@@ -79,13 +79,27 @@ pub enum BoardCommand {
     Complete {
         /// Task id (default: this worker's task).
         id: Option<String>,
+        /// What was done: the handoff the next worker reads (stored on the closing run).
         #[arg(long)]
         summary: Option<String>,
+        /// The structured handoff, a JSON object (stored on the closing run as its metadata).
+        #[arg(long, value_name = "JSON", value_parser = parse_metadata)]
+        metadata: Option<JsonObject>,
         #[arg(long)]
         result: Option<String>,
+        /// The cards this task's worker created; an id that does not exist or is not this
+        /// task's refuses the completion (exit 3).
+        #[arg(long, value_name = "ID,…", value_delimiter = ',')]
+        created_cards: Vec<String>,
         /// Complete even while another live claim holds the task.
         #[arg(long)]
         force: bool,
+    },
+    /// Print the prompt the next worker of a task would get (its body, its parents' handoffs,
+    /// its prior attempts, its assignee's recent work, its comments).
+    Context {
+        /// Task id (default: this worker's task).
+        id: Option<String>,
     },
     /// Block a running or ready task.
     Block {
@@ -176,6 +190,27 @@ pub enum BoardCommand {
     Fsck,
 }
 
+/// A `--metadata` value: a JSON object.
+pub(in crate::cli) type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// Parses `--metadata JSON`: a JSON object, else a usage error saying why.
+pub(in crate::cli) fn parse_metadata(raw: &str) -> Result<JsonObject, String> {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!(
+            "must be a JSON object, not {}",
+            match other {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        )),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
 /// `block --kind`: its values, which the shells complete (`needs-input` is still accepted).
 fn block_kind_parser() -> impl TypedValueParser<Value = BlockKind> {
     let kinds = [
@@ -232,9 +267,22 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Complete {
             id,
             summary,
+            metadata,
             result,
+            created_cards,
             force,
-        } => lifecycle::complete(id.as_deref(), summary, result, force, g),
+        } => lifecycle::complete(
+            id.as_deref(),
+            lifecycle::Handoff {
+                summary,
+                metadata,
+                result,
+                created_cards,
+            },
+            force,
+            g,
+        ),
+        BoardCommand::Context { id } => context::context(id.as_deref(), g),
         BoardCommand::Block { id, reason, kind } => {
             lifecycle::block(id.as_deref(), &reason, kind, g)
         }
@@ -263,6 +311,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
     let mut ids: Vec<&mut String> = Vec::new();
     match command {
         BoardCommand::Show { id, .. }
+        | BoardCommand::Context { id }
         | BoardCommand::Heartbeat { id, .. }
         | BoardCommand::Complete { id, .. }
         | BoardCommand::Block { id, .. } => ids.extend(id.as_mut()),

@@ -36,6 +36,7 @@ pub(crate) fn complete_closes_the_run_and_promotes_children(s: &dyn Store) {
         Event::Completed {
             result_len: 2,
             summary: Some("did it".into()),
+            verified_cards: None,
             forced: None
         }
     );

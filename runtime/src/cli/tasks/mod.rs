@@ -5,6 +5,7 @@
 //! nothing itself (clap did, in `cli/board.rs`), calls [`crate::board`] and prints; the shared
 //! opening, fencing and printing is [`super::session`].
 
+pub(super) mod context;
 pub(super) mod create;
 pub(super) mod lifecycle;
 pub(super) mod operator;
