@@ -318,7 +318,7 @@ fn boards_rm_removes_an_idle_board_and_refuses_a_busy_one() {
     let bad = k.run(&["boards", "rm", "../x"]);
     assert_eq!(bad.code, 1, "{}", bad.stderr);
 
-    k.ok(&["complete", &id, "--force"]);
+    k.ok(&["complete", &id, "--force", "--summary", "done"]);
     let removed = k.ok(&["boards", "rm", "side"]);
     assert!(removed.starts_with("removed board side"), "{removed}");
     assert!(

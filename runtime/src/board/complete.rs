@@ -279,7 +279,94 @@ fn flag_phantom_prose_refs(
     )
 }
 
+/// Backfills the result of a done task (the original's `edit_completed_task_result`): the
+/// task's `result`, and its newest completed run's summary (`summary`, else the result) and,
+/// when given, metadata; a done task without such a run gets a zero-length one. Event `edited`
+/// {fields, result_len, summary} on that run. Refused unless the task is done.
+fn edit_completed_in(
+    tx: &Tx<'_>,
+    id: &str,
+    result: &str,
+    summary: Option<&str>,
+    metadata: Option<&serde_json::Map<String, serde_json::Value>>,
+    now: i64,
+) -> Result<Outcome<super::edit::Edited>> {
+    let task = load_task(tx, id)?;
+    if task.status != Status::Done {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "done",
+        }));
+    }
+    let handoff = summary.unwrap_or(result);
+    if !cas(
+        tx,
+        "UPDATE tasks SET result = ?2 WHERE id = ?1 AND status = 'done'",
+        params![id, result],
+    )? {
+        return Ok(Outcome::Refused(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
+    }
+    let newest: Option<i64> = tx
+        .query_row(
+            "SELECT id FROM task_runs WHERE task_id = ?1 AND outcome = 'completed' \
+             ORDER BY COALESCE(ended_at, started_at, 0) DESC, id DESC LIMIT 1",
+            params![id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let run_id = match newest {
+        Some(run_id) => {
+            cas(
+                tx,
+                "UPDATE task_runs SET summary = ?2 WHERE id = ?1",
+                params![run_id, handoff],
+            )?;
+            run_id
+        }
+        None => instant_run_in(tx, &task, "done", "completed", Some(handoff), now)?,
+    };
+    let mut fields = vec!["result".to_owned(), "summary".to_owned()];
+    if let Some(metadata) = metadata {
+        cas(
+            tx,
+            "UPDATE task_runs SET metadata = ?2 WHERE id = ?1",
+            params![run_id, serde_json::to_string(metadata)?],
+        )?;
+        fields.push("metadata".to_owned());
+    }
+    append_event(
+        tx,
+        id,
+        Some(run_id),
+        &Event::Edited {
+            fields: fields.clone(),
+            result_len: Some(result.len()),
+            summary: Some(summary_line(handoff)).filter(|s| !s.is_empty()),
+        },
+        now,
+    )?;
+    Ok(Outcome::Done(super::edit::Edited {
+        task_id: id.to_owned(),
+        fields,
+    }))
+}
+
 impl Board {
+    /// See [`edit_completed_in`].
+    pub fn edit_completed(
+        &self,
+        id: &str,
+        result: &str,
+        summary: Option<&str>,
+        metadata: Option<&serde_json::Map<String, serde_json::Value>>,
+        now: i64,
+    ) -> Result<Outcome<super::edit::Edited>> {
+        self.write(|tx| edit_completed_in(tx, id, result, summary, metadata, now))
+    }
+
     /// Completes each of `ids` in turn, as [`Board::complete`] does, inside one transaction; a
     /// task that cannot be completed is its own refused outcome, an error undoes them all.
     pub fn complete_many(

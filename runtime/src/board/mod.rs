@@ -30,6 +30,7 @@ pub mod model;
 mod operator;
 pub mod outcome;
 pub mod query;
+pub mod redact;
 mod review;
 pub(crate) mod rows;
 pub mod slug;

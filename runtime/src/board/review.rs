@@ -26,8 +26,16 @@ pub(crate) fn request_review_in(
     expected_run_id: Option<i64>,
     reviewer: Option<&str>,
     summary: Option<&str>,
+    metadata: Option<&serde_json::Map<String, serde_json::Value>>,
     now: i64,
 ) -> Result<Outcome<ReviewRequested>> {
+    // A review handoff is read by another profile: its secrets are redacted first, as the
+    // original's `redact_review_value` does.
+    let summary = summary.map(super::redact::redact_text);
+    let summary = summary.as_deref();
+    let metadata = metadata
+        .filter(|m| !m.is_empty())
+        .map(|m| super::redact::redact_review_value(&serde_json::Value::Object(m.clone())));
     if reviewer.is_some_and(|r| r.trim().is_empty()) {
         return Err(BoardError::BlankAssignee);
     }
@@ -57,6 +65,13 @@ pub(crate) fn request_review_in(
         "invariant recovery on review request",
         now,
     )?);
+    if let (Some(run_id), Some(metadata)) = (closed, &metadata) {
+        super::rows::exec_unchecked(
+            tx,
+            "UPDATE task_runs SET metadata = ?2 WHERE id = ?1",
+            crate::db::params![run_id, serde_json::to_string(metadata)?],
+        )?;
+    }
     append_event(
         tx,
         id,
@@ -122,6 +137,7 @@ pub(crate) fn request_changes_in(
     reason: &str,
     now: i64,
 ) -> Result<Outcome<BackFromReview>> {
+    let reason = super::redact::redact_text(reason);
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(BoardError::BlankReason);
@@ -271,7 +287,23 @@ impl Board {
         summary: Option<&str>,
         now: i64,
     ) -> Result<Outcome<ReviewRequested>> {
-        self.write(|tx| request_review_in(tx, id, expected_run_id, reviewer, summary, now))
+        self.request_review_with(id, expected_run_id, reviewer, summary, None, now)
+    }
+
+    /// [`Board::request_review`] with the handoff's metadata (stored on the closing run; its
+    /// secrets, like the summary's, redacted).
+    pub fn request_review_with(
+        &self,
+        id: &str,
+        expected_run_id: Option<i64>,
+        reviewer: Option<&str>,
+        summary: Option<&str>,
+        metadata: Option<&serde_json::Map<String, serde_json::Value>>,
+        now: i64,
+    ) -> Result<Outcome<ReviewRequested>> {
+        self.write(|tx| {
+            request_review_in(tx, id, expected_run_id, reviewer, summary, metadata, now)
+        })
     }
 
     /// See [`request_changes_in`].

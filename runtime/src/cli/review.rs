@@ -18,6 +18,10 @@ pub enum ReviewCommand {
         reviewer: Option<String>,
         #[arg(long)]
         summary: Option<String>,
+        /// The structured handoff, a JSON object (stored on the closing run; secrets redacted,
+        /// as in the summary).
+        #[arg(long, value_name = "JSON", value_parser = super::board::parse_metadata)]
+        metadata: Option<super::board::JsonObject>,
     },
     /// As the reviewer (a run claimed from review): send the task back to its implementer
     /// (→ ready, or todo while a parent is unfinished; failures kept).
@@ -37,10 +41,12 @@ pub fn run(command: ReviewCommand, globals: &Globals) -> CmdResult {
             id,
             reviewer,
             summary,
+            metadata,
         } => request(
             id.as_deref(),
             reviewer.as_deref(),
             summary.as_deref(),
+            metadata.as_ref(),
             globals,
         ),
         ReviewCommand::Changes { id, reason } => changes(id.as_deref(), &reason, globals),
@@ -53,6 +59,7 @@ fn request(
     id: Option<&str>,
     reviewer: Option<&str>,
     summary: Option<&str>,
+    metadata: Option<&super::board::JsonObject>,
     globals: &Globals,
 ) -> CmdResult {
     let target = match lifecycle(id)? {
@@ -60,11 +67,12 @@ fn request(
         Err(exit) => return Ok(exit),
     };
     let o = open(globals)?;
-    let r = done(o.board.request_review(
+    let r = done(o.board.request_review_with(
         &target.task_id,
         target.expected_run_id,
         reviewer,
         summary,
+        metadata,
         now(),
     )?)?;
     print_out(globals.json, &r, || {
