@@ -16,7 +16,7 @@ use kanban_tests::Kanban;
 use serde_json::Value;
 
 /// The parent's agent creates a follow-up card as its task's worker, then completes with a
-/// summary naming it, metadata and the card as created; the child's agent keeps its prompt.
+/// summary naming it, metadata and the card as created; the child's agent keeps the prompt it was given in the home.
 const PROFILES: &str = r#"
 [profiles.parent]
 agent = "command"
@@ -27,7 +27,7 @@ kanban complete --summary "schema v2 merged; follow-up $card" --metadata '{"pr":
 
 [profiles.capture]
 agent = "command"
-command = ["sh", "-c", "cat > prompt.txt && kanban complete --summary captured"]
+command = ["sh", "-c", "cat > \"$HERMES_HOME/prompt-$HERMES_KANBAN_TASK.txt\" && kanban complete --summary captured"]
 
 [profiles.lenient]
 agent = "builtin:complete"
@@ -156,12 +156,9 @@ fn a_parents_summary_and_metadata_reach_its_childs_prompt_context_and_show() {
     k.ok(&["unblock", &child]);
     until_idle(&k);
     assert_eq!(k.status(&child), "done");
-    let workspace = show(&k, &child)["task"]["workspace_path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let prompt = std::fs::read_to_string(std::path::Path::new(&workspace).join("prompt.txt"))
-        .unwrap();
+    // (The scratch workspace is gone with the completion: the agent kept its prompt in the home.)
+    let prompt =
+        std::fs::read_to_string(k.home().join(format!("prompt-{child}.txt"))).unwrap();
     assert_eq!(prompt, context);
 
     // The next task of `capture` sees its recent work, with an absolute date.
@@ -179,7 +176,6 @@ fn a_parents_summary_and_metadata_reach_its_childs_prompt_context_and_show() {
 fn prior_attempts_show_their_metadata_and_absolute_dates() {
     let k = home("");
     let id = k.create("retry me", &["--assignee", "capture"]);
-    k.json(&["claim", &id]);
     k.ok(&[
         "review",
         "request",
@@ -338,7 +334,6 @@ fn a_done_tasks_result_summary_and_metadata_are_edited_with_an_audit_event() {
 fn review_handoffs_are_redacted() {
     let k = home("");
     let id = k.create("x", &["--assignee", "capture"]);
-    k.json(&["claim", &id]);
     k.ok(&[
         "review",
         "request",
