@@ -279,3 +279,30 @@ pub(crate) fn heartbeat_event(note: Option<&str>) -> Event {
             .map(str::to_owned),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_like_ids_are_found_on_word_boundaries_once() {
+        assert_eq!(
+            task_ids_in("made t_0123abcd and t_0123abcdef01, again t_0123abcd."),
+            vec!["t_0123abcd".to_owned(), "t_0123abcdef01".to_owned()]
+        );
+        // Too short, upper case, inside a word, followed by a word character: none.
+        assert!(task_ids_in("t_0123abc t_0123ABCD xt_0123abcd t_0123abcdz").is_empty());
+    }
+
+    #[test]
+    fn a_completion_is_empty_without_summary_result_or_metadata() {
+        let mut c = Completion {
+            summary: Some("  ".into()),
+            metadata: Some(serde_json::Map::new()),
+            ..Completion::default()
+        };
+        assert!(c.is_empty());
+        c.result = Some("42".into());
+        assert!(!c.is_empty());
+    }
+}

@@ -392,12 +392,14 @@ mod tests {
                 id: "t_1".into(),
                 title: "old".into(),
                 result: Some("r1".into()),
+                metadata: Some(serde_json::json!({"pr": 7})),
                 completed_at: Some(10),
             },
             ParentView {
                 id: "t_2".into(),
                 title: "new".into(),
                 result: None,
+                metadata: None,
                 completed_at: Some(20),
             },
         ];
@@ -407,6 +409,37 @@ mod tests {
         assert!(new < old);
         assert!(p.contains("(no result recorded)"));
         assert!(p.contains("completed 1h ago"));
+        assert!(p.contains("not the current state"), "{p}");
+        assert!(p.contains("r1\n_metadata_: `{\"pr\":7}`\n"), "{p}");
+    }
+
+    #[test]
+    fn attempts_carry_metadata_and_absolute_dates_and_recent_work_is_listed() {
+        let mut i = input();
+        i.attempts.push(AttemptView {
+            outcome: "review_requested".into(),
+            profile: Some("coder".into()),
+            started_at: 1_796_000_000,
+            summary: Some("first pass".into()),
+            metadata: Some(serde_json::json!({"coverage": 0.8})),
+            ..AttemptView::default()
+        });
+        i.recent_work.push(RecentWorkView {
+            task_id: "t_00001111".into(),
+            title: "earlier".into(),
+            summary: Some("did the thing\nmore".into()),
+            ended_at: 1_796_000_000,
+        });
+        let p = build(&i, 1_796_000_000 + 7200);
+        assert!(
+            p.contains("### Attempt 1 — review_requested (coder, 2026-11-30 00:53 UTC, 2h ago)"),
+            "{p}"
+        );
+        assert!(p.contains("_metadata_: `{\"coverage\":0.8}`"), "{p}");
+        assert!(p.contains("## Recent work by @coder\n- t_00001111 — earlier ("), "{p}");
+        assert!(p.contains("2h ago): did the thing\n"), "{p}");
+        i.task.assignee = None;
+        assert!(!build(&i, 0).contains("Recent work"));
     }
 
     #[test]
