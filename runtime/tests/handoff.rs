@@ -49,7 +49,9 @@ fn home(dispatch: &str) -> Kanban {
         .replace("[profiles.parent]\n", &format!("[profiles.parent]\n{env}"));
     std::fs::write(
         k.home().join("kanban.toml"),
-        format!("[dispatch]\ncrash_grace_seconds = 0\ninterval_seconds = 0.05\n{dispatch}\n{profiles}"),
+        format!(
+            "[dispatch]\ncrash_grace_seconds = 0\ninterval_seconds = 0.05\n{dispatch}\n{profiles}"
+        ),
     )
     .unwrap();
     k.ok(&["init"]);
@@ -133,7 +135,11 @@ fn a_parents_summary_and_metadata_reach_its_childs_prompt_context_and_show() {
 
     // `show` of the parent prints its run's metadata; `show` of the child the parent's handoff.
     let shown_parent = k.ok(&["show", &parent]);
-    assert!(shown_parent.contains(r#"metadata {"files":["a.rs"],"pr":42}"#) || shown_parent.contains(r#"metadata {"pr":42,"files":["a.rs"]}"#), "{shown_parent}");
+    assert!(
+        shown_parent.contains(r#"metadata {"files":["a.rs"],"pr":42}"#)
+            || shown_parent.contains(r#"metadata {"pr":42,"files":["a.rs"]}"#),
+        "{shown_parent}"
+    );
     let shown_child = k.ok(&["show", &child]);
     assert!(
         shown_child.contains(&format!("handoff from {parent}"))
@@ -149,7 +155,10 @@ fn a_parents_summary_and_metadata_reach_its_childs_prompt_context_and_show() {
     assert!(context.contains("## Parent task results"), "{context}");
     assert!(context.contains("not the current state"), "{context}");
     assert!(context.contains("schema v2 merged"), "{context}");
-    assert!(context.contains(r#"_metadata_: `"#) && context.contains("\"pr\":42"), "{context}");
+    assert!(
+        context.contains(r#"_metadata_: `"#) && context.contains("\"pr\":42"),
+        "{context}"
+    );
     assert!(context.contains("(completed just now)"), "{context}");
 
     // … is exactly the prompt the worker then gets.
@@ -157,8 +166,7 @@ fn a_parents_summary_and_metadata_reach_its_childs_prompt_context_and_show() {
     until_idle(&k);
     assert_eq!(k.status(&child), "done");
     // (The scratch workspace is gone with the completion: the agent kept its prompt in the home.)
-    let prompt =
-        std::fs::read_to_string(k.home().join(format!("prompt-{child}.txt"))).unwrap();
+    let prompt = std::fs::read_to_string(k.home().join(format!("prompt-{child}.txt"))).unwrap();
     assert_eq!(prompt, context);
 
     // The next task of `capture` sees its recent work, with an absolute date.
@@ -166,7 +174,8 @@ fn a_parents_summary_and_metadata_reach_its_childs_prompt_context_and_show() {
     let context = k.ok(&["context", &next]);
     assert!(context.contains("## Recent work by @capture"), "{context}");
     assert!(
-        context.contains(&format!("- {child} — use the new schema (")) && context.contains(" UTC, "),
+        context.contains(&format!("- {child} — use the new schema ("))
+            && context.contains(" UTC, "),
         "{context}"
     );
     assert!(context.contains("): captured"), "{context}");
@@ -187,9 +196,15 @@ fn prior_attempts_show_their_metadata_and_absolute_dates() {
     ]);
     k.ok(&["review", "reopen", &id]);
     let context = k.ok(&["context", &id]);
-    assert!(context.contains("## Prior attempts on this task"), "{context}");
+    assert!(
+        context.contains("## Prior attempts on this task"),
+        "{context}"
+    );
     assert!(context.contains("first pass"), "{context}");
-    assert!(context.contains(r#"_metadata_: `{"coverage":0.8}`"#), "{context}");
+    assert!(
+        context.contains(r#"_metadata_: `{"coverage":0.8}`"#),
+        "{context}"
+    );
     assert!(context.contains(" UTC, just now)"), "{context}");
 }
 
@@ -200,7 +215,14 @@ fn an_empty_completion_is_refused_with_exit_3_and_changes_nothing() {
     let before = (show(&k, &id)["task"].clone(), events(&k, &id));
     for args in [
         vec!["complete", id.as_str()],
-        vec!["complete", id.as_str(), "--summary", "  ", "--metadata", "{}"],
+        vec![
+            "complete",
+            id.as_str(),
+            "--summary",
+            "  ",
+            "--metadata",
+            "{}",
+        ],
     ] {
         let run = k.run(&args);
         assert_eq!(run.code, 3, "{args:?}: {}", run.stderr);
@@ -273,7 +295,10 @@ fn phantom_created_cards_refuse_the_completion_after_an_audit_event() {
         &linked,
     ]);
     let completed = &events_of(&k, &id, "completed")[0];
-    assert_eq!(completed["payload"]["verified_cards"], serde_json::json!([linked]));
+    assert_eq!(
+        completed["payload"]["verified_cards"],
+        serde_json::json!([linked])
+    );
     // The prose names a task that does not exist: an advisory event, the completion stands.
     let advisory = events_of(&k, &id, "suspected_hallucinated_references");
     assert_eq!(
@@ -345,7 +370,10 @@ fn review_handoffs_are_redacted() {
     ]);
     let s = show(&k, &id);
     let text = s.to_string();
-    assert!(!text.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), "{text}");
+    assert!(
+        !text.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        "{text}"
+    );
     assert!(!text.contains("sk-secretsecretsecret123"), "{text}");
     let run = s["runs"].as_array().unwrap().last().unwrap().clone();
     assert!(run["summary"].as_str().unwrap().starts_with("used token "));

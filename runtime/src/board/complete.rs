@@ -8,8 +8,8 @@ use super::events::{Event, append_event};
 use super::input::{
     COMPLETE_LEAKED_NOTE, Completion, completion_summary, summary_line, task_ids_in,
 };
-use super::model::Task;
 use super::model::Status;
+use super::model::Task;
 use super::outcome::{Completed, Outcome, Refusal};
 use super::rows::{
     RunClose, cas, end_run_in, instant_run_in, load_task, promote_children_in, unfinished_parents,

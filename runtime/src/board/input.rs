@@ -232,9 +232,8 @@ pub(crate) fn task_ids_in(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     let mut i = 0;
     while i + 2 <= bytes.len() {
-        let starts = bytes[i] == b't'
-            && bytes.get(i + 1) == Some(&b'_')
-            && (i == 0 || !word(bytes[i - 1]));
+        let starts =
+            bytes[i] == b't' && bytes.get(i + 1) == Some(&b'_') && (i == 0 || !word(bytes[i - 1]));
         if starts {
             let hex_end = bytes[i + 2..]
                 .iter()

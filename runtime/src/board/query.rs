@@ -31,7 +31,12 @@ pub struct RecentWork {
 impl Board {
     /// The newest `limit` completed runs of `profile` on tasks other than `except`, newest first
     /// (the original's role history).
-    pub fn recent_work(&self, profile: &str, except: &str, limit: usize) -> Result<Vec<RecentWork>> {
+    pub fn recent_work(
+        &self,
+        profile: &str,
+        except: &str,
+        limit: usize,
+    ) -> Result<Vec<RecentWork>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT t.id, t.title, r.summary, r.ended_at FROM task_runs r \
              JOIN tasks t ON t.id = r.task_id \

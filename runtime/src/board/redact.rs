@@ -150,7 +150,10 @@ mod tests {
         assert_eq!(redact_text("password=hunter2 ok"), "password=[REDACTED] ok");
         assert_eq!(redact_text("api_key: 12345"), "api_key: [REDACTED]");
         assert_eq!(redact_text("token=\"xyz\""), "token=\"[REDACTED]\"");
-        assert_eq!(redact_text("plain words, sk-short"), "plain words, sk-short");
+        assert_eq!(
+            redact_text("plain words, sk-short"),
+            "plain words, sk-short"
+        );
     }
 
     #[test]

@@ -20,12 +20,12 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use super::boards::{self, BoardsCommand};
 use super::review::{self, ReviewCommand};
-use super::session::{is_full_id, open_read, root};
+use super::session::{JsonObject, is_full_id, open_read, parse_metadata, root};
 use super::tasks::create::{self, CreateArgs};
-use super::tasks::{context, lifecycle};
 use super::tasks::operator::{self, EditArgs};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::workspace;
+use super::tasks::{context, lifecycle};
 use super::{CmdResult, Globals};
 use crate::board::StorageError;
 use crate::board::{BlockKind, BoardError};
@@ -188,27 +188,6 @@ pub enum BoardCommand {
     },
     /// Check the board's invariants; exit 1 naming each violation.
     Fsck,
-}
-
-/// A `--metadata` value: a JSON object.
-pub(in crate::cli) type JsonObject = serde_json::Map<String, serde_json::Value>;
-
-/// Parses `--metadata JSON`: a JSON object, else a usage error saying why.
-pub(in crate::cli) fn parse_metadata(raw: &str) -> Result<JsonObject, String> {
-    match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(serde_json::Value::Object(map)) => Ok(map),
-        Ok(other) => Err(format!(
-            "must be a JSON object, not {}",
-            match other {
-                serde_json::Value::Array(_) => "an array",
-                serde_json::Value::String(_) => "a string",
-                serde_json::Value::Number(_) => "a number",
-                serde_json::Value::Bool(_) => "a boolean",
-                _ => "null",
-            }
-        )),
-        Err(e) => Err(format!("not valid JSON: {e}")),
-    }
 }
 
 /// `block --kind`: its values, which the shells complete (`needs-input` is still accepted).

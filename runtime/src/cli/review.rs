@@ -20,8 +20,8 @@ pub enum ReviewCommand {
         summary: Option<String>,
         /// The structured handoff, a JSON object (stored on the closing run; secrets redacted,
         /// as in the summary).
-        #[arg(long, value_name = "JSON", value_parser = super::board::parse_metadata)]
-        metadata: Option<super::board::JsonObject>,
+        #[arg(long, value_name = "JSON", value_parser = super::session::parse_metadata)]
+        metadata: Option<super::session::JsonObject>,
     },
     /// As the reviewer (a run claimed from review): send the task back to its implementer
     /// (→ ready, or todo while a parent is unfinished; failures kept).
@@ -59,7 +59,7 @@ fn request(
     id: Option<&str>,
     reviewer: Option<&str>,
     summary: Option<&str>,
-    metadata: Option<&super::board::JsonObject>,
+    metadata: Option<&super::session::JsonObject>,
     globals: &Globals,
 ) -> CmdResult {
     let target = match lifecycle(id)? {

@@ -162,7 +162,6 @@ pub(crate) fn setup_with(home: &Path, now: i64, owner: bool) -> Result<Vec<DemoT
         vec![report],
         "waits for the report",
     )?;
-    drop(add);
     // The work the users run kanban for: a change on its own branch, in its own worktree of a
     // repository (a throwaway one here, with a bare `origin`), pushed, and so cleaned up.
     if demo_repository(home)? {

@@ -436,7 +436,10 @@ mod tests {
             "{p}"
         );
         assert!(p.contains("_metadata_: `{\"coverage\":0.8}`"), "{p}");
-        assert!(p.contains("## Recent work by @coder\n- t_00001111 — earlier ("), "{p}");
+        assert!(
+            p.contains("## Recent work by @coder\n- t_00001111 — earlier ("),
+            "{p}"
+        );
         assert!(p.contains("2h ago): did the thing\n"), "{p}");
         i.task.assignee = None;
         assert!(!build(&i, 0).contains("Recent work"));

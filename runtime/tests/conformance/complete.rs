@@ -16,6 +16,7 @@ pub(crate) fn complete_closes_the_run_and_promotes_children(s: &dyn Store) {
                 summary: Some("did it\nmore".into()),
                 result: Some("42".into()),
                 force: false,
+                ..Default::default()
             },
             T0 + 10,
         )

@@ -1030,10 +1030,11 @@ fn completed_event_payload_carries_summary() {
 
 #[test]
 fn completed_event_payload_summary_none_when_missing() {
-    let home = Home::new();
+    // A completion with nothing handed over needs the knob that accepts it (README "Handoff").
+    let home = Home::with("allow_empty_completion = true");
     let tid = home.create("x", &["--assignee", "worker"]);
     home.json(&["claim", &tid]);
-    home.ok(&["complete", &tid, "--force", "--summary", "done"]);
+    home.ok(&["complete", &tid, "--force"]);
     let payload = home.event(&tid, "completed")["payload"].clone();
     assert!(
         payload.get("summary").is_none_or(|s| s.is_null()),

@@ -37,8 +37,8 @@ pub struct EditArgs {
     #[arg(long, requires = "result")]
     pub summary: Option<String>,
     /// With `--result`: that run's metadata, a JSON object.
-    #[arg(long, requires = "result", value_name = "JSON", value_parser = crate::cli::board::parse_metadata)]
-    pub metadata: Option<crate::cli::board::JsonObject>,
+    #[arg(long, requires = "result", value_name = "JSON", value_parser = crate::cli::session::parse_metadata)]
+    pub metadata: Option<crate::cli::session::JsonObject>,
 }
 
 /// `kanban edit ID …`.
