@@ -18,11 +18,11 @@ use serde_json::Value;
 pub const DEAD_PID: i64 = 1 << 30;
 
 /// Profiles every home defines: `done` completes its task, `sh` runs the task body, `capture`
-/// writes the prompt it was given to `prompt.txt` in its workspace and completes.
+/// writes the prompt it was given to `prompt-<task>.txt` in the home and completes.
 const PROFILES: &str = "\n[profiles.done]\nagent = \"builtin:complete\"\n\n\
      [profiles.sh]\nagent = \"builtin:shell\"\n\n\
      [profiles.capture]\nagent = \"command\"\n\
-     command = [\"sh\", \"-c\", \"cat > prompt.txt && kanban complete --summary captured\"]\n";
+     command = [\"sh\", \"-c\", \"cat > \\\"$HERMES_HOME/prompt-$HERMES_KANBAN_TASK.txt\\\" && kanban complete --summary captured\"]\n";
 
 /// The `capture` profile's agent finds the home through `HERMES_HOME` (a dispatcher started
 /// with `--home` alone gives its agents no way to find it: README "Not built yet").
@@ -231,9 +231,10 @@ impl Home {
         std::fs::remove_file(self.workspace(id)).unwrap();
     }
 
-    /// The prompt the `capture` profile's agent was given for `id`.
+    /// The prompt the `capture` profile's agent was given for `id` (kept in the home: the
+    /// scratch workspace is removed when the task completes).
     pub fn prompt(&self, id: &str) -> String {
-        std::fs::read_to_string(self.workspace(id).join("prompt.txt"))
+        std::fs::read_to_string(self.k.home().join(format!("prompt-{id}.txt")))
             .unwrap_or_else(|e| panic!("no prompt captured for {id}: {e}"))
     }
 
