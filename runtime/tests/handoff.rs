@@ -356,6 +356,28 @@ fn a_done_tasks_result_summary_and_metadata_are_edited_with_an_audit_event() {
 }
 
 #[test]
+fn review_request_force_hands_over_a_live_claim() {
+    let k = home("");
+    let id = k.create("x", &["--assignee", "capture"]);
+    k.json(&["claim", &id, "--claimer", "elsewhere:1"]);
+    let refused = k.run(&["review", "request", &id, "--summary", "ready for eyes"]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(refused.stderr.contains("live claim"), "{}", refused.stderr);
+    assert_eq!(k.status(&id), "running");
+    k.ok(&[
+        "review",
+        "request",
+        &id,
+        "--summary",
+        "ready for eyes",
+        "--force",
+    ]);
+    assert_eq!(k.status(&id), "review");
+    let run = show(&k, &id)["runs"].as_array().unwrap()[0].clone();
+    assert_eq!(run["outcome"], "review_requested");
+}
+
+#[test]
 fn review_handoffs_are_redacted() {
     let k = home("");
     let id = k.create("x", &["--assignee", "capture"]);

@@ -27,6 +27,7 @@ pub(crate) fn request_review_in(
     reviewer: Option<&str>,
     summary: Option<&str>,
     metadata: Option<&serde_json::Map<String, serde_json::Value>>,
+    force: bool,
     now: i64,
 ) -> Result<Outcome<ReviewRequested>> {
     // A review handoff is read by another profile: its secrets are redacted first, as the
@@ -41,8 +42,11 @@ pub(crate) fn request_review_in(
     }
     let task = load_task(tx, id)?;
     let in_lane = matches!(task.status, Status::Running | Status::Ready);
+    // `force` (an operator's explicit override, as the original's) hands over a task a live
+    // claim holds; it closes that claim's run.
     if let Some(refusal) =
         hand_over_refusal(&task, in_lane, "running or ready", expected_run_id, now)
+            .filter(|r| !(force && matches!(r, Refusal::LiveClaim { .. })))
     {
         return Ok(Outcome::Refused(refusal));
     }
@@ -287,11 +291,13 @@ impl Board {
         summary: Option<&str>,
         now: i64,
     ) -> Result<Outcome<ReviewRequested>> {
-        self.request_review_with(id, expected_run_id, reviewer, summary, None, now)
+        self.request_review_with(id, expected_run_id, reviewer, summary, None, false, now)
     }
 
     /// [`Board::request_review`] with the handoff's metadata (stored on the closing run; its
-    /// secrets, like the summary's, redacted).
+    /// secrets, like the summary's, redacted) and `force`, which hands over a task even while a
+    /// live claim holds it (an operator's override).
+    #[allow(clippy::too_many_arguments)]
     pub fn request_review_with(
         &self,
         id: &str,
@@ -299,10 +305,20 @@ impl Board {
         reviewer: Option<&str>,
         summary: Option<&str>,
         metadata: Option<&serde_json::Map<String, serde_json::Value>>,
+        force: bool,
         now: i64,
     ) -> Result<Outcome<ReviewRequested>> {
         self.write(|tx| {
-            request_review_in(tx, id, expected_run_id, reviewer, summary, metadata, now)
+            request_review_in(
+                tx,
+                id,
+                expected_run_id,
+                reviewer,
+                summary,
+                metadata,
+                force,
+                now,
+            )
         })
     }
 

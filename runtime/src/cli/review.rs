@@ -22,6 +22,9 @@ pub enum ReviewCommand {
         /// as in the summary).
         #[arg(long, value_name = "JSON", value_parser = super::session::parse_metadata)]
         metadata: Option<super::session::JsonObject>,
+        /// Hand over even while another live claim holds the task (operator).
+        #[arg(long)]
+        force: bool,
     },
     /// As the reviewer (a run claimed from review): send the task back to its implementer
     /// (→ ready, or todo while a parent is unfinished; failures kept).
@@ -42,11 +45,12 @@ pub fn run(command: ReviewCommand, globals: &Globals) -> CmdResult {
             reviewer,
             summary,
             metadata,
+            force,
         } => request(
             id.as_deref(),
             reviewer.as_deref(),
-            summary.as_deref(),
-            metadata.as_ref(),
+            (summary.as_deref(), metadata.as_ref()),
+            force,
             globals,
         ),
         ReviewCommand::Changes { id, reason } => changes(id.as_deref(), &reason, globals),
@@ -58,8 +62,8 @@ pub fn run(command: ReviewCommand, globals: &Globals) -> CmdResult {
 fn request(
     id: Option<&str>,
     reviewer: Option<&str>,
-    summary: Option<&str>,
-    metadata: Option<&super::session::JsonObject>,
+    (summary, metadata): (Option<&str>, Option<&super::session::JsonObject>),
+    force: bool,
     globals: &Globals,
 ) -> CmdResult {
     let target = match lifecycle(id)? {
@@ -73,6 +77,7 @@ fn request(
         reviewer,
         summary,
         metadata,
+        force,
         now(),
     )?)?;
     print_out(globals.json, &r, || {
