@@ -20,6 +20,7 @@ use super::store::Board;
 /// outcome `review_requested` (or records a zero-length one when nobody had claimed the task).
 /// Fenced like `complete`: a caller that passes no run id is refused while a live claim holds
 /// the task. Event `review_requested` {summary, implementer, reviewer}.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn request_review_in(
     tx: &Tx<'_>,
     id: &str,
