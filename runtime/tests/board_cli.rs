@@ -71,7 +71,7 @@ fn create_list_show_claim_complete_flow() {
     let again = k.run(&["claim", &parent]);
     assert_eq!(again.code, 3, "lost claim exits 3: {}", again.stderr);
 
-    let live = k.run(&["complete", &parent]);
+    let live = k.run(&["complete", &parent, "--summary", "done"]);
     assert_eq!(live.code, 3, "live claim refuses: {}", live.stderr);
     assert!(live.stderr.contains("live claim"), "{}", live.stderr);
     let done = k.json(&[
@@ -187,7 +187,7 @@ fn lifecycle_commands_default_to_the_workers_task_and_refuse_others() {
     assert!(shown.stdout.contains(&mine));
 
     for args in [
-        vec!["complete", other.as_str()],
+        vec!["complete", other.as_str(), "--summary", "done"],
         vec!["block", other.as_str(), "--reason", "x"],
         vec!["heartbeat", other.as_str()],
         vec!["comment", other.as_str(), "--body", "x"],
@@ -334,7 +334,7 @@ fn unknown_task_id_is_an_error_that_changes_nothing() {
     for args in [
         vec!["show", "t_00000000"],
         vec!["claim", "t_00000000"],
-        vec!["complete", "t_00000000"],
+        vec!["complete", "t_00000000", "--summary", "done"],
         vec!["comment", "t_00000000", "--body", "x"],
         vec!["link", id.as_str(), "t_00000000"],
         vec!["create", "c", "--parent", "t_00000000"],

@@ -50,6 +50,12 @@ fn never_claimed_complete_records_one_zero_length_run_named_by_the_event() {
 #[test]
 fn never_claimed_complete_without_a_summary_records_no_run() {
     let k = kanban();
+    // An empty completion is refused unless the board allows it (README "Handoff").
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        "[dispatch]\nallow_empty_completion = true\n",
+    )
+    .unwrap();
     let id = k.create("quiet", &[]);
     k.ok(&["complete", &id]);
     assert!(runs(&k, &id).is_empty());

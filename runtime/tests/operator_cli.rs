@@ -318,7 +318,7 @@ fn boards_rm_removes_an_idle_board_and_refuses_a_busy_one() {
     let bad = k.run(&["boards", "rm", "../x"]);
     assert_eq!(bad.code, 1, "{}", bad.stderr);
 
-    k.ok(&["complete", &id, "--force"]);
+    k.ok(&["complete", &id, "--force", "--summary", "done"]);
     let removed = k.ok(&["boards", "rm", "side"]);
     assert!(removed.starts_with("removed board side"), "{removed}");
     assert!(
@@ -400,8 +400,10 @@ fn show_says_why_a_task_is_blocked_and_how_its_last_run_crashed() {
         "{shown}"
     );
     assert_eq!(lines[4], "  | the disk is on fire", "{shown}");
+    // Then where it worked (issue 26), then the runs: only the last run's lines above.
+    assert!(lines[5].starts_with("workspace scratch @ "), "{shown}");
     assert!(
-        lines[5].starts_with("run 1 "),
+        lines[6].starts_with("run 1 "),
         "only the last run's lines: {shown}"
     );
 

@@ -310,7 +310,7 @@ fn migrate_refusals_change_nothing_and_say_why() {
             .unwrap()
     };
     assert_eq!(tables(&mut client), 0, "the target stays empty");
-    k.ok(&["complete", &running, "--force"]);
+    k.ok(&["complete", &running, "--force", "--summary", "done"]);
     let home_before = snapshot(k.home());
     let unchanged = |what: &str| {
         assert_eq!(
@@ -791,7 +791,7 @@ fn a_column_the_board_lacks_is_copied_as_null() {
     let k = kanban();
     let t = k.create("adopted", &[]);
     k.ok(&["claim", &t]);
-    k.ok(&["complete", &t, "--force"]);
+    k.ok(&["complete", &t, "--force", "--summary", "done"]);
     rusqlite::Connection::open(k.default_db())
         .unwrap()
         .execute_batch("ALTER TABLE task_runs DROP COLUMN step_key")

@@ -74,7 +74,7 @@ fn board_columns_hold_the_seeded_cards_and_a_cli_completion_moves_live() {
     let child = k.create("ship it", &["--parent", &ready]);
     let triage = k.create("maybe later", &["--triage"]);
     let done = k.create("already done", &[]);
-    k.ok(&["complete", &done]);
+    k.ok(&["complete", &done, "--summary", "done"]);
     let blocked = k.create("needs a key", &[]);
     k.ok(&["block", &blocked, "--reason", "waiting for the API key"]);
     let archived = k.create("old news", &[]);
@@ -108,7 +108,7 @@ fn board_columns_hold_the_seeded_cards_and_a_cli_completion_moves_live() {
     assert_eq!(href, Value::String(format!("/task/{ready}?board=default")));
 
     mark_and_wait_live(&b);
-    k.ok(&["complete", &ready]);
+    k.ok(&["complete", &ready, "--summary", "done"]);
     wait_for("the completed task in the done column", LIVE_LIMIT, || {
         let cols = columns(&b);
         (cols["done"].contains(&ready) && cols["ready"].contains(&child)).then_some(())

@@ -193,7 +193,7 @@ fn the_event_stream_announces_a_board_change() {
             .iter()
             .any(|l| l.starts_with("Content-Type: text/event-stream"))
     );
-    k.ok(&["complete", &id]);
+    k.ok(&["complete", &id, "--summary", "done"]);
     let mut line = String::new();
     while !line.starts_with("event: board") {
         line.clear();
@@ -297,7 +297,7 @@ fn a_postgres_board_of_the_home_is_served_and_its_changes_are_announced() {
         }
     };
     until(": connected");
-    k.ok(&["--board", "team", "complete", &shared]);
+    k.ok(&["--board", "team", "complete", &shared, "--summary", "done"]);
     until("event: board");
     // The server ends the watcher's connection (as a restart would): it opens the board again
     // and still announces the next change.

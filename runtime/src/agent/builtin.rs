@@ -42,8 +42,8 @@ fn complete_owned_task(summary: &str) -> Result<Option<String>, AgentError> {
     let completion = Completion {
         expected_run_id: worker.run_id,
         summary: Some(summary.to_owned()),
-        result: None,
-        force: false,
+        require_evidence: true,
+        ..Completion::default()
     };
     match board
         .complete(&worker.task, &completion, SystemClock.now())

@@ -163,6 +163,8 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
         None,
         &Event::Edited {
             fields: fields.clone(),
+            result_len: None,
+            summary: None,
         },
         now,
     )?;

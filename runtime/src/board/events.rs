@@ -133,8 +133,23 @@ pub enum Event {
         result_len: usize,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
+        /// The claimed created cards that were verified (`--created-cards`), as the original.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verified_cards: Option<Vec<String>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         forced: Option<bool>,
+    },
+    /// A completion refused because it claimed created cards that do not exist or are not this
+    /// task's (the original's payload); the task is unchanged.
+    CompletionBlockedHallucination {
+        phantom_cards: Vec<String>,
+        verified_cards: Vec<String>,
+        summary_preview: Option<String>,
+    },
+    /// Advisory: task-like ids in a completion's summary or result that name no task.
+    SuspectedHallucinatedReferences {
+        phantom_refs: Vec<String>,
+        source: String,
     },
     Blocked {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,6 +337,12 @@ pub enum Event {
     /// An operator's `kanban edit`: the names of the fields it changed (the original's key).
     Edited {
         fields: Vec<String>,
+        /// A done task's result edited (`edit --result`): its length and the new summary line,
+        /// as the original's `edit_completed_task_result`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result_len: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
     },
     Assigned {
         assignee: Option<String>,

@@ -180,8 +180,78 @@ pub struct Completion {
     pub expected_run_id: Option<i64>,
     pub summary: Option<String>,
     pub result: Option<String>,
+    /// The structured handoff stored on the closing run (`task_runs.metadata`, a JSON object);
+    /// the next worker's prompt shows it. An empty object is none.
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The cards the worker says it created (`--created-cards`): each must exist and be this
+    /// task's (created by it or its assignee, or linked as its child), else the completion is
+    /// refused after a `completion_blocked_hallucination` event.
+    pub created_cards: Vec<String>,
+    /// Refuse a completion that hands nothing over (no summary, result or metadata), as the
+    /// original's `EmptyCompletionError`; a review approval (a task in `review`) is exempt. The
+    /// command line and the built-in agents set it unless `allow_empty_completion` says
+    /// otherwise; a library caller decides.
+    pub require_evidence: bool,
     /// Complete even while another live claim holds the task (operator).
     pub force: bool,
+}
+
+impl Completion {
+    /// The metadata to store: `None` when absent or an empty object (the original stores a
+    /// falsy metadata as `NULL`).
+    pub(crate) fn stored_metadata(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.metadata.as_ref().filter(|m| !m.is_empty())
+    }
+
+    /// Whether the completion hands nothing over: no summary, no result and no metadata (each
+    /// blank counts as none).
+    pub(crate) fn is_empty(&self) -> bool {
+        let blank = |s: &Option<String>| s.as_deref().is_none_or(|s| s.trim().is_empty());
+        blank(&self.summary) && blank(&self.result) && self.stored_metadata().is_none()
+    }
+
+    /// Whether only the generic transition can record this completion (metadata, claimed cards,
+    /// task-like ids in its prose to check, or the evidence check): the PostgreSQL one-statement
+    /// completion records none of those.
+    pub(crate) fn needs_generic_path(&self) -> bool {
+        self.stored_metadata().is_some()
+            || !self.created_cards.is_empty()
+            || (self.require_evidence && self.is_empty())
+            || [&self.summary, &self.result]
+                .into_iter()
+                .flatten()
+                .any(|text| !task_ids_in(text).is_empty())
+    }
+}
+
+/// The task-like ids (`t_` and at least eight lowercase hex digits, on word boundaries) in
+/// `text`, each once, in order of appearance: the original's prose scan.
+pub(crate) fn task_ids_in(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut found: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i + 2 <= bytes.len() {
+        let starts =
+            bytes[i] == b't' && bytes.get(i + 1) == Some(&b'_') && (i == 0 || !word(bytes[i - 1]));
+        if starts {
+            let hex_end = bytes[i + 2..]
+                .iter()
+                .position(|b| !matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                .map_or(bytes.len(), |n| i + 2 + n);
+            let boundary = hex_end == bytes.len() || !word(bytes[hex_end]);
+            if hex_end - (i + 2) >= 8 && boundary {
+                let id = &text[i..hex_end];
+                if !found.iter().any(|f| f == id) {
+                    found.push(id.to_owned());
+                }
+                i = hex_end;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    found
 }
 
 /// The error a completion writes on a run of its task still open besides its current one.
@@ -206,5 +276,32 @@ pub(crate) fn heartbeat_event(note: Option<&str>) -> Event {
             .map(str::trim)
             .filter(|n| !n.is_empty())
             .map(str::to_owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_like_ids_are_found_on_word_boundaries_once() {
+        assert_eq!(
+            task_ids_in("made t_0123abcd and t_0123abcdef01, again t_0123abcd."),
+            vec!["t_0123abcd".to_owned(), "t_0123abcdef01".to_owned()]
+        );
+        // Too short, upper case, inside a word, followed by a word character: none.
+        assert!(task_ids_in("t_0123abc t_0123ABCD xt_0123abcd t_0123abcdz").is_empty());
+    }
+
+    #[test]
+    fn a_completion_is_empty_without_summary_result_or_metadata() {
+        let mut c = Completion {
+            summary: Some("  ".into()),
+            metadata: Some(serde_json::Map::new()),
+            ..Completion::default()
+        };
+        assert!(c.is_empty());
+        c.result = Some("42".into());
+        assert!(!c.is_empty());
     }
 }

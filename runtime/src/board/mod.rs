@@ -31,6 +31,7 @@ pub mod model;
 mod operator;
 pub mod outcome;
 pub mod query;
+pub mod redact;
 mod review;
 pub(crate) mod rows;
 pub mod slug;
@@ -64,7 +65,7 @@ pub use outcome::{
     Created, Heartbeated, Invalidated, LinkChange, Moved, Outcome, ReclaimedTask, Refusal,
     Reopened, ReviewRequested,
 };
-pub use query::TaskFilter;
+pub use query::{RecentWork, TaskFilter};
 pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;
 pub use views::BoardCard;

@@ -48,6 +48,14 @@ pub enum Refusal {
     Raced { task_id: String },
     /// The claim is not abandoned: it was not a dispatcher's, or its worker heartbeats.
     NotAbandoned { task_id: String, why: &'static str },
+    /// A completion with no summary, result or metadata (the original's `EmptyCompletionError`).
+    EmptyCompletion { task_id: String },
+    /// A completion claimed created cards that do not exist or are not this task's (the
+    /// original's `HallucinatedCardsError`); a `completion_blocked_hallucination` event says so.
+    HallucinatedCards {
+        task_id: String,
+        phantom: Vec<String>,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -104,6 +112,18 @@ impl fmt::Display for Refusal {
             Refusal::NotAbandoned { task_id, why } => {
                 write!(f, "the claim of task `{task_id}` is not abandoned: {why}")
             }
+            Refusal::EmptyCompletion { task_id } => write!(
+                f,
+                "completion blocked: `{task_id}` has no result or summary evidence; pass \
+                 --summary, --result or --metadata saying what was done (an empty completion is \
+                 not evidence)"
+            ),
+            Refusal::HallucinatedCards { task_id, phantom } => write!(
+                f,
+                "completion of `{task_id}` blocked: claimed created_cards that do not exist or \
+                 were not created by this worker: {}",
+                phantom.join(", ")
+            ),
         }
     }
 }

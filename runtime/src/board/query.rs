@@ -19,7 +19,43 @@ pub struct TaskFilter {
     pub limit: Option<usize>,
 }
 
+/// One completed run of a profile on some task: the "recent work" a worker's prompt shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentWork {
+    pub task_id: String,
+    pub title: String,
+    pub summary: Option<String>,
+    pub ended_at: i64,
+}
+
 impl Board {
+    /// The newest `limit` completed runs of `profile` on tasks other than `except`, newest first
+    /// (the original's role history).
+    pub fn recent_work(
+        &self,
+        profile: &str,
+        except: &str,
+        limit: usize,
+    ) -> Result<Vec<RecentWork>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT t.id, t.title, r.summary, r.ended_at FROM task_runs r \
+             JOIN tasks t ON t.id = r.task_id \
+             WHERE r.profile = ?1 AND r.task_id != ?2 AND r.outcome = 'completed' \
+               AND r.ended_at IS NOT NULL \
+             ORDER BY r.ended_at DESC, r.id DESC LIMIT ?3",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![profile, except, limit], |r| {
+            Ok(RecentWork {
+                task_id: r.get(0)?,
+                title: r.get(1)?,
+                summary: r.get(2)?,
+                ended_at: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<db::Result<_>>()?)
+    }
+
     /// One task, or [`super::BoardError::TaskNotFound`].
     pub fn get_task(&self, id: &str) -> Result<Task> {
         load_task(self.conn(), id)

@@ -20,21 +20,34 @@ use super::store::Board;
 /// outcome `review_requested` (or records a zero-length one when nobody had claimed the task).
 /// Fenced like `complete`: a caller that passes no run id is refused while a live claim holds
 /// the task. Event `review_requested` {summary, implementer, reviewer}.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn request_review_in(
     tx: &Tx<'_>,
     id: &str,
     expected_run_id: Option<i64>,
     reviewer: Option<&str>,
     summary: Option<&str>,
+    metadata: Option<&serde_json::Map<String, serde_json::Value>>,
+    force: bool,
     now: i64,
 ) -> Result<Outcome<ReviewRequested>> {
+    // A review handoff is read by another profile: its secrets are redacted first, as the
+    // original's `redact_review_value` does.
+    let summary = summary.map(super::redact::redact_text);
+    let summary = summary.as_deref();
+    let metadata = metadata
+        .filter(|m| !m.is_empty())
+        .map(|m| super::redact::redact_review_value(&serde_json::Value::Object(m.clone())));
     if reviewer.is_some_and(|r| r.trim().is_empty()) {
         return Err(BoardError::BlankAssignee);
     }
     let task = load_task(tx, id)?;
     let in_lane = matches!(task.status, Status::Running | Status::Ready);
+    // `force` (an operator's explicit override, as the original's) hands over a task a live
+    // claim holds; it closes that claim's run.
     if let Some(refusal) =
         hand_over_refusal(&task, in_lane, "running or ready", expected_run_id, now)
+            .filter(|r| !(force && matches!(r, Refusal::LiveClaim { .. })))
     {
         return Ok(Outcome::Refused(refusal));
     }
@@ -57,6 +70,13 @@ pub(crate) fn request_review_in(
         "invariant recovery on review request",
         now,
     )?);
+    if let (Some(run_id), Some(metadata)) = (closed, &metadata) {
+        super::rows::exec_unchecked(
+            tx,
+            "UPDATE task_runs SET metadata = ?2 WHERE id = ?1",
+            crate::db::params![run_id, serde_json::to_string(metadata)?],
+        )?;
+    }
     append_event(
         tx,
         id,
@@ -122,6 +142,7 @@ pub(crate) fn request_changes_in(
     reason: &str,
     now: i64,
 ) -> Result<Outcome<BackFromReview>> {
+    let reason = super::redact::redact_text(reason);
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(BoardError::BlankReason);
@@ -271,7 +292,35 @@ impl Board {
         summary: Option<&str>,
         now: i64,
     ) -> Result<Outcome<ReviewRequested>> {
-        self.write(|tx| request_review_in(tx, id, expected_run_id, reviewer, summary, now))
+        self.request_review_with(id, expected_run_id, reviewer, summary, None, false, now)
+    }
+
+    /// [`Board::request_review`] with the handoff's metadata (stored on the closing run; its
+    /// secrets, like the summary's, redacted) and `force`, which hands over a task even while a
+    /// live claim holds it (an operator's override).
+    #[allow(clippy::too_many_arguments)]
+    pub fn request_review_with(
+        &self,
+        id: &str,
+        expected_run_id: Option<i64>,
+        reviewer: Option<&str>,
+        summary: Option<&str>,
+        metadata: Option<&serde_json::Map<String, serde_json::Value>>,
+        force: bool,
+        now: i64,
+    ) -> Result<Outcome<ReviewRequested>> {
+        self.write(|tx| {
+            request_review_in(
+                tx,
+                id,
+                expected_run_id,
+                reviewer,
+                summary,
+                metadata,
+                force,
+                now,
+            )
+        })
     }
 
     /// See [`request_changes_in`].

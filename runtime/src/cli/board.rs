@@ -20,13 +20,13 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use super::boards::{self, BoardsCommand};
 use super::review::{self, ReviewCommand};
-use super::session::{is_full_id, open_read, root};
+use super::session::{JsonObject, is_full_id, open_read, parse_metadata, root};
 use super::tasks::attach;
 use super::tasks::create::{self, CreateArgs};
-use super::tasks::lifecycle;
 use super::tasks::operator::{self, EditArgs};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::workspace;
+use super::tasks::{context, lifecycle};
 use super::{CmdResult, Globals};
 use crate::board::StorageError;
 use crate::board::{BlockKind, BoardError};
@@ -80,10 +80,18 @@ pub enum BoardCommand {
     Complete {
         /// Task id (default: this worker's task).
         id: Option<String>,
+        /// What was done: the handoff the next worker reads (stored on the closing run).
         #[arg(long)]
         summary: Option<String>,
+        /// The structured handoff, a JSON object (stored on the closing run as its metadata).
+        #[arg(long, value_name = "JSON", value_parser = parse_metadata)]
+        metadata: Option<JsonObject>,
         #[arg(long)]
         result: Option<String>,
+        /// The cards this task's worker created; an id that does not exist or is not this
+        /// task's refuses the completion (exit 3).
+        #[arg(long, value_name = "ID,…", value_delimiter = ',')]
+        created_cards: Vec<String>,
         /// Complete even while another live claim holds the task.
         #[arg(long)]
         force: bool,
@@ -91,6 +99,12 @@ pub enum BoardCommand {
         /// copied into the task's attachments before the workspace is cleaned up.
         #[arg(long = "artifact", value_name = "PATH", num_args = 1..)]
         artifacts: Vec<std::path::PathBuf>,
+    },
+    /// Print the prompt the next worker of a task would get (its body, its parents' handoffs,
+    /// its prior attempts, its assignee's recent work, its comments).
+    Context {
+        /// Task id (default: this worker's task).
+        id: Option<String>,
     },
     /// Block a running or ready task.
     Block {
@@ -257,10 +271,24 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Complete {
             id,
             summary,
+            metadata,
             result,
+            created_cards,
             force,
             artifacts,
-        } => lifecycle::complete(id.as_deref(), summary, result, force, &artifacts, g),
+        } => lifecycle::complete(
+            id.as_deref(),
+            lifecycle::Handoff {
+                summary,
+                metadata,
+                result,
+                created_cards,
+            },
+            force,
+            &artifacts,
+            g,
+        ),
+        BoardCommand::Context { id } => context::context(id.as_deref(), g),
         BoardCommand::Block { id, reason, kind } => {
             lifecycle::block(id.as_deref(), &reason, kind, g)
         }
@@ -305,6 +333,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
     let mut ids: Vec<&mut String> = Vec::new();
     match command {
         BoardCommand::Show { id, .. }
+        | BoardCommand::Context { id }
         | BoardCommand::Heartbeat { id, .. }
         | BoardCommand::Complete { id, .. }
         | BoardCommand::Block { id, .. } => ids.extend(id.as_mut()),

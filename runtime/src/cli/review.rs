@@ -18,6 +18,13 @@ pub enum ReviewCommand {
         reviewer: Option<String>,
         #[arg(long)]
         summary: Option<String>,
+        /// The structured handoff, a JSON object (stored on the closing run; secrets redacted,
+        /// as in the summary).
+        #[arg(long, value_name = "JSON", value_parser = super::session::parse_metadata)]
+        metadata: Option<super::session::JsonObject>,
+        /// Hand over even while another live claim holds the task (operator).
+        #[arg(long)]
+        force: bool,
     },
     /// As the reviewer (a run claimed from review): send the task back to its implementer
     /// (→ ready, or todo while a parent is unfinished; failures kept).
@@ -37,10 +44,13 @@ pub fn run(command: ReviewCommand, globals: &Globals) -> CmdResult {
             id,
             reviewer,
             summary,
+            metadata,
+            force,
         } => request(
             id.as_deref(),
             reviewer.as_deref(),
-            summary.as_deref(),
+            (summary.as_deref(), metadata.as_ref()),
+            force,
             globals,
         ),
         ReviewCommand::Changes { id, reason } => changes(id.as_deref(), &reason, globals),
@@ -52,7 +62,8 @@ pub fn run(command: ReviewCommand, globals: &Globals) -> CmdResult {
 fn request(
     id: Option<&str>,
     reviewer: Option<&str>,
-    summary: Option<&str>,
+    (summary, metadata): (Option<&str>, Option<&super::session::JsonObject>),
+    force: bool,
     globals: &Globals,
 ) -> CmdResult {
     let target = match lifecycle(id)? {
@@ -60,11 +71,13 @@ fn request(
         Err(exit) => return Ok(exit),
     };
     let o = open(globals)?;
-    let r = done(o.board.request_review(
+    let r = done(o.board.request_review_with(
         &target.task_id,
         target.expected_run_id,
         reviewer,
         summary,
+        metadata,
+        force,
         now(),
     )?)?;
     print_out(globals.json, &r, || {

@@ -238,3 +238,24 @@ pub(super) fn is_full_id(id: &str) -> bool {
     id.strip_prefix("t_")
         .is_some_and(|rest| rest.len() == 8 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
 }
+
+/// A `--metadata` value: a JSON object.
+pub(in crate::cli) type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// Parses `--metadata JSON`: a JSON object, else a usage error saying why.
+pub(in crate::cli) fn parse_metadata(raw: &str) -> Result<JsonObject, String> {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!(
+            "must be a JSON object, not {}",
+            match other {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        )),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}

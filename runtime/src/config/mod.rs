@@ -119,6 +119,10 @@ pub struct DispatchConfig {
     pub turn_recovery: u32,
     /// Seconds to wait before each in-place retry (the last entry repeats).
     pub turn_recovery_backoff_seconds: Vec<f64>,
+    /// Accept a `kanban complete` that hands nothing over (no summary, result or metadata) on
+    /// every board of this home; off by default, as the original refuses it. A profile's own
+    /// `allow_empty_completion` wins for its tasks.
+    pub allow_empty_completion: bool,
 }
 
 impl Default for DispatchConfig {
@@ -140,6 +144,7 @@ impl Default for DispatchConfig {
             review_dispatch: true,
             turn_recovery: 3,
             turn_recovery_backoff_seconds: vec![15.0, 45.0, 90.0],
+            allow_empty_completion: false,
         }
     }
 }
@@ -166,6 +171,9 @@ pub struct ProfileConfig {
     /// and prints `continue`, `done` or `blocked` (see the README's worker section).
     #[serde(default)]
     pub judge: Vec<String>,
+    /// Accept empty completions of this profile's tasks (`None`: `[dispatch]`'s setting).
+    #[serde(default)]
+    pub allow_empty_completion: Option<bool>,
 }
 
 /// `[cron]`.
@@ -221,6 +229,18 @@ impl Config {
                 path: path.to_owned(),
                 problem,
             })
+    }
+
+    /// Whether a completion of a task of `profile` (its assignee; `None`: the default profile)
+    /// must hand something over: the profile's `allow_empty_completion`, else `[dispatch]`'s.
+    pub fn completion_requires_evidence(&self, profile: Option<&str>) -> bool {
+        let name = profile.unwrap_or(&self.dispatch.default_profile);
+        let allow = self
+            .profiles
+            .get(name)
+            .and_then(|p| p.allow_empty_completion)
+            .unwrap_or(self.dispatch.allow_empty_completion);
+        !allow
     }
 
     /// The profile called `name`, or an error listing the known ones.

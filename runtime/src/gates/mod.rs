@@ -74,6 +74,12 @@ pub fn worker_workspaces_root(identity: &WorkerIdentity) -> Option<std::path::Pa
 /// or a delegated child must not be told it is the worker).
 #[kanban_identity_gated]
 pub fn worker_guidance(identity: &WorkerIdentity) -> String {
+    guidance_for(&identity.task, identity.workspace.as_deref())
+}
+
+/// The worker-protocol guidance for the worker of `task` working in `workspace` (what
+/// [`worker_guidance`] gives that worker; `kanban context` shows it to anyone).
+pub fn guidance_for(task: &str, workspace: Option<&std::path::Path>) -> String {
     format!(
         "# Kanban task execution protocol\n\
          You are the kanban worker for task {task}. Start with `kanban show` to read the task, its \
@@ -82,8 +88,7 @@ pub fn worker_guidance(identity: &WorkerIdentity) -> String {
          \"…\"`. `kanban comment {task} --body \"…\"` records a note; `kanban heartbeat` extends \
          your lease during long steps. Fan work out with `kanban create`, never by acting on \
          another task: you may only complete, block or heartbeat your own.",
-        task = identity.task,
-        workspace = identity.workspace.as_ref().map_or_else(
+        workspace = workspace.map_or_else(
             || "the current directory".to_owned(),
             |w| w.display().to_string()
         ),

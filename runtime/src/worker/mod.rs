@@ -57,7 +57,7 @@ use crate::proc::exit::{EXIT_TRAILER, code};
 use crate::proc::process;
 
 use heartbeat::{Heartbeat, HeartbeatSpec};
-use prompt::{AttemptView, CommentView, ParentView, PromptInput, TaskView};
+use prompt::{AttemptView, CommentView, ParentView, PromptInput, RecentWorkView, TaskView};
 use turns::{LoopEnd, TurnHost};
 
 /// Stop nudges per worker.
@@ -160,67 +160,106 @@ impl Bound {
     }
 
     fn prompt_input(&self) -> Result<PromptInput, WorkerError> {
-        let err = self.err();
-        let task = self.board.get_task(&self.task).map_err(&err)?;
-        let mut parents = Vec::new();
-        for p in self.board.parents(&self.task).map_err(&err)? {
-            if !p.status.is_finished() {
-                continue;
-            }
-            let full = self.board.get_task(&p.id).map_err(&err)?;
-            parents.push(ParentView {
-                id: full.id,
-                title: full.title,
-                result: full.result,
-                completed_at: full.completed_at,
-            });
-        }
-        let attempts = self
-            .board
-            .runs(&self.task)
-            .map_err(&err)?
-            .into_iter()
-            .filter(|r| r.id != self.run_id && !r.is_open())
-            .map(|r| AttemptView {
-                outcome: r.outcome.unwrap_or_else(|| r.status.clone()),
-                profile: r.profile,
-                started_at: r.started_at,
-                summary: r.summary,
-                error: r.error,
-            })
-            .collect();
-        let comments = self
-            .board
-            .comments(&self.task)
-            .map_err(&err)?
-            .into_iter()
-            .map(|c| CommentView {
-                author: c.author,
-                body: c.body,
-                created_at: c.created_at,
-            })
-            .collect();
-        Ok(PromptInput {
-            task: TaskView {
-                id: task.id,
-                title: task.title,
-                body: task.body,
-                assignee: task.assignee,
-                tenant: task.tenant,
-                workspace_kind: task.workspace_kind,
-                workspace: self.workspace.display().to_string(),
-                branch: task.branch_name,
-                max_runtime_seconds: task.max_runtime_seconds,
-            },
-            parents,
-            attempts,
-            comments,
-            attachments: crate::board::attachments::prompt_lines(
-                &self.board.attachments(&self.task).map_err(&err)?,
-            ),
-            guidance: gates::worker_guidance(),
-        })
+        prompt_input(
+            &self.board,
+            &self.task,
+            Some(self.run_id),
+            self.workspace.display().to_string(),
+            gates::worker_guidance(),
+        )
+        .map_err(self.err())
     }
+}
+
+/// What the prompt of task `task_id` is built from, read from `board`: every closed run but
+/// `current_run` is a prior attempt, each finished parent hands over its newest completed run's
+/// summary and metadata (else its result), and the assignee's recent work on other tasks. The
+/// worker and `kanban context` both build their prompt from this.
+pub(crate) fn prompt_input(
+    board: &Board,
+    task_id: &str,
+    current_run: Option<i64>,
+    workspace: String,
+    guidance: String,
+) -> Result<PromptInput, BoardError> {
+    let task = board.get_task(task_id)?;
+    let mut parents = Vec::new();
+    for p in board.parents(task_id)? {
+        if !p.status.is_finished() {
+            continue;
+        }
+        let full = board.get_task(&p.id)?;
+        let handoff = board
+            .runs(&p.id)?
+            .into_iter()
+            .filter(|r| r.outcome.as_deref() == Some("completed"))
+            .max_by_key(|r| (r.started_at, r.id));
+        let summary = handoff
+            .as_ref()
+            .and_then(|r| r.summary.clone())
+            .filter(|s| !s.trim().is_empty());
+        parents.push(ParentView {
+            id: full.id,
+            title: full.title,
+            result: summary.or(full.result),
+            metadata: handoff.as_ref().and_then(|r| r.metadata.clone()),
+            completed_at: handoff.and_then(|r| r.ended_at).or(full.completed_at),
+        });
+    }
+    let attempts = board
+        .runs(task_id)?
+        .into_iter()
+        .filter(|r| Some(r.id) != current_run && !r.is_open())
+        .map(|r| AttemptView {
+            outcome: r.outcome.unwrap_or_else(|| r.status.clone()),
+            profile: r.profile,
+            started_at: r.started_at,
+            summary: r.summary,
+            error: r.error,
+            metadata: r.metadata,
+        })
+        .collect();
+    let recent_work = match task.assignee.as_deref() {
+        Some(assignee) => board
+            .recent_work(assignee, task_id, prompt::MAX_RECENT_WORK)?
+            .into_iter()
+            .map(|w| RecentWorkView {
+                task_id: w.task_id,
+                title: w.title,
+                summary: w.summary,
+                ended_at: w.ended_at,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let comments = board
+        .comments(task_id)?
+        .into_iter()
+        .map(|c| CommentView {
+            author: c.author,
+            body: c.body,
+            created_at: c.created_at,
+        })
+        .collect();
+    Ok(PromptInput {
+        task: TaskView {
+            id: task.id,
+            title: task.title,
+            body: task.body,
+            assignee: task.assignee,
+            tenant: task.tenant,
+            workspace_kind: task.workspace_kind,
+            workspace,
+            branch: task.branch_name,
+            max_runtime_seconds: task.max_runtime_seconds,
+        },
+        parents,
+        attempts,
+        recent_work,
+        comments,
+        attachments: crate::board::attachments::prompt_lines(&board.attachments(task_id)?),
+        guidance,
+    })
 }
 
 /// Runs the worker in this process. `root` is the kanban root (for `kanban.toml`); `log` receives

@@ -1,5 +1,6 @@
-//! The worker's prompt: a bounded markdown document built from the task, its body, the results of
-//! its parents, its prior attempts and its comment thread. Every part has a size cap so a huge body
+//! The worker's prompt: a bounded markdown document built from the task, its body, the handoffs
+//! of its parents (their newest completed run's summary and metadata), its prior attempts, the
+//! recent work of its assignee and its comment thread. Every part has a size cap so a huge body
 //! or a long history can never blow up an agent's context; what is cut says how much was cut.
 //!
 //! Pure formatting: the caller loads the views from the board; this module never reads the board,
@@ -14,6 +15,8 @@ pub(crate) const MAX_COMMENT: usize = 2 * 1024;
 pub(crate) const MAX_ATTEMPTS: usize = 10;
 pub(crate) const MAX_COMMENTS: usize = 30;
 pub(crate) const MAX_PARENTS: usize = 20;
+/// Completed runs of the assignee on other tasks shown as its recent work (the original's 5).
+pub(crate) const MAX_RECENT_WORK: usize = 5;
 
 /// The task being worked.
 #[derive(Debug, Clone, Default)]
@@ -30,12 +33,16 @@ pub struct TaskView {
     pub max_runtime_seconds: Option<i64>,
 }
 
-/// A finished parent and what it produced.
+/// A finished parent and what it handed over.
 #[derive(Debug, Clone, Default)]
 pub struct ParentView {
     pub id: String,
     pub title: String,
+    /// Its newest completed run's summary, else the task's result.
     pub result: Option<String>,
+    /// Its newest completed run's metadata.
+    pub metadata: Option<serde_json::Value>,
+    /// When that run ended, else the task's `completed_at`.
     pub completed_at: Option<i64>,
 }
 
@@ -47,6 +54,16 @@ pub struct AttemptView {
     pub started_at: i64,
     pub summary: Option<String>,
     pub error: Option<String>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// A completed run of the assignee on another task.
+#[derive(Debug, Clone, Default)]
+pub struct RecentWorkView {
+    pub task_id: String,
+    pub title: String,
+    pub summary: Option<String>,
+    pub ended_at: i64,
 }
 
 /// One comment on the task.
@@ -65,6 +82,8 @@ pub struct PromptInput {
     pub parents: Vec<ParentView>,
     /// Closed runs, oldest first.
     pub attempts: Vec<AttemptView>,
+    /// The assignee's newest completed runs on other tasks, newest first.
+    pub recent_work: Vec<RecentWorkView>,
     /// Comments, oldest first.
     pub comments: Vec<CommentView>,
     /// The `## Attachments` lines (`board::attachments::prompt_lines`; empty: no section).
@@ -127,6 +146,38 @@ pub fn age(now: i64, then: i64) -> String {
     }
 }
 
+/// `then` as an absolute UTC time with its age: `2026-12-02 03:30 UTC, 5m ago` (an agent reads a
+/// bare date as current; the age tells it how old the fact is).
+pub fn stamp(now: i64, then: i64) -> String {
+    let date = jiff::Timestamp::from_second(then)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|_| then.to_string());
+    format!("{date}, {}", age(now, then))
+}
+
+/// The `_metadata_:` line of a handoff (capped), or `None` for no or empty metadata.
+fn metadata_line(metadata: Option<&serde_json::Value>) -> Option<String> {
+    let metadata = metadata?;
+    let empty = match metadata {
+        serde_json::Value::Null => true,
+        serde_json::Value::Object(map) => map.is_empty(),
+        _ => false,
+    };
+    if empty {
+        return None;
+    }
+    Some(format!(
+        "_metadata_: `{}`",
+        truncate(&metadata.to_string(), MAX_FIELD)
+    ))
+}
+
+/// What the parents section says before the handoffs.
+const PARENTS_CAVEAT: &str = "\
+_Each handoff below was recorded when its parent finished (its age is beside it). It is a \
+snapshot of that moment, not the current state: when one matters to your work and is not \
+recent, check it against its source before you rely on it._";
+
 /// Builds the worker prompt.
 pub fn build(input: &PromptInput, now: i64) -> String {
     let t = &input.task;
@@ -174,14 +225,23 @@ pub fn build(input: &PromptInput, now: i64) -> String {
     parents.sort_by_key(|p| std::cmp::Reverse(p.completed_at.unwrap_or(0)));
     if !parents.is_empty() {
         out.push_str("\n## Parent task results\n");
+        let _ = writeln!(out, "{PARENTS_CAVEAT}");
         for p in parents.iter().take(MAX_PARENTS) {
             let when = p
                 .completed_at
                 .map(|c| format!(" (completed {})", age(now, c)))
                 .unwrap_or_default();
             let _ = writeln!(out, "### {}: {}{when}", p.id, truncate(&p.title, 200));
-            let result = p.result.as_deref().unwrap_or("(no result recorded)");
+            let result = p
+                .result
+                .as_deref()
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .unwrap_or("(no result recorded)");
             let _ = writeln!(out, "{}", truncate(result, MAX_FIELD));
+            if let Some(line) = metadata_line(p.metadata.as_ref()) {
+                let _ = writeln!(out, "{line}");
+            }
         }
         if parents.len() > MAX_PARENTS {
             let _ = writeln!(
@@ -206,7 +266,7 @@ pub fn build(input: &PromptInput, now: i64) -> String {
                 "### Attempt {} — {} ({profile}, {})",
                 i + 1,
                 a.outcome,
-                age(now, a.started_at)
+                stamp(now, a.started_at)
             );
             if let Some(s) = a.summary.as_deref().filter(|s| !s.is_empty()) {
                 let _ = writeln!(out, "{}", truncate(s, MAX_FIELD));
@@ -214,6 +274,29 @@ pub fn build(input: &PromptInput, now: i64) -> String {
             if let Some(e) = a.error.as_deref().filter(|e| !e.is_empty()) {
                 let _ = writeln!(out, "_error_: {}", truncate(e, MAX_FIELD));
             }
+            if let Some(line) = metadata_line(a.metadata.as_ref()) {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+
+    if let (Some(assignee), false) = (&t.assignee, input.recent_work.is_empty()) {
+        let _ = writeln!(out, "\n## Recent work by @{assignee}");
+        for w in input.recent_work.iter().take(MAX_RECENT_WORK) {
+            let first = w
+                .summary
+                .as_deref()
+                .and_then(|s| s.trim().lines().next())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.chars().take(200).collect::<String>())
+                .unwrap_or_else(|| "(no summary)".to_owned());
+            let _ = writeln!(
+                out,
+                "- {} — {} ({}): {first}",
+                w.task_id,
+                truncate(&w.title, 200),
+                stamp(now, w.ended_at)
+            );
         }
     }
 
@@ -314,12 +397,14 @@ mod tests {
                 id: "t_1".into(),
                 title: "old".into(),
                 result: Some("r1".into()),
+                metadata: Some(serde_json::json!({"pr": 7})),
                 completed_at: Some(10),
             },
             ParentView {
                 id: "t_2".into(),
                 title: "new".into(),
                 result: None,
+                metadata: None,
                 completed_at: Some(20),
             },
         ];
@@ -329,6 +414,40 @@ mod tests {
         assert!(new < old);
         assert!(p.contains("(no result recorded)"));
         assert!(p.contains("completed 1h ago"));
+        assert!(p.contains("not the current state"), "{p}");
+        assert!(p.contains("r1\n_metadata_: `{\"pr\":7}`\n"), "{p}");
+    }
+
+    #[test]
+    fn attempts_carry_metadata_and_absolute_dates_and_recent_work_is_listed() {
+        let mut i = input();
+        i.attempts.push(AttemptView {
+            outcome: "review_requested".into(),
+            profile: Some("coder".into()),
+            started_at: 1_796_000_000,
+            summary: Some("first pass".into()),
+            metadata: Some(serde_json::json!({"coverage": 0.8})),
+            ..AttemptView::default()
+        });
+        i.recent_work.push(RecentWorkView {
+            task_id: "t_00001111".into(),
+            title: "earlier".into(),
+            summary: Some("did the thing\nmore".into()),
+            ended_at: 1_796_000_000,
+        });
+        let p = build(&i, 1_796_000_000 + 7200);
+        assert!(
+            p.contains("### Attempt 1 — review_requested (coder, 2026-11-30 00:53 UTC, 2h ago)"),
+            "{p}"
+        );
+        assert!(p.contains("_metadata_: `{\"coverage\":0.8}`"), "{p}");
+        assert!(
+            p.contains("## Recent work by @coder\n- t_00001111 — earlier ("),
+            "{p}"
+        );
+        assert!(p.contains("2h ago): did the thing\n"), "{p}");
+        i.task.assignee = None;
+        assert!(!build(&i, 0).contains("Recent work"));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub(crate) fn complete_closes_the_run_and_promotes_children(s: &dyn Store) {
                 summary: Some("did it\nmore".into()),
                 result: Some("42".into()),
                 force: false,
+                ..Default::default()
             },
             T0 + 10,
         )
@@ -36,6 +37,7 @@ pub(crate) fn complete_closes_the_run_and_promotes_children(s: &dyn Store) {
         Event::Completed {
             result_len: 2,
             summary: Some("did it".into()),
+            verified_cards: None,
             forced: None
         }
     );

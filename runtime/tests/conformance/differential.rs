@@ -67,6 +67,7 @@ fn completion(run_id: Option<i64>, summary: Option<&str>, result: Option<&str>) 
         summary: summary.map(str::to_owned),
         result: result.map(str::to_owned),
         force: false,
+        ..Completion::default()
     }
 }
 

@@ -207,7 +207,9 @@ pub(crate) fn edit_changes_only_what_it_names_with_one_event(s: &dyn Store) {
     assert_eq!(
         last_event(&b, &id),
         Event::Edited {
-            fields: vec!["title".into(), "max_retries".into()]
+            fields: vec!["title".into(), "max_retries".into()],
+            result_len: None,
+            summary: None,
         }
     );
     // An edit that changes nothing writes nothing.

@@ -233,7 +233,8 @@ impl Home {
         std::fs::remove_file(self.workspace(id)).unwrap();
     }
 
-    /// The prompt the `capture` profile's agent was given for `id`.
+    /// The prompt the `capture` profile's agent was given for `id` (kept in the home: the
+    /// scratch workspace is removed when the task completes).
     pub fn prompt(&self, id: &str) -> String {
         std::fs::read_to_string(self.k.home().join("prompts").join(format!("{id}.txt")))
             .unwrap_or_else(|e| panic!("no prompt captured for {id}: {e}"))

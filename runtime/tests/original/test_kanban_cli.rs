@@ -45,7 +45,7 @@ fn run_slash_create_with_parent_and_cascade() {
     // `create --json`'s answer.
     let child = home.json(&["create", "child", "--assignee", "bob", "--parent", &parent]);
     assert_eq!(child["status"], "todo", "{child}");
-    home.ok(&["complete", &parent]);
+    home.ok(&["complete", &parent, "--summary", "done"]);
     let ready = home.ok(&["list", "--status", "ready"]);
     assert!(ready.contains("child"), "{ready}");
 }

@@ -180,7 +180,7 @@ fn recompute_ready_honours_dispatcher_failure_limit() {
 fn unlink_tasks_triggers_recompute_ready() {
     let home = Home::new();
     let a = home.create("parent-done", &[]);
-    home.ok(&["complete", &a]);
+    home.ok(&["complete", &a, "--summary", "done"]);
     let c = home.create("parent-running", &[]);
     home.json(&["claim", &c, "--claimer", "worker:1"]);
     let b = home.create("child", &["--parent", &a, "--parent", &c]);

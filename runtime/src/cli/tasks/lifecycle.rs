@@ -95,11 +95,20 @@ pub(in crate::cli) fn heartbeat(
     })
 }
 
-/// `kanban complete [ID]`.
+/// What `kanban complete` hands over: its summary, metadata, result and claimed cards.
+#[derive(Debug, Default)]
+pub(in crate::cli) struct Handoff {
+    pub summary: Option<String>,
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    pub result: Option<String>,
+    pub created_cards: Vec<String>,
+}
+
+/// `kanban complete [ID]`: an empty completion is refused unless `allow_empty_completion` (the
+/// task's profile's, else `[dispatch]`'s) accepts it.
 pub(in crate::cli) fn complete(
     id: Option<&str>,
-    summary: Option<String>,
-    result: Option<String>,
+    handoff: Handoff,
     force: bool,
     artifacts: &[std::path::PathBuf],
     globals: &Globals,
@@ -108,12 +117,23 @@ pub(in crate::cli) fn complete(
         Ok(target) => target,
         Err(exit) => return Ok(exit),
     };
+    let config = Config::load(&root(globals)?)?;
     let o = open(globals)?;
-    let staged = stage_artifacts(&o, globals, &target.task_id, artifacts, [&summary, &result])?;
+    let staged = stage_artifacts(
+        &o,
+        globals,
+        &target.task_id,
+        artifacts,
+        [&handoff.summary, &handoff.result],
+    )?;
+    let assignee = o.board.get_task(&target.task_id)?.assignee;
     let completion = Completion {
         expected_run_id: target.expected_run_id,
-        summary,
-        result,
+        summary: handoff.summary,
+        result: handoff.result,
+        metadata: handoff.metadata,
+        created_cards: handoff.created_cards,
+        require_evidence: config.completion_requires_evidence(assignee.as_deref()),
         force,
     };
     let completed = o

@@ -7,6 +7,7 @@
 //! opening, fencing and printing is [`super::session`].
 
 pub(super) mod attach;
+pub(super) mod context;
 pub(super) mod create;
 pub(super) mod lifecycle;
 pub(super) mod operator;

@@ -30,6 +30,15 @@ pub struct EditArgs {
     /// A new workspace, only while the task has never run (the flags of `kanban create`).
     #[command(flatten)]
     pub workspace: crate::cli::tasks::create::WorkspaceArgs,
+    /// A done task's result (its newest completed run's summary becomes `--summary`, else this).
+    #[arg(long)]
+    pub result: Option<String>,
+    /// With `--result`: the handoff summary of the done task's newest completed run.
+    #[arg(long, requires = "result")]
+    pub summary: Option<String>,
+    /// With `--result`: that run's metadata, a JSON object.
+    #[arg(long, requires = "result", value_name = "JSON", value_parser = crate::cli::session::parse_metadata)]
+    pub metadata: Option<crate::cli::session::JsonObject>,
 }
 
 /// `kanban edit ID …`.
@@ -38,6 +47,26 @@ pub(in crate::cli) fn edit(args: EditArgs, globals: &Globals) -> CmdResult {
     let body = read_body(args.body, args.body_file.as_deref())?;
     let o = open(globals)?;
     let current = o.board.get_task(&o.board.resolve_task_id(&args.id)?)?;
+    if let Some(result) = &args.result {
+        // A done task's result: its own transition and `edited` event (the original's
+        // `edit_completed_task_result`); any other field given is edited after it.
+        let e = done(o.board.edit_completed(
+            &args.id,
+            result,
+            args.summary.as_deref(),
+            args.metadata.as_ref(),
+            now(),
+        )?)?;
+        let more = args.title.is_some()
+            || body.is_some()
+            || args.priority.is_some()
+            || args.max_retries.is_some();
+        if !more {
+            return print_out(globals.json, &e, || {
+                format!("edited {}: {}", e.task_id, e.fields.join(", "))
+            });
+        }
+    }
     let change = Edit {
         title: args.title,
         body,

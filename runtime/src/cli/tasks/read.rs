@@ -192,7 +192,60 @@ pub(in crate::cli) fn show(id: Option<String>, events: usize, globals: &Globals)
     let at = now();
     print_state(&o, &id, &s, at)?;
     print_history(&s, at);
+    print_handoffs(&o, &s.task, at)?;
     Ok(Exit::OK)
+}
+
+/// What the next worker is handed (as its prompt shows it, [`crate::worker::prompt_input`]): each
+/// finished parent's handoff with its age, and the assignee's recent work on other tasks.
+fn print_handoffs(o: &Opened, task: &Task, at: i64) -> anyhow::Result<()> {
+    let input = crate::worker::prompt_input(
+        &o.board,
+        &task.id,
+        task.current_run_id,
+        String::new(),
+        String::new(),
+    )?;
+    for p in &input.parents {
+        let when = p
+            .completed_at
+            .map(|c| format!(" (completed {})", explain::when(c, at)))
+            .unwrap_or_default();
+        println!(
+            "handoff from {}{when}: {}",
+            p.id,
+            line(p.result.as_deref().unwrap_or("(no result recorded)"))
+        );
+        if let Some(metadata) = p.metadata.as_ref().filter(|m| !is_empty_json(m)) {
+            println!("  metadata {}", line(&metadata.to_string()));
+        }
+    }
+    if let Some(assignee) = &task.assignee {
+        for w in &input.recent_work {
+            println!(
+                "recent work by @{} on {} ({}): {}",
+                line(assignee),
+                w.task_id,
+                explain::when(w.ended_at, at),
+                line(
+                    w.summary
+                        .as_deref()
+                        .and_then(|s| s.lines().next())
+                        .unwrap_or("(no summary)")
+                )
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `null` or `{}`: metadata that says nothing.
+fn is_empty_json(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Null => true,
+        serde_json::Value::Object(map) => map.is_empty(),
+        _ => false,
+    }
 }
 
 /// The task's title, status, why it is where it is, its claim, owner turn, body and result.
@@ -211,11 +264,11 @@ fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
             None => println!("goal mode, the profile's turn budget (default 20)"),
         }
     }
-    print_workspace(o, task)?;
     let all_events = o.board.events(id, None)?;
     for why in explain::why(task, &s.runs, &all_events) {
         println!("{}", line(&why));
     }
+    print_workspace(o, task)?;
     if let (Some(lock), Some(exp)) = (&task.claim_lock, task.claim_expires) {
         println!(
             "claimed by {} until {} (run {})",
@@ -300,6 +353,9 @@ fn print_history(s: &Shown, at: i64) {
                 .map(|s| format!(": {}", line(s)))
                 .unwrap_or_default()
         );
+        if let Some(metadata) = r.metadata.as_ref().filter(|m| !is_empty_json(m)) {
+            println!("  metadata {}", line(&metadata.to_string()));
+        }
     }
     for t in &s.turns {
         println!("{}", turn_line(t));

@@ -241,6 +241,9 @@ pub(crate) fn complete(
     let Some(run_id) = completion.expected_run_id else {
         return Ok(None);
     };
+    if completion.needs_generic_path() {
+        return Ok(None);
+    }
     if tx.is_sqlite() {
         return Ok(None);
     }
@@ -249,6 +252,7 @@ pub(crate) fn complete(
         &Event::Completed {
             result_len: LEN_SLOT,
             summary: run_summary.map(summary_line),
+            verified_cards: None,
             forced: completion.force.then_some(true),
         },
         "result_len",
