@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kanban_tests::Kanban;
+use kanban_tests::{Kanban, git};
 use rusqlite::Connection;
 use serde_json::Value;
 
@@ -351,24 +351,6 @@ fn a_board_named_like_a_task_id_is_refused_and_nothing_is_created() {
         run.stderr
     );
     assert!(!k.home().join("kanban/boards/t_10aa94eb").exists());
-}
-
-/// Runs git in `dir` with an identity; its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git must be installed for this test");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 #[test]

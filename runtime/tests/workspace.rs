@@ -11,24 +11,7 @@ use kanban_runtime::workspace::{
     self, Cleanup, Kind, Request, ResolveError, Resolved, SpecError, check_default_workdir,
     check_path, cleanup, parse_flag, resolve, validate_branch,
 };
-
-/// `git -C dir args…`, which must succeed; its stdout, trimmed.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .expect("git must be installed to run these tests");
-    assert!(
-        out.status.success(),
-        "git -C {} {args:?} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use kanban_tests::git;
 
 fn configure(repo: &Path) {
     git(repo, &["config", "user.name", "Test"]);

@@ -8,35 +8,12 @@
 mod dispatch_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use dispatch_support::{Home, config};
 use kanban_runtime::board::{BlockKind, Status};
-
-/// Runs git in `dir` (with an identity, never signing) and returns its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=kanban",
-            "-c",
-            "user.email=kanban@example.invalid",
-        ])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git must be installed for the workspace tests");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use kanban_tests::git;
 
 /// A repository with one commit, cloned from a bare `origin` it was pushed to.
 struct Repo {

@@ -180,3 +180,30 @@ pub fn start_claimer(bin: &Path, home: &Path, n: usize, order: &[String]) -> Chi
     drop(stdin);
     child
 }
+
+/// `git -C dir args…` with a committer identity and no signing (the tests' repositories have no
+/// configuration of their own), which must succeed; its stdout, trimmed. A missing git fails
+/// the test: the workspace tests never skip.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=kanban",
+            "-c",
+            "user.email=kanban@example.invalid",
+        ])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .expect("git must be installed to run the workspace tests");
+    assert!(
+        out.status.success(),
+        "git -C {} {args:?} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 use super::support::{DEAD_PID, Home, alive, now};
+use kanban_tests::git;
 
 /// A board in the original's oldest shape: `tasks` without the additive columns, `task_events`
 /// without `run_id`, one ready task `legacy`.
@@ -488,24 +489,6 @@ fn dispatcher_spawn_injects_kanban_paths_without_stale_session() {
 // ---------------------------------------------------------------------------
 // Workspaces (issue 26)
 // ---------------------------------------------------------------------------
-
-/// git in `dir` with an identity; its trimmed stdout.
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git must be installed for the workspace tests");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// The original's `_init_git_repo`: a repository with one commit.
 fn init_git_repo(repo: &std::path::Path) {
