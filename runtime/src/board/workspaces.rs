@@ -80,9 +80,15 @@ impl Board {
     /// original's `gc_events`, which keeps every event of an unfinished task): counted when
     /// `dry_run`, else deleted; returns how many.
     pub fn prune_events(&self, cutoff: i64, dry_run: bool) -> Result<u64> {
-        let filter = "FROM task_events WHERE created_at < ?1 \
-             AND kind NOT IN ('decomposed', 'workspace_preserved') \
-             AND task_id IN (SELECT id FROM tasks WHERE status IN ('done', 'archived'))";
+        let kept = KEPT_EVENT_KINDS
+            .iter()
+            .map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let filter = format!(
+            "FROM task_events WHERE created_at < ?1 AND kind NOT IN ({kept}) \
+             AND task_id IN (SELECT id FROM tasks WHERE status IN ('done', 'archived'))"
+        );
         if dry_run {
             let n: i64 = self.conn().query_row(
                 &format!("SELECT COUNT(*) {filter}"),
