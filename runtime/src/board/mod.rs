@@ -35,6 +35,7 @@ pub mod redact;
 mod review;
 pub(crate) mod rows;
 pub mod slug;
+pub mod stats;
 pub mod store;
 pub mod turns;
 pub mod views;
@@ -66,6 +67,7 @@ pub use outcome::{
     Reopened, ReviewRequested,
 };
 pub use query::{RecentWork, TaskFilter};
+pub use stats::{BoardStats, RunFilter};
 pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;
 pub use views::BoardCard;

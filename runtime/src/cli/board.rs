@@ -23,6 +23,7 @@ use super::review::{self, ReviewCommand};
 use super::session::{JsonObject, is_full_id, open_read, parse_metadata, root};
 use super::tasks::attach;
 use super::tasks::create::{self, CreateArgs};
+use super::tasks::observe::{self, RunsArgs, WatchArgs};
 use super::tasks::operator::{self, EditArgs};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::workspace;
@@ -54,7 +55,20 @@ pub enum BoardCommand {
         /// Only the newest N events.
         #[arg(long)]
         limit: Option<usize>,
+        /// Keep printing each new event as it is committed, until interrupted (--json: one
+        /// object per line).
+        #[arg(long)]
+        follow: bool,
     },
+    /// Counts by status and by assignee, and the age of the oldest ready task.
+    Stats,
+    /// This home's profiles and every assignee on the board, with their tasks per status.
+    Assignees,
+    /// Runs of every task, newest first (--json: an array of runs).
+    Runs(RunsArgs),
+    /// Print each new event of the board as it is committed, until interrupted (--json: one
+    /// object per line).
+    Watch(WatchArgs),
     /// Claim a ready task (a review task: for its reviewer): prints {"task_id","run_id","claim_lock","claim_expires"}; exit 3 if lost.
     Claim {
         id: String,
@@ -262,7 +276,16 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Create(args) => create::create(args, g),
         BoardCommand::List(args) => read::list(args, g),
         BoardCommand::Show { id, events } => read::show(id, events, g),
-        BoardCommand::Events { id, limit } => read::events(&id, limit, g),
+        BoardCommand::Events {
+            id,
+            limit,
+            follow: true,
+        } => observe::follow_events(&id, limit, g),
+        BoardCommand::Events { id, limit, .. } => read::events(&id, limit, g),
+        BoardCommand::Stats => observe::print_stats(g),
+        BoardCommand::Assignees => observe::print_assignees(g),
+        BoardCommand::Runs(args) => observe::print_runs(args, g),
+        BoardCommand::Watch(args) => observe::watch_board(&args, g),
         BoardCommand::Fsck => read::fsck(g),
         BoardCommand::Claim { id, ttl, claimer } => lifecycle::claim(&id, ttl, claimer, g),
         BoardCommand::Heartbeat { id, note, ttl } => {
@@ -346,6 +369,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         | BoardCommand::Attachments { id }
         | BoardCommand::AttachRm { id, .. } => ids.push(id),
         BoardCommand::Edit(args) => ids.push(&mut args.id),
+        BoardCommand::Runs(args) => ids.extend(args.task.as_mut()),
         // Several ids: each is resolved on its own by [`each`], so one bad id spoils no other.
         BoardCommand::Unblock { .. }
         | BoardCommand::Archive { .. }
@@ -363,6 +387,9 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
             ReviewCommand::Reopen { id } => ids.push(id),
         },
         BoardCommand::Init
+        | BoardCommand::Stats
+        | BoardCommand::Assignees
+        | BoardCommand::Watch(_)
         | BoardCommand::List(_)
         | BoardCommand::Boards { .. }
         | BoardCommand::Gc { .. }

@@ -3,6 +3,7 @@
 //! the code, the last lines the worker wrote).
 
 use crate::board::{Run, Status, StoredEvent, Task};
+use crate::cli::escape::line;
 
 /// Worker output lines quoted for a crashed run.
 const TAIL_LINES: usize = 5;
@@ -134,6 +135,20 @@ pub fn why(task: &Task, runs: &[Run], events: &[StoredEvent]) -> Vec<String> {
         }
     }
     lines
+}
+
+/// One event as `kanban events` prints it: when, kind, run, readable payload (control characters
+/// escaped).
+pub(super) fn event_line(e: &StoredEvent, now: i64) -> String {
+    let payload = e
+        .payload
+        .as_ref()
+        .map(|p| format!(" {}", readable_payload(p, now)))
+        .unwrap_or_default();
+    let run = e.run_id.map(|r| format!(" run={r}")).unwrap_or_default();
+    // JSON escapes C0 controls but not DEL or the C1 range; escape the whole line.
+    let at = when(e.created_at, now);
+    line(&format!("{at} {}{run}{payload}", e.kind)).into_owned()
 }
 
 #[cfg(test)]

@@ -774,3 +774,20 @@ fn cli_gc_reports_counts() {
     assert_eq!(report["events_pruned"], 2, "{report}");
     assert_eq!(report["dry_run"], false);
 }
+
+// Stats + age: `board_stats` is `kanban stats --json`. `test_task_age_helper` tests a Python
+// helper of the dashboard with no command of its own (the age a card shows is `kanban serve`'s).
+
+#[test]
+fn board_stats() {
+    let home = Home::new();
+    let a = home.create("a", &["--assignee", "x"]);
+    home.create("b", &["--assignee", "y"]);
+    home.ok(&["complete", &a, "--result", "done"]);
+    let stats = home.json(&["stats"]);
+    assert_eq!(stats["by_status"]["ready"], 1);
+    assert_eq!(stats["by_status"]["done"], 1);
+    assert_eq!(stats["by_assignee"]["x"]["done"], 1);
+    assert_eq!(stats["by_assignee"]["y"]["ready"], 1);
+    assert!(!stats["oldest_ready_age_seconds"].is_null(), "{stats}");
+}

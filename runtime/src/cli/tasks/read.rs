@@ -103,16 +103,7 @@ fn task_line(t: &Task) -> String {
 }
 
 fn event_line(e: &StoredEvent) -> String {
-    let now = now();
-    let payload = e
-        .payload
-        .as_ref()
-        .map(|p| format!(" {}", explain::readable_payload(p, now)))
-        .unwrap_or_default();
-    let run = e.run_id.map(|r| format!(" run={r}")).unwrap_or_default();
-    // JSON escapes C0 controls but not DEL or the C1 range; escape the whole line.
-    let at = explain::when(e.created_at, now);
-    line(&format!("{at} {}{run}{payload}", e.kind)).into_owned()
+    explain::event_line(e, now())
 }
 
 /// `turn <n> of run <r>: <kind>, <exit class> (exit <code>), <seconds> s`.
