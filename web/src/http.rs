@@ -932,6 +932,13 @@ fn route<S: Source>(state: &State<S>, request: &Request) -> Response {
             )),
             Err(e) => source_failure(&e),
         },
+        "/metrics" => match state.source.metrics() {
+            Ok(view) => Response {
+                content_type: crate::metrics::CONTENT_TYPE,
+                ..Response::html(crate::metrics::render(&view))
+            },
+            Err(e) => source_failure(&e),
+        },
         "/assets/app.js" => Response {
             content_type: "text/javascript; charset=utf-8",
             ..Response::html(APP_JS.to_owned())
@@ -1244,6 +1251,9 @@ mod tests {
         }
         fn health(&self) -> Result<crate::HealthView, SourceError> {
             Ok(crate::HealthView::default())
+        }
+        fn metrics(&self) -> Result<crate::MetricsView, SourceError> {
+            Ok(crate::MetricsView::default())
         }
         fn watcher(&self, _: &str) -> Result<Option<Box<dyn crate::Watcher>>, SourceError> {
             Ok(None)

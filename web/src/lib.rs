@@ -10,6 +10,7 @@
 //!   rebinding, the token check and the security headers;
 //! * [`page`]: the HTML pages — board, task, cron, health, 401 and 404 — with every value from a
 //!   board escaped by [`page::escape`];
+//! * [`metrics`]: `/metrics`, the boards' numbers in the Prometheus text format;
 //! * [`live`]: one watcher per board polls the board's change signal (SQLite's `data_version`, the
 //!   one the dispatcher wakes on) and the log sizes of open runs every 100 ms, and fans each
 //!   change out to the browsers over server-sent events; browsers never poll;
@@ -19,6 +20,7 @@
 
 pub mod http;
 pub mod live;
+pub mod metrics;
 pub mod page;
 pub mod view;
 
@@ -51,6 +53,8 @@ pub trait Source: Send + Sync + 'static {
     fn cron(&self) -> Result<CronView, SourceError>;
     /// Live workers, budgets and given-up tasks of every served board.
     fn health(&self) -> Result<HealthView, SourceError>;
+    /// The numbers `/metrics` exports of every served board.
+    fn metrics(&self) -> Result<MetricsView, SourceError>;
     /// A change watcher of one served board (`None` when `slug` is not served).
     fn watcher(&self, slug: &str) -> Result<Option<Box<dyn Watcher>>, SourceError>;
     /// Starts `job` on a new thread named `name` (the runtime's sanctioned spawner, which carries

@@ -210,6 +210,9 @@ mod tests {
         fn health(&self) -> Result<HealthView, SourceError> {
             Ok(HealthView::default())
         }
+        fn metrics(&self) -> Result<crate::MetricsView, SourceError> {
+            Ok(crate::MetricsView::default())
+        }
         fn watcher(&self, slug: &str) -> Result<Option<Box<dyn Watcher>>, SourceError> {
             if slug != "b" {
                 return Ok(None);

@@ -146,3 +146,30 @@ pub struct HealthView {
     pub now: i64,
     pub boards: Vec<BoardHealth>,
 }
+
+/// A histogram as `/metrics` exports it: cumulative counts per upper bound (seconds), the count
+/// (the `+Inf` bucket) and the sum.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HistogramView {
+    pub buckets: Vec<(i64, i64)>,
+    pub count: i64,
+    pub sum: i64,
+}
+
+/// One board's numbers on `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BoardMetricsView {
+    pub slug: String,
+    pub tasks_by_status: Vec<(String, i64)>,
+    pub runs_by_outcome: Vec<(String, i64)>,
+    pub workers_by_profile: Vec<(String, i64)>,
+    pub run_duration: HistogramView,
+    pub claim_to_spawn: HistogramView,
+    pub oldest_ready_age_seconds: Option<i64>,
+}
+
+/// `/metrics`: every served board.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MetricsView {
+    pub boards: Vec<BoardMetricsView>,
+}

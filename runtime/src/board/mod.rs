@@ -67,7 +67,7 @@ pub use outcome::{
     Reopened, ReviewRequested,
 };
 pub use query::{RecentWork, TaskFilter};
-pub use stats::{BoardStats, RunFilter};
+pub use stats::{BoardMetrics, BoardStats, Histogram, RunFilter};
 pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;
 pub use views::BoardCard;

@@ -141,3 +141,96 @@ impl Board {
         Ok(rows.collect::<db::Result<_>>()?)
     }
 }
+
+/// Upper bounds (seconds) of the buckets of the duration histograms `/metrics` exports; the
+/// `+Inf` bucket is the count.
+pub const DURATION_BUCKETS: [i64; 9] = [1, 5, 15, 60, 300, 900, 3600, 14_400, 86_400];
+
+/// A histogram over [`DURATION_BUCKETS`]: cumulative counts per bound, the count and the sum.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Histogram {
+    /// Observations at or below each bound of [`DURATION_BUCKETS`], in order.
+    pub cumulative: Vec<i64>,
+    pub count: i64,
+    pub sum: i64,
+}
+
+/// What `/metrics` exports of one board.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BoardMetrics {
+    /// Tasks per status.
+    pub tasks_by_status: Vec<(String, i64)>,
+    /// Closed runs per outcome (a counter: runs are never deleted).
+    pub runs_by_outcome: Vec<(String, i64)>,
+    /// Running tasks with a registered worker, per profile of their run.
+    pub workers_by_profile: Vec<(String, i64)>,
+    /// Closed runs: from claim to end.
+    pub run_duration: Histogram,
+    /// Spawned runs: from claim to the worker's start (its `spawned` event).
+    pub claim_to_spawn: Histogram,
+    pub oldest_ready_age_seconds: Option<i64>,
+}
+
+impl Board {
+    /// The board's numbers for `/metrics` at `now`; a handful of aggregate statements, whatever
+    /// the board's size.
+    pub fn board_metrics(&self, now: i64) -> Result<BoardMetrics> {
+        let stats = self.board_stats(now)?;
+        Ok(BoardMetrics {
+            tasks_by_status: stats.by_status.into_iter().collect(),
+            runs_by_outcome: self.counts(
+                "SELECT outcome, COUNT(*) FROM task_runs WHERE outcome IS NOT NULL \
+                 GROUP BY outcome ORDER BY outcome",
+            )?,
+            workers_by_profile: self.counts(
+                "SELECT COALESCE(r.profile, t.assignee, ''), COUNT(*) FROM tasks t \
+                 LEFT JOIN task_runs r ON r.id = t.current_run_id \
+                 WHERE t.status = 'running' AND t.worker_pid IS NOT NULL \
+                 GROUP BY COALESCE(r.profile, t.assignee, '') \
+                 ORDER BY COALESCE(r.profile, t.assignee, '')",
+            )?,
+            run_duration: self.histogram(
+                "SELECT ended_at - started_at AS d FROM task_runs WHERE ended_at IS NOT NULL",
+            )?,
+            claim_to_spawn: self.histogram(
+                "SELECT e.created_at - r.started_at AS d FROM task_events e \
+                 JOIN task_runs r ON r.id = e.run_id WHERE e.kind = 'spawned'",
+            )?,
+            oldest_ready_age_seconds: stats.oldest_ready_age_seconds,
+        })
+    }
+
+    fn counts(&self, sql: &str) -> Result<Vec<(String, i64)>> {
+        let mut stmt = self.conn().prepare_cached(sql)?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<db::Result<_>>()?)
+    }
+
+    /// One statement: the count, sum and per-bucket counts of the durations `durations` selects
+    /// (as `d`; a negative one, from a clock step, counts as 0).
+    fn histogram(&self, durations: &str) -> Result<Histogram> {
+        let buckets: Vec<String> = DURATION_BUCKETS
+            .iter()
+            .map(|b| {
+                format!("CAST(COALESCE(SUM(CASE WHEN d <= {b} THEN 1 ELSE 0 END), 0) AS BIGINT)")
+            })
+            .collect();
+        let sql = format!(
+            // PostgreSQL sums a BIGINT as NUMERIC: the casts keep every column an integer.
+            "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN d > 0 THEN d ELSE 0 END), 0) AS BIGINT), {} \
+             FROM ({durations}) durations",
+            buckets.join(", ")
+        );
+        Ok(self.conn().query_row(&sql, [], |r| {
+            let mut cumulative = Vec::with_capacity(DURATION_BUCKETS.len());
+            for i in 0..DURATION_BUCKETS.len() {
+                cumulative.push(r.get(2 + i)?);
+            }
+            Ok(Histogram {
+                cumulative,
+                count: r.get(0)?,
+                sum: r.get(1)?,
+            })
+        })?)
+    }
+}

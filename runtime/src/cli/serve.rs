@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use kanban_web::{
-    BoardHealth, BoardView, CardView, CommentView, CronView, EventView, HealthView, JobView,
-    RunView, ServeConfig, Server, SourceError, TaskLink, TaskView, WorkerView,
+    BoardHealth, BoardMetricsView, BoardView, CardView, CommentView, CronView, EventView,
+    HealthView, HistogramView, JobView, MetricsView, RunView, ServeConfig, Server, SourceError,
+    TaskLink, TaskView, WorkerView,
 };
 
 use super::{CmdResult, Exit, Globals};
@@ -378,6 +379,27 @@ impl kanban_web::Source for HomeSource {
         })
     }
 
+    fn metrics(&self) -> Result<MetricsView, SourceError> {
+        let now = self.clock.now();
+        let mut boards = Vec::new();
+        for location in &self.boards {
+            let board = self.open(location)?;
+            let m = board
+                .board_metrics(now)
+                .map_err(|e: BoardError| failure_chain(&e))?;
+            boards.push(BoardMetricsView {
+                slug: location.slug.clone(),
+                tasks_by_status: m.tasks_by_status,
+                runs_by_outcome: m.runs_by_outcome,
+                workers_by_profile: m.workers_by_profile,
+                run_duration: histogram(&m.run_duration),
+                claim_to_spawn: histogram(&m.claim_to_spawn),
+                oldest_ready_age_seconds: m.oldest_ready_age_seconds,
+            });
+        }
+        Ok(MetricsView { boards })
+    }
+
     fn health(&self) -> Result<HealthView, SourceError> {
         let now = self.clock.now();
         let mut boards = Vec::new();
@@ -488,6 +510,19 @@ impl kanban_web::Watcher for BoardWatcher {
                 (id.clone(), size)
             })
             .collect()
+    }
+}
+
+/// A board histogram as the web view takes it: each bucket with its bound.
+fn histogram(h: &crate::board::Histogram) -> HistogramView {
+    HistogramView {
+        buckets: crate::board::stats::DURATION_BUCKETS
+            .iter()
+            .copied()
+            .zip(h.cumulative.iter().copied())
+            .collect(),
+        count: h.count,
+        sum: h.sum,
     }
 }
 
