@@ -68,6 +68,9 @@ pub enum BoardError {
         matches: Vec<String>,
     },
 
+    #[error("cannot decompose: {problem}; nothing was changed")]
+    InvalidDecomposition { problem: String },
+
     #[error("nothing to edit; give a new title, body, priority, retry limit or workspace")]
     NothingToEdit,
 
