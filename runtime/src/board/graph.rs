@@ -160,13 +160,6 @@ pub(crate) fn decompose_in(
         return Err(BoardError::BlankAssignee);
     }
     let root = load_task(tx, root_id)?;
-    if root.status != Status::Triage {
-        return Ok(Outcome::Refused(Refusal::WrongStatus {
-            task_id: root_id.to_owned(),
-            status: root.status,
-            expected: "in triage",
-        }));
-    }
     let decomposed_before = tx
         .prepare_cached(
             "SELECT 1 FROM task_events WHERE task_id = ?1 AND kind = 'decomposed' LIMIT 1",
@@ -177,6 +170,13 @@ pub(crate) fn decompose_in(
     if decomposed_before {
         return Ok(Outcome::Refused(Refusal::AlreadyDecomposed {
             task_id: root_id.to_owned(),
+        }));
+    }
+    if root.status != Status::Triage {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: root_id.to_owned(),
+            status: root.status,
+            expected: "in triage",
         }));
     }
     let author = how.author.map(str::trim).filter(|a| !a.is_empty());
