@@ -275,6 +275,9 @@ pub struct Specification {
     pub title: Option<String>,
     pub body: Option<String>,
     pub assignee: Option<String>,
+    /// Who specifies: with one, a comment by them names the fields that changed (none when
+    /// nothing changed), as the original's audit comment.
+    pub author: Option<String>,
 }
 
 /// Specifies a triage task by hand (the original's `specify_triage_task`): the title, body and
@@ -335,6 +338,23 @@ pub(crate) fn specify_in(
         return Ok(Outcome::Refused(Refusal::Raced {
             task_id: id.to_owned(),
         }));
+    }
+    let author = spec
+        .author
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty());
+    if let Some(author) = author.filter(|_| !changed_fields.is_empty()) {
+        comment_in(
+            tx,
+            id,
+            author,
+            &format!(
+                "Specified — updated {} and promoted to todo.",
+                changed_fields.join(", ")
+            ),
+            now,
+        )?;
     }
     append_event(
         tx,

@@ -22,8 +22,9 @@ pub struct DecomposeArgs {
     /// The triage task to fan out (the root: it waits on every child).
     pub id: String,
     /// A JSON list of children (`-`: standard input): each {"title", "body", "assignee",
-    /// "parents": [indices into the list], "workspace": "scratch|dir:PATH|worktree|worktree:PATH",
-    /// "branch", "base"}; only the title is required.
+    /// "parents": [indices into the list], "workspace": "scratch|dir:PATH|worktree|worktree:PATH"
+    /// (or the original's "workspace_kind" and "workspace_path"), "branch", "base"}; only the
+    /// title is required.
     #[arg(long, value_name = "FILE|-")]
     pub children: String,
     /// Hand the root to this profile (the orchestrator that wakes when every child is done).
@@ -49,6 +50,9 @@ pub struct SpecifyArgs {
     pub body_file: Option<PathBuf>,
     #[arg(long, value_name = "PROFILE")]
     pub assignee: Option<String>,
+    /// Leave a comment by this author naming what changed (none without it).
+    #[arg(long, value_name = "NAME")]
+    pub author: Option<String>,
 }
 
 /// `kanban schedule ID --at TIME | --in DURATION`.
@@ -91,7 +95,7 @@ fn text_field(i: usize, o: &Map<String, Value>, key: &str) -> Result<Option<Stri
 
 /// Child `i` of the list: its fields, its parents, its workspace (read as `create` reads it).
 fn child(i: usize, value: &Value) -> Result<NewChild, String> {
-    const KEYS: [&str; 7] = [
+    const KEYS: [&str; 9] = [
         "title",
         "body",
         "assignee",
@@ -99,6 +103,8 @@ fn child(i: usize, value: &Value) -> Result<NewChild, String> {
         "workspace",
         "branch",
         "base",
+        "workspace_kind",
+        "workspace_path",
     ];
     let Value::Object(o) = value else {
         return Err(format!("child {i} is not a JSON object"));
@@ -134,7 +140,28 @@ fn child(i: usize, value: &Value) -> Result<NewChild, String> {
 /// The workspace keys of child `i` as `create --workspace/--branch/--base` reads them; the
 /// branch and base are checked by the board, inside the decomposition's transaction.
 fn workspace(i: usize, o: &Map<String, Value>) -> Result<Option<WorkspaceSpec>, String> {
-    let kind = text_field(i, o, "workspace")?;
+    // The original's keys: `workspace_kind` with an optional `workspace_path`.
+    let original = match (
+        text_field(i, o, "workspace_kind")?,
+        text_field(i, o, "workspace_path")?,
+    ) {
+        (Some(kind), Some(path)) => Some(format!("{kind}:{path}")),
+        (Some(kind), None) => Some(kind),
+        (None, Some(_)) => {
+            return Err(format!(
+                "child {i}: `workspace_path` needs a `workspace_kind`"
+            ));
+        }
+        (None, None) => None,
+    };
+    let kind = match (text_field(i, o, "workspace")?, original) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "child {i}: give `workspace` or `workspace_kind`/`workspace_path`, not both"
+            ));
+        }
+        (one, other) => one.or(other),
+    };
     let branch = text_field(i, o, "branch")?;
     let base = text_field(i, o, "base")?;
     if kind.is_none() && branch.is_none() && base.is_none() {
@@ -214,6 +241,7 @@ pub(in crate::cli) fn specify(args: SpecifyArgs, globals: &Globals) -> CmdResult
         title: args.title,
         body,
         assignee: args.assignee,
+        author: args.author,
     };
     let s = done(o.board.specify(&args.id, &spec, now())?)?;
     print_out(globals.json, &s, || {

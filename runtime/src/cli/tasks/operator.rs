@@ -221,7 +221,14 @@ pub(in crate::cli) fn promote(
     mode: PromoteMode,
     globals: &Globals,
 ) -> CmdResult {
-    each(ids, globals, |id| {
+    // The same id twice is promoted once (the original's `promote` de-duplicates its ids).
+    let mut unique: Vec<String> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if !unique.contains(id) {
+            unique.push(id.clone());
+        }
+    }
+    each(&unique, globals, |id| {
         authorize(id)?;
         let o = open(globals)?;
         let outcome = if mode.dry_run {
