@@ -56,20 +56,26 @@ pub const DURATION_UNITS: [(&[&str], i64); 4] = [
 /// The longest duration accepted: 366 days.
 pub const MAX_DURATION_SECONDS: i64 = 366 * 86_400;
 
-/// `90s`, `30m`, `2 h`, `hour`, `1day` → seconds: a count (1 when left out) and a unit of
-/// [`DURATION_UNITS`], positive and at most [`MAX_DURATION_SECONDS`]. With `allow_seconds`
-/// false, the second units are refused (cron's schedules step by minutes). The message says
-/// what is wrong and what is accepted.
+/// `90s`, `30m`, `2 h`, `1.5h`, `hour`, `1day` → seconds: a count (1 when left out) and a unit
+/// of [`DURATION_UNITS`], positive and at most [`MAX_DURATION_SECONDS`]. With `allow_seconds`
+/// false, the second units and fractions are refused (cron's schedules step by whole minutes);
+/// with it, a fraction is rounded to the nearest second. The message says what is wrong and
+/// what is accepted.
 pub fn parse_duration(text: &str, allow_seconds: bool) -> Result<i64, String> {
     let text = text.trim();
-    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    let number = |c: &char| c.is_ascii_digit() || (allow_seconds && *c == '.');
+    let digits: String = text.chars().take_while(number).collect();
     let unit = text[digits.len()..].trim();
-    let count: i64 = if digits.is_empty() {
-        1
-    } else {
+    let count: f64 = if digits.is_empty() {
+        1.0
+    } else if digits.contains('.') {
         digits
             .parse()
             .map_err(|_| format!("`{digits}` is not a usable number"))?
+    } else {
+        digits
+            .parse::<i64>()
+            .map_err(|_| format!("`{digits}` is not a usable number"))? as f64
     };
     let units = if allow_seconds {
         "s, m, h or d"
@@ -87,15 +93,16 @@ pub fn parse_duration(text: &str, allow_seconds: bool) -> Result<i64, String> {
             .map(|(_, per)| *per)
             .ok_or_else(|| format!("unknown duration unit `{other}` (use {units})"))?,
     };
-    if count <= 0 {
+    let seconds = (count * per as f64).round();
+    if seconds < 1.0 {
         return Err(
             "a duration must be positive (a zero interval would fire on every tick)".to_owned(),
         );
     }
-    count
-        .checked_mul(per)
-        .filter(|s| *s <= MAX_DURATION_SECONDS)
-        .ok_or_else(|| "a duration may be at most 366 days".to_owned())
+    if seconds > MAX_DURATION_SECONDS as f64 {
+        return Err("a duration may be at most 366 days".to_owned());
+    }
+    Ok(seconds as i64)
 }
 
 #[cfg(test)]
@@ -109,6 +116,11 @@ mod tests {
         }
         assert_eq!(parse_duration("2 hours", true), Ok(7_200));
         assert_eq!(parse_duration("hour", true), Ok(3_600));
+        assert_eq!(parse_duration("1.5h", true), Ok(5_400));
+        assert!(
+            parse_duration("1.5h", false).is_err(),
+            "cron counts whole minutes"
+        );
     }
 
     #[test]

@@ -438,12 +438,14 @@ pub(crate) fn assign_in(
 /// Hands a task to another profile in one transaction (the original's `reassign_task`): with
 /// `reclaim`, a running or claimed task is first reclaimed as [`reclaim_in`] does (its run
 /// closed, back to `ready` with a fresh failure budget); then it is assigned as [`assign_in`]
-/// does. Without `reclaim` a claimed task is refused, as `assign` refuses it.
+/// does. Without `reclaim` a claimed task is refused, as `assign` refuses it. `reason` is the
+/// reclaim's (default `reassigned`).
 pub(crate) fn reassign_in(
     tx: &Tx<'_>,
     id: &str,
     assignee: &str,
     reclaim: bool,
+    reason: Option<&str>,
     now: i64,
 ) -> Result<Outcome<Reassigned>> {
     if assignee.trim().is_empty() {
@@ -452,7 +454,7 @@ pub(crate) fn reassign_in(
     let task = load_task(tx, id)?;
     let claimed = task.status == Status::Running || task.claim_lock.is_some();
     let reclaimed = if reclaim && claimed {
-        match reclaim_in(tx, id, Some("reassigned"), now)? {
+        match reclaim_in(tx, id, Some(reason.unwrap_or("reassigned")), now)? {
             Outcome::Done(r) => Some(r),
             Outcome::Refused(refusal) => return Ok(Outcome::Refused(refusal)),
         }
@@ -575,9 +577,10 @@ impl Board {
         id: &str,
         assignee: &str,
         reclaim: bool,
+        reason: Option<&str>,
         now: i64,
     ) -> Result<Outcome<Reassigned>> {
-        self.write(|tx| reassign_in(tx, id, assignee, reclaim, now))
+        self.write(|tx| reassign_in(tx, id, assignee, reclaim, reason, now))
     }
 
     /// See [`comment_in`].

@@ -234,6 +234,9 @@ pub enum BoardCommand {
         /// Reclaim a running or claimed task first (its run is closed as reclaimed).
         #[arg(long)]
         reclaim: bool,
+        /// Why (the reclaim's reason).
+        #[arg(long, requires = "reclaim")]
+        reason: Option<String>,
     },
     /// List, create, remove, migrate and switch boards.
     Boards {
@@ -362,7 +365,13 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             id,
             profile,
             reclaim,
-        } => graph::reassign(&id, &profile, reclaim, g),
+            reason,
+        } => graph::reassign(
+            &id,
+            &profile,
+            reclaim.then(|| reason.unwrap_or_default()).as_deref(),
+            g,
+        ),
         BoardCommand::Review { command } => review::run(command, g),
         BoardCommand::Boards { command } => boards::run(command, g),
     }

@@ -776,7 +776,7 @@ fn cli_gc_reports_counts() {
 }
 
 #[test]
-fn test_schedule_task_parks_time_delay_without_dispatching() {
+fn schedule_task_parks_time_delay_without_dispatching() {
     let home = Home::new();
     let t = home.create("delayed recheck", &["--assignee", "ops"]);
     // The original's `schedule_task` takes no time; kanban's verb always names one (a week).
@@ -794,7 +794,7 @@ fn test_schedule_task_parks_time_delay_without_dispatching() {
 }
 
 #[test]
-fn test_unblock_scheduled_rechecks_parent_gate() {
+fn unblock_scheduled_rechecks_parent_gate() {
     let home = Home::new();
     let parent = home.create("parent", &[]);
     let child = home.create("child", &["--parent", &parent]);

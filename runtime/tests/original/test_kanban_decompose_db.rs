@@ -38,7 +38,7 @@ fn task_count(home: &Home) -> i64 {
 }
 
 #[test]
-fn test_decompose_creates_children_and_promotes_root() {
+fn decompose_creates_children_and_promotes_root() {
     let home = Home::new();
     let tid = home.create("ship a feature", &["--triage"]);
     assert_eq!(home.status(&tid), "triage");
@@ -68,7 +68,7 @@ fn test_decompose_creates_children_and_promotes_root() {
 }
 
 #[test]
-fn test_decompose_returns_none_when_task_missing() {
+fn decompose_returns_none_when_task_missing() {
     let home = Home::new();
     let before = task_count(&home);
     let run = decompose(
@@ -87,7 +87,7 @@ fn test_decompose_returns_none_when_task_missing() {
 }
 
 #[test]
-fn test_decompose_returns_none_when_task_not_in_triage() {
+fn decompose_returns_none_when_task_not_in_triage() {
     let home = Home::new();
     let tid = home.create("already a real task", &[]);
     let run = decompose(
@@ -106,7 +106,7 @@ fn test_decompose_returns_none_when_task_not_in_triage() {
 }
 
 #[test]
-fn test_decompose_empty_children_returns_none() {
+fn decompose_empty_children_returns_none() {
     let home = Home::new();
     let tid = home.create("rough idea", &["--triage"]);
     let run = decompose(&home, &tid, &json!([]), &["--root-assignee", "orch"]);
@@ -120,7 +120,7 @@ fn test_decompose_empty_children_returns_none() {
 }
 
 #[test]
-fn test_decompose_rejects_self_parent() {
+fn decompose_rejects_self_parent() {
     let home = Home::new();
     let tid = home.create("rough idea", &["--triage"]);
     let run = decompose(&home, &tid, &json!([{"title": "x", "parents": [0]}]), &[]);
@@ -133,7 +133,7 @@ fn test_decompose_rejects_self_parent() {
 }
 
 #[test]
-fn test_decompose_rejects_out_of_range_parent() {
+fn decompose_rejects_out_of_range_parent() {
     let home = Home::new();
     let tid = home.create("rough idea", &["--triage"]);
     let run = decompose(&home, &tid, &json!([{"title": "x", "parents": [5]}]), &[]);
@@ -146,7 +146,7 @@ fn test_decompose_rejects_out_of_range_parent() {
 }
 
 #[test]
-fn test_decompose_rejects_cyclic_parents() {
+fn decompose_rejects_cyclic_parents() {
     let home = Home::new();
     let tid = home.create("rough idea", &["--triage"]);
     let children = json!([{"title": "A", "parents": [1]}, {"title": "B", "parents": [0]}]);
@@ -157,7 +157,7 @@ fn test_decompose_rejects_cyclic_parents() {
 }
 
 #[test]
-fn test_decompose_records_audit_comment_and_event() {
+fn decompose_records_audit_comment_and_event() {
     let home = Home::new();
     let tid = home.create("rough idea", &["--triage"]);
     let children = json!([{"title": "task A", "assignee": "researcher"}]);
@@ -180,7 +180,7 @@ fn test_decompose_records_audit_comment_and_event() {
 }
 
 #[test]
-fn test_decompose_children_inherit_dir_workspace() {
+fn decompose_children_inherit_dir_workspace() {
     let home = Home::new();
     let proj = home.k.home().join("myproject");
     let tid = home.create(
@@ -209,7 +209,7 @@ fn test_decompose_children_inherit_dir_workspace() {
 }
 
 #[test]
-fn test_decompose_children_stay_scratch_when_root_scratch() {
+fn decompose_children_stay_scratch_when_root_scratch() {
     let home = Home::new();
     let tid = home.create(
         "scratch root",
@@ -222,7 +222,7 @@ fn test_decompose_children_stay_scratch_when_root_scratch() {
 }
 
 #[test]
-fn test_decompose_per_child_workspace_override() {
+fn decompose_per_child_workspace_override() {
     let home = Home::new();
     let proj = home.k.home().join("myproject");
     let other = home.k.home().join("other-repo");

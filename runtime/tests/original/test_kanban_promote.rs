@@ -27,7 +27,7 @@ fn stuck_todo(home: &Home, parents_done: bool, n: usize) -> (String, Vec<String>
 }
 
 #[test]
-fn test_promote_stuck_todo_succeeds() {
+fn promote_stuck_todo_succeeds() {
     let home = Home::new();
     let (child, _) = stuck_todo(&home, true, 1);
     home.ok(&["promote", &child]);
@@ -35,7 +35,7 @@ fn test_promote_stuck_todo_succeeds() {
 }
 
 #[test]
-fn test_promote_with_force_bypasses_dependency_check() {
+fn promote_with_force_bypasses_dependency_check() {
     let home = Home::new();
     let (child, _) = stuck_todo(&home, false, 1);
     home.ok(&["promote", &child, "--reason", "recovery", "--force"]);
@@ -43,7 +43,7 @@ fn test_promote_with_force_bypasses_dependency_check() {
 }
 
 #[test]
-fn test_promote_does_not_change_assignee() {
+fn promote_does_not_change_assignee() {
     let home = Home::new();
     let (child, _) = stuck_todo(&home, true, 1);
     let before = home.task(&child)["assignee"].clone();
@@ -52,7 +52,7 @@ fn test_promote_does_not_change_assignee() {
 }
 
 #[test]
-fn test_promote_blocked_task_works() {
+fn promote_blocked_task_works() {
     let home = Home::new();
     let tid = home.create("t", &[]);
     home.sql(&format!(
@@ -63,7 +63,7 @@ fn test_promote_blocked_task_works() {
 }
 
 #[test]
-fn test_cli_promote_bulk_ids_promotes_all() {
+fn cli_promote_bulk_ids_promotes_all() {
     let home = Home::new();
     let parent = home.create("parent", &[]);
     let children: Vec<String> = (0..3)
@@ -82,7 +82,7 @@ fn test_cli_promote_bulk_ids_promotes_all() {
 }
 
 #[test]
-fn test_cli_promote_dedupes_duplicate_ids() {
+fn cli_promote_dedupes_duplicate_ids() {
     let home = Home::new();
     let parent = home.create("parent", &[]);
     let child = home.create("c", &["--parent", &parent]);

@@ -4,7 +4,7 @@
 use super::support::Home;
 
 #[test]
-fn test_specify_promotes_triage_to_todo() {
+fn specify_promotes_triage_to_todo() {
     let home = Home::new();
     let tid = home.create("rough idea", &["--triage"]);
     assert_eq!(home.status(&tid), "triage");
@@ -26,7 +26,7 @@ fn test_specify_promotes_triage_to_todo() {
 }
 
 #[test]
-fn test_specify_rejects_blank_title() {
+fn specify_rejects_blank_title() {
     let home = Home::new();
     let tid = home.create("rough", &["--triage"]);
     let run = home.run(&["specify", &tid, "--title", "   ", "--body", "ok"]);
@@ -40,7 +40,7 @@ fn test_specify_rejects_blank_title() {
 }
 
 #[test]
-fn test_specify_records_audit_comment_only_when_author_given() {
+fn specify_records_audit_comment_only_when_author_given() {
     let home = Home::new();
     let tid1 = home.create("a", &["--triage"]);
     home.ok(&[

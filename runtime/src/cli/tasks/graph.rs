@@ -280,17 +280,24 @@ pub(in crate::cli) fn schedule(args: ScheduleArgs, globals: &Globals) -> CmdResu
     })
 }
 
-/// `kanban reassign ID PROFILE [--reclaim]`.
+/// `kanban reassign ID PROFILE [--reclaim [--reason R]]`: `reclaim` is the reclaim's reason
+/// (empty: none given) when a reclaim was asked for.
 pub(in crate::cli) fn reassign(
     id: &str,
     profile: &str,
-    reclaim: bool,
+    reclaim: Option<&str>,
     globals: &Globals,
 ) -> CmdResult {
     authorize(id)?;
     let o = open(globals)?;
-    let r = match o.board.reassign(id, profile, reclaim, now())? {
-        Outcome::Refused(r @ Refusal::WrongStatus { .. }) if !reclaim => {
+    let r = match o.board.reassign(
+        id,
+        profile,
+        reclaim.is_some(),
+        reclaim.filter(|r| !r.is_empty()),
+        now(),
+    )? {
+        Outcome::Refused(r @ Refusal::WrongStatus { .. }) if reclaim.is_none() => {
             return Err(Refused(format!(
                 "{r}; pass --reclaim to take it back from its worker first"
             ))
