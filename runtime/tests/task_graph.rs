@@ -807,4 +807,33 @@ fn decompose_on_postgres_is_one_transaction_too() {
     let v: Value = serde_json::from_str(&show.stdout).unwrap();
     assert_eq!(v["task"]["status"], "ready");
     assert_eq!(v["task"]["assignee"], "orch");
+
+    // A schedule whose time has passed is woken by the next tick; one in a day is not.
+    let due = run(&["schedule", &root, "--at", "2020-01-01T00:00:00Z"]);
+    assert_eq!(due.code, 0, "{}", due.stderr);
+    let done = run(&["schedule", &c[0], "--in", "1d"]);
+    assert_eq!(
+        done.code, 3,
+        "a done task is not scheduled: {}",
+        done.stderr
+    );
+    let fresh = run(&["--json", "create", "later"]);
+    let fresh = serde_json::from_str::<Value>(&fresh.stdout).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(run(&["schedule", &fresh, "--in", "1d"]).code, 0);
+    let tick = run(&["dispatch", "--once", "--max-spawn", "0"]);
+    assert_eq!(tick.code, 0, "{}", tick.stderr);
+    assert!(
+        tick.stdout.contains(&format!("woke       {root}")),
+        "{}",
+        tick.stdout
+    );
+    let show = run(&["--json", "show", &root]);
+    let v: Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(v["task"]["status"], "ready");
+    let show = run(&["--json", "show", &fresh]);
+    let v: Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(v["task"]["status"], "scheduled");
 }
