@@ -490,6 +490,37 @@ fn schedule_in_2s_is_woken_by_a_dispatcher_tick_once_due_and_not_before() {
     k.assert_fsck_clean();
 }
 
+/// The daemon waits for the next due time, not for its interval: with a 60 s interval, a task
+/// scheduled 2 s ahead is woken within seconds.
+#[test]
+fn the_daemon_wakes_a_scheduled_task_at_its_time_not_an_interval_later() {
+    let k = kanban();
+    let t = k.create("soon", &[]);
+    let mut daemon = k
+        .cmd()
+        .args(["dispatch", "--interval", "60", "--max-spawn", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = k.json(&["schedule", &t, "--in", "2s"]);
+    let at = s["at"].as_i64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while k.status(&t) != "ready" {
+        if Instant::now() > deadline {
+            daemon.kill().unwrap();
+            daemon.wait().unwrap();
+            panic!("the daemon did not wake the task within 20 s (interval 60 s)");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let woke = events(&k, &t).pop().unwrap();
+    assert_eq!(woke["payload"]["reason"], "schedule_due");
+    assert!(woke["created_at"].as_i64().unwrap_or(at) >= at, "{woke}");
+}
+
 fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
