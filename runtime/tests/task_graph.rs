@@ -676,6 +676,10 @@ fn promote_is_refused_while_a_parent_is_open_unless_forced_and_a_dry_run_changes
         "{}",
         ready_dry.stderr
     );
+    // The forced promotion holds: fsck accepts it and the claim honours it.
+    k.assert_fsck_clean();
+    k.ok(&["claim", &c]);
+    assert_eq!(k.status(&c), "running");
 }
 
 #[test]
