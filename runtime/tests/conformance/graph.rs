@@ -197,7 +197,7 @@ pub(crate) fn schedule_parks_a_task_and_the_wake_moves_it_at_its_time(s: &dyn St
     );
     assert_eq!(b.next_due().unwrap(), Some(T0 + 50));
     assert!(b.wake_due(T0 + 49).unwrap().is_empty());
-    assert_eq!(b.wake_due(T0 + 50).unwrap(), [gated.clone()]);
+    assert_eq!(b.wake_due(T0 + 50).unwrap(), std::slice::from_ref(&gated));
     assert_eq!(status(&b, &gated), Status::Todo);
     let mut woken = b.wake_due(T0 + 100).unwrap();
     woken.sort();
@@ -238,7 +238,7 @@ pub(crate) fn promote_force_passes_open_parents_and_a_dry_run_writes_nothing(s: 
     assert_eq!(status(&b, &c), Status::Ready);
     assert!(matches!(
         last_event(&b, &c),
-        Event::PromotedManual { ref open_parents, .. } if open_parents == &[p.clone()]
+        Event::PromotedManual { ref open_parents, .. } if open_parents == std::slice::from_ref(&p)
     ));
     // The forced promotion holds: fsck accepts it, the claim and the completion honour it.
     assert_clean(&b);
