@@ -321,6 +321,85 @@ fn each_bad_decomposition_is_refused_with_a_clear_message_and_changes_nothing() 
     assert_eq!(snapshot(&k), before);
 }
 
+/// A decomposition killed (SIGKILL) at moments spread over its run, many times: each time the
+/// board holds all of the graph or none of it, and `fsck` is clean. Which moments land inside
+/// the transaction depends on the machine; the invariant is checked whatever they hit.
+#[test]
+fn a_decomposition_killed_at_any_moment_leaves_all_of_the_graph_or_none() {
+    let k = kanban();
+    let n = 1500;
+    let children: Vec<Value> = (0..n)
+        .map(|i| {
+            if i == 0 {
+                json!({"title": "c0"})
+            } else {
+                json!({"title": format!("c{i}"), "parents": [i - 1]})
+            }
+        })
+        .collect();
+    let file = k.home().join("children.json");
+    std::fs::write(&file, Value::Array(children).to_string()).unwrap();
+    let count = |sql: &str| -> i64 {
+        let conn = rusqlite::Connection::open(k.default_db()).unwrap();
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    };
+    // How long the work before the transaction takes here (a refused decomposition: the process,
+    // the JSON, the graph check, the board opened, the root read), and a whole one: the kills
+    // are spread from the first to a little past the second, so they land in the transaction.
+    let ready = k.create("not in triage", &[]);
+    let path = file.to_str().unwrap();
+    let started = Instant::now();
+    let refused = k.run(&["decompose", &ready, "--children", path]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    let before_tx = started.elapsed();
+    let calibration = k.create("calibration", &["--triage"]);
+    let started = Instant::now();
+    k.ok(&["decompose", &calibration, "--children", path]);
+    let took = started.elapsed();
+    let span = (took + took / 5).saturating_sub(before_tx);
+    let (mut whole, mut none) = (0, 0);
+    for round in 0..12u32 {
+        let root = k.create(&format!("root {round}"), &["--triage"]);
+        let tasks_before = count("SELECT COUNT(*) FROM tasks");
+        let mut child = k
+            .cmd()
+            .args(["decompose", &root, "--children", file.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(before_tx + span * round / 11);
+        let _ = child.kill();
+        child.wait().unwrap();
+        let added = count("SELECT COUNT(*) FROM tasks") - tasks_before;
+        let root_links = count(&format!(
+            "SELECT COUNT(*) FROM task_links WHERE child_id = '{root}'"
+        ));
+        let status = k.status(&root);
+        if added == 0 {
+            assert_eq!(
+                (root_links, status.as_str()),
+                (0, "triage"),
+                "round {round}"
+            );
+            none += 1;
+        } else {
+            assert_eq!(
+                (added, root_links, status.as_str()),
+                (n, n, "todo"),
+                "round {round}: a partial graph"
+            );
+            whole += 1;
+        }
+        k.assert_fsck_clean();
+    }
+    eprintln!(
+        "{whole} rounds left the whole graph, {none} none of it (before the transaction: \
+         {before_tx:?}, a whole run: {took:?})"
+    );
+}
+
 /// The kill -9 case argued: everything is written by one write transaction, so a process killed
 /// in it leaves what SQLite's journal rolls back, which is everything. What a test can make
 /// happen deterministically is a failure after four children are already inserted: the fifth,
