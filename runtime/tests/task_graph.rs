@@ -815,6 +815,11 @@ fn unblock_reason_is_left_as_a_comment() {
     let c = k.create("c", &["--blocked"]);
     let blank = k.run(&["unblock", &c, "--reason", " "]);
     assert_eq!(blank.code, 1);
+    assert!(
+        blank.stderr.contains("an unblock reason must not be blank"),
+        "{}",
+        blank.stderr
+    );
     assert_eq!(k.status(&c), "blocked");
 }
 

@@ -158,7 +158,7 @@ pub(crate) fn unblock_in(
     now: i64,
 ) -> Result<Outcome<Moved>> {
     if reason.is_some_and(|r| r.trim().is_empty()) {
-        return Err(BoardError::BlankReason);
+        return Err(BoardError::BlankUnblockReason);
     }
     let task = load_task(tx, id)?;
     if !matches!(task.status, Status::Blocked | Status::Scheduled) {

@@ -24,6 +24,9 @@ pub enum BoardError {
     #[error("a block reason must not be blank")]
     BlankReason,
 
+    #[error("an unblock reason must not be blank (leave it out for none)")]
+    BlankUnblockReason,
+
     #[error("an assignee must not be blank")]
     BlankAssignee,
 
