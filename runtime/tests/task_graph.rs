@@ -547,6 +547,12 @@ fn schedule_in_2s_is_woken_by_a_dispatcher_tick_once_due_and_not_before() {
         ev["payload"],
         json!({"reason": "after the deploy", "at": at})
     );
+    let shown = k.ok(&["show", &t]);
+    assert!(
+        shown.contains("scheduled until ")
+            && shown.contains("(the dispatcher wakes it): after the deploy"),
+        "{shown}"
+    );
     // A tick before the time leaves it parked (unless this machine took two seconds to get here).
     let early = k.ok(&["dispatch", "--once", "--max-spawn", "0"]);
     if now() < at {
