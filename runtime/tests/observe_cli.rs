@@ -169,7 +169,7 @@ fn runs_filters_by_outcome_profile_and_start_and_refuses_a_bad_since() {
     assert!(text.ends_with("did a"), "{text}");
     assert_eq!(k.ok(&["runs", "--profile", "nobody"]), "no runs");
 
-    for bad in ["1x", "h", "-5", "-5m", "99999999999999999d"] {
+    for bad in ["1x", "fish", "-5", "-5m", "99999999999999999d"] {
         let run = k.run(&["runs", &format!("--since={bad}")]);
         assert_eq!(run.code, 2, "--since {bad}: {run:?}");
         assert!(run.stderr.contains("--since"), "{}", run.stderr);

@@ -7,6 +7,7 @@ use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
 use super::limits::BLOCK_RECURRENCE_LIMIT;
 use super::model::{BlockKind, Status};
+use super::operator::comment_in;
 use super::outcome::{BlockedTask, Moved, Outcome, Refusal};
 use super::rows::{
     RunClose, cas, close_leaked_runs, end_or_record_run_in, landing_status, load_task,
@@ -148,8 +149,17 @@ pub(crate) fn block_in(
 }
 
 /// `blocked` → `ready` (or `todo` while a parent is unfinished); resets the failure counter but
-/// keeps `block_kind`/`block_recurrences` (only completion resets them).
-pub(crate) fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Moved>> {
+/// keeps `block_kind`/`block_recurrences` (only completion resets them). A `reason` becomes a
+/// comment by `operator` on the task, in the same transaction.
+pub(crate) fn unblock_in(
+    tx: &Tx<'_>,
+    id: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<Moved>> {
+    if reason.is_some_and(|r| r.trim().is_empty()) {
+        return Err(BoardError::BlankUnblockReason);
+    }
     let task = load_task(tx, id)?;
     if !matches!(task.status, Status::Blocked | Status::Scheduled) {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
@@ -187,6 +197,15 @@ pub(crate) fn unblock_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Move
         }
     };
     append_event(tx, id, None, &event, now)?;
+    if let Some(reason) = reason {
+        comment_in(
+            tx,
+            id,
+            "operator",
+            &format!("Unblocked: {}", reason.trim()),
+            now,
+        )?;
+    }
     Ok(Outcome::Done(Moved {
         task_id: id.to_owned(),
         from: task.status,
@@ -210,6 +229,16 @@ impl Board {
 
     /// See [`unblock_in`].
     pub fn unblock(&self, id: &str, now: i64) -> Result<Outcome<Moved>> {
-        self.write(|tx| unblock_in(tx, id, now))
+        self.write(|tx| unblock_in(tx, id, None, now))
+    }
+
+    /// See [`unblock_in`]: the reason is left as a comment.
+    pub fn unblock_with_reason(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<Moved>> {
+        self.write(|tx| unblock_in(tx, id, reason, now))
     }
 }

@@ -8,9 +8,7 @@ use super::events::{Event, append_event};
 use super::input::{ClaimOrigin, ClaimSpec, RECLAIM_ON_CLAIM_NOTE, check_seconds};
 use super::model::{Status, TASK_COLUMNS, Task};
 use super::outcome::{ClaimOutcome, Claimed, Refusal};
-use super::rows::{
-    cas, close_leaked_runs, exec, insert_returning_id, load_task, unfinished_parents,
-};
+use super::rows::{cas, close_leaked_runs, exec, gating_parents, insert_returning_id, load_task};
 use super::store::Board;
 
 /// The claim of either dispatchable lane: `source` is `ready` (implementer) or `review`
@@ -66,7 +64,7 @@ pub(crate) fn claim_from_in(
             },
         }));
     }
-    let open = unfinished_parents(tx, id)?;
+    let open = gating_parents(tx, id)?;
     if !open.is_empty() {
         if cas(
             tx,

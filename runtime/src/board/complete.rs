@@ -12,7 +12,7 @@ use super::model::Status;
 use super::model::Task;
 use super::outcome::{Completed, Outcome, Refusal};
 use super::rows::{
-    RunClose, cas, end_run_in, instant_run_in, load_task, promote_children_in, unfinished_parents,
+    RunClose, cas, end_run_in, gating_parents, instant_run_in, load_task, promote_children_in,
 };
 use super::store::Board;
 
@@ -55,7 +55,7 @@ pub(crate) fn complete_in(
             claim_expires: expires,
         }));
     }
-    let open = unfinished_parents(tx, id)?;
+    let open = gating_parents(tx, id)?;
     if !open.is_empty() {
         return Ok(Outcome::Refused(Refusal::ParentsNotDone {
             task_id: id.to_owned(),

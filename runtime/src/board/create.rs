@@ -106,7 +106,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         Status::Blocked
     } else if new.triage {
         Status::Triage
-    } else if open_parent.is_some() {
+    } else if open_parent.is_some() || new.hold_in_todo {
         Status::Todo
     } else {
         Status::Ready
@@ -173,6 +173,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             provider_override: None,
             idempotency_key: key.map(str::to_owned),
             workspace_base: new.workspace.base.clone(),
+            from_decompose_of: new.from_decompose_of.clone(),
         },
         now,
     )?;

@@ -24,6 +24,9 @@ pub enum BoardError {
     #[error("a block reason must not be blank")]
     BlankReason,
 
+    #[error("an unblock reason must not be blank (leave it out for none)")]
+    BlankUnblockReason,
+
     #[error("an assignee must not be blank")]
     BlankAssignee,
 
@@ -67,6 +70,9 @@ pub enum BoardError {
         prefix: String,
         matches: Vec<String>,
     },
+
+    #[error("cannot decompose: {problem}; nothing was changed")]
+    InvalidDecomposition { problem: String },
 
     #[error("nothing to edit; give a new title, body, priority, retry limit or workspace")]
     NothingToEdit,

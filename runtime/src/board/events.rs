@@ -77,6 +77,9 @@ pub enum Event {
         /// kanban's addition: the ref a new worktree branch starts from (`--base`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_base: Option<String>,
+        /// The root task whose decomposition created this one (the original's key).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_decompose_of: Option<String>,
     },
     /// todo → ready (payload `NULL`), or into `review` (`{status: "review"}`).
     Promoted {
@@ -90,6 +93,29 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         from: Status,
+        /// Promoted over unfinished parents (`promote --force`): they are listed here.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        open_parents: Vec<String>,
+    },
+    /// A triage task fanned out into children (the original's payload): the root waits on every
+    /// child; `root_assignee` is the profile it was handed to (`null`: unchanged).
+    Decomposed {
+        child_ids: Vec<String>,
+        root_assignee: Option<String>,
+    },
+    /// A triage task specified by hand and moved to `todo` (the original's payload: the fields
+    /// that changed, no payload when none did).
+    Specified {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changed_fields: Vec<String>,
+    },
+    /// Parked in `scheduled`: `reason` is the original's key; `at` (kanban's addition) is the
+    /// epoch second the dispatcher wakes it, `null` for a task that waits for `unblock`.
+    Scheduled {
+        #[serde(default)]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<i64>,
     },
     /// A claim found an unfinished parent and demoted the task to `todo`.
     ClaimRejected {

@@ -5,7 +5,8 @@
 //! `running_without_open_run`, `claim_without_running` (running ⇔ a claim and an open run);
 //! `open_run_mismatch`, `dangling_current_run` (`current_run_id` is NULL exactly when no run is
 //! open, and points at the task's one open run); `orphan_run`, `orphan_event`, `orphan_comment`,
-//! `orphan_link` (every row belongs to an existing task); `ready_with_unfinished_parent`;
+//! `orphan_link` (every row belongs to an existing task); `ready_with_unfinished_parent` (unless an
+//! operator's forced promotion holds);
 //! `link_cycle`. With a current time ([`Board::fsck_at`], what `kanban fsck` runs) also
 //! `claim_never_started`: a running task whose current run is older than
 //! [`UNSTARTED_CLAIM_SECONDS`] with no worker pid and no `spawned` or `worker_registered` event —
@@ -246,15 +247,19 @@ impl Board {
                 r.get::<_, String>(2)?,
             ))
         })?;
-        for row in rows {
-            let (id, parent, status) = row?;
+        let rows: Vec<(String, String, String)> = rows.collect::<crate::db::Result<_>>()?;
+        drop(stmt);
+        for (id, parent, status) in rows {
+            // An operator's `promote --force` makes this state on purpose.
+            if super::rows::forced_past_parents(conn, &id)? {
+                continue;
+            }
             push(
                 "ready_with_unfinished_parent",
                 Some(id),
                 format!("ready but parent {parent} is {status}"),
             );
         }
-        drop(stmt);
 
         for cycle in link_cycles(conn)? {
             push(

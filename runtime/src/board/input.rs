@@ -30,6 +30,11 @@ pub struct NewTask {
     pub workspace: WorkspaceSpec,
     pub goal_mode: bool,
     pub goal_max_turns: Option<i64>,
+    /// Start in `todo` even when no parent is unfinished (a decomposition's children, which
+    /// the same transaction promotes afterwards unless asked not to).
+    pub hold_in_todo: bool,
+    /// The root task whose decomposition creates this one (its `created` event says so).
+    pub from_decompose_of: Option<String>,
 }
 
 /// Where a task's agent works, as given at creation (or by an edit before the first run):

@@ -1,6 +1,7 @@
 //! The board's domain: its model, typed events and outcomes, and every task transition as a
 //! compare-and-swap with its events in the same write transaction (one group a file: `create`,
-//! `claim`, `heartbeat`, `complete`, `block`, `review`, `operator`, `links`; the dispatcher's in
+//! `claim`, `heartbeat`, `complete`, `block`, `review`, `operator`, `links`, `graph` (decompose,
+//! specify), `schedule`; the dispatcher's in
 //! `dispatcher` / `dispatcher_reads`), the owner's markers ([`admission`]), reads ([`query`],
 //! [`views`], [`turns`]), [`fsck`], [`Board`] and its one write helper ([`store`]); what only one
 //! engine has is [`engine`]. docs/board.md has the transitions' design decisions.
@@ -22,6 +23,7 @@ pub mod engine;
 mod error;
 pub mod events;
 pub mod fsck;
+mod graph;
 mod heartbeat;
 mod input;
 pub mod lane;
@@ -34,6 +36,7 @@ pub mod query;
 pub mod redact;
 mod review;
 pub(crate) mod rows;
+mod schedule;
 pub mod slug;
 pub mod stats;
 pub mod store;
@@ -55,16 +58,18 @@ pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result, StorageError};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
+pub use graph::{Decomposition, NewChild, Specification, check_children};
 pub use input::{ClaimOrigin, ClaimSpec, Completion, Fence, NewTask, WorkspaceSpec};
 pub(crate) use input::{check_seconds, default_claim_lock};
 pub use limits::{
     BLOCK_RECURRENCE_LIMIT, DEFAULT_CLAIM_TTL_SECONDS, DEFAULT_FAILURE_LIMIT, MAX_SECONDS,
 };
 pub use model::{BlockKind, Comment, Run, Status, Task, TaskRef, TurnKind};
+pub use operator::Promotion;
 pub use outcome::{
     ArchivedTask, AssignedTask, BackFromReview, BlockedTask, ClaimOutcome, Claimed, Completed,
-    Created, Heartbeated, Invalidated, LinkChange, Moved, Outcome, ReclaimedTask, Refusal,
-    Reopened, ReviewRequested,
+    Created, Decomposed, Heartbeated, Invalidated, LinkChange, Moved, Outcome, Reassigned,
+    ReclaimedTask, Refusal, Reopened, ReviewRequested, ScheduledTask, Specified,
 };
 pub use query::{RecentWork, TaskFilter};
 pub use stats::{BoardMetrics, BoardStats, Histogram, RunFilter};

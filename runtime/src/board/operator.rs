@@ -1,14 +1,15 @@
 //! The operator's transitions: promote, archive, reopen (with its descendants), reclaim, assign and
 //! comment. None of them signals a worker: they return its pid so the caller can.
 
-use crate::db::{self, RowLock, Tx, params};
+use crate::db::{self, Db, RowLock, Tx, params};
 
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
 use super::input::normalize_assignee;
 use super::model::{Status, TASK_COLUMNS, Task};
 use super::outcome::{
-    ArchivedTask, AssignedTask, Invalidated, Moved, Outcome, ReclaimedTask, Refusal, Reopened,
+    ArchivedTask, AssignedTask, Invalidated, Moved, Outcome, Reassigned, ReclaimedTask, Refusal,
+    Reopened,
 };
 use super::rows::{
     RunClose, cas, close_leaked_runs, end_run_in, insert_returning_id, landing_status, load_task,
@@ -16,30 +17,45 @@ use super::rows::{
 };
 use super::store::Board;
 
-/// Operator promotion: `triage`/`todo`/`blocked` → `ready`, refused while a parent is unfinished.
-/// Resets the failure counter (a deliberate operator action).
-pub(crate) fn promote_in(
-    tx: &Tx<'_>,
+/// Whether an operator promotion of `id` may go ahead: the task, and the unfinished parents it
+/// passes over (only with `force`), or the refusal. Reads only; shared by the promotion and its
+/// dry run.
+fn promotion_verdict(
+    conn: &Db,
     id: &str,
-    actor: Option<&str>,
-    reason: Option<&str>,
-    now: i64,
-) -> Result<Outcome<Moved>> {
-    let task = load_task(tx, id)?;
+    force: bool,
+) -> Result<std::result::Result<(Task, Vec<String>), Refusal>> {
+    let task = load_task(conn, id)?;
     if !matches!(task.status, Status::Triage | Status::Todo | Status::Blocked) {
-        return Ok(Outcome::Refused(Refusal::WrongStatus {
+        return Ok(Err(Refusal::WrongStatus {
             task_id: id.to_owned(),
             status: task.status,
             expected: "triage, todo or blocked",
         }));
     }
-    let open = unfinished_parents(tx, id)?;
-    if !open.is_empty() {
-        return Ok(Outcome::Refused(Refusal::ParentsNotDone {
+    let open = unfinished_parents(conn, id)?;
+    if !open.is_empty() && !force {
+        return Ok(Err(Refusal::ParentsNotDone {
             task_id: id.to_owned(),
             parents: open,
         }));
     }
+    Ok(Ok((task, open)))
+}
+
+/// Operator promotion: `triage`/`todo`/`blocked` → `ready`, refused while a parent is unfinished
+/// unless `force` (the parents it passed over are listed in its `promoted_manual` event).
+/// Resets the failure counter (a deliberate operator action).
+pub(crate) fn promote_in(
+    tx: &Tx<'_>,
+    id: &str,
+    promotion: &Promotion<'_>,
+    now: i64,
+) -> Result<Outcome<Moved>> {
+    let (task, open_parents) = match promotion_verdict(tx, id, promotion.force)? {
+        Ok(found) => found,
+        Err(refusal) => return Ok(Outcome::Refused(refusal)),
+    };
     let applied = cas(
         tx,
         "UPDATE tasks SET status = 'ready', consecutive_failures = 0, last_failure_error = NULL, \
@@ -57,9 +73,10 @@ pub(crate) fn promote_in(
         id,
         None,
         &Event::PromotedManual {
-            actor: actor.map(str::to_owned),
-            reason: reason.map(str::to_owned),
+            actor: promotion.actor.map(str::to_owned),
+            reason: promotion.reason.map(str::to_owned),
             from: task.status,
+            open_parents,
         },
         now,
     )?;
@@ -68,6 +85,15 @@ pub(crate) fn promote_in(
         from: task.status,
         to: Status::Ready,
     }))
+}
+
+/// An operator promotion: who asks, why, and whether unfinished parents are passed over.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Promotion<'a> {
+    pub actor: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    /// Promote even while a parent is unfinished.
+    pub force: bool,
 }
 
 /// Archives a task from any status; closes an open run as reclaimed and promotes children that
@@ -409,6 +435,43 @@ pub(crate) fn assign_in(
     }))
 }
 
+/// Hands a task to another profile in one transaction (the original's `reassign_task`): with
+/// `reclaim`, a running or claimed task is first reclaimed as [`reclaim_in`] does (its run
+/// closed, back to `ready` with a fresh failure budget); then it is assigned as [`assign_in`]
+/// does. Without `reclaim` a claimed task is refused, as `assign` refuses it. `reason` is the
+/// reclaim's (default `reassigned`).
+pub(crate) fn reassign_in(
+    tx: &Tx<'_>,
+    id: &str,
+    assignee: &str,
+    reclaim: bool,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<Outcome<Reassigned>> {
+    if assignee.trim().is_empty() {
+        return Err(BoardError::BlankAssignee);
+    }
+    let task = load_task(tx, id)?;
+    let claimed = task.status == Status::Running || task.claim_lock.is_some();
+    let reclaimed = if reclaim && claimed {
+        match reclaim_in(tx, id, Some(reason.unwrap_or("reassigned")), now)? {
+            Outcome::Done(r) => Some(r),
+            Outcome::Refused(refusal) => return Ok(Outcome::Refused(refusal)),
+        }
+    } else {
+        None
+    };
+    Ok(match assign_in(tx, id, Some(assignee), now)? {
+        Outcome::Done(a) => Outcome::Done(Reassigned {
+            task_id: a.task_id,
+            from: a.from,
+            to: a.to,
+            reclaimed,
+        }),
+        Outcome::Refused(refusal) => Outcome::Refused(refusal),
+    })
+}
+
 /// Adds a comment; returns its id.
 pub(crate) fn comment_in(tx: &Tx<'_>, id: &str, author: &str, body: &str, now: i64) -> Result<i64> {
     if body.trim().is_empty() {
@@ -448,7 +511,34 @@ impl Board {
         reason: Option<&str>,
         now: i64,
     ) -> Result<Outcome<Moved>> {
-        self.write(|tx| promote_in(tx, id, actor, reason, now))
+        let promotion = Promotion {
+            actor,
+            reason,
+            force: false,
+        };
+        self.write(|tx| promote_in(tx, id, &promotion, now))
+    }
+
+    /// See [`promote_in`]; `force` promotes over unfinished parents.
+    pub fn promote_with(
+        &self,
+        id: &str,
+        promotion: &Promotion<'_>,
+        now: i64,
+    ) -> Result<Outcome<Moved>> {
+        self.write(|tx| promote_in(tx, id, promotion, now))
+    }
+
+    /// What [`Board::promote_with`] would do, changing nothing (a read, no transaction).
+    pub fn promote_dry_run(&self, id: &str, force: bool) -> Result<Outcome<Moved>> {
+        Ok(match promotion_verdict(self.conn(), id, force)? {
+            Ok((task, _)) => Outcome::Done(Moved {
+                task_id: id.to_owned(),
+                from: task.status,
+                to: Status::Ready,
+            }),
+            Err(refusal) => Outcome::Refused(refusal),
+        })
     }
 
     /// See [`archive_in`].
@@ -479,6 +569,18 @@ impl Board {
         now: i64,
     ) -> Result<Outcome<AssignedTask>> {
         self.write(|tx| assign_in(tx, id, assignee, now))
+    }
+
+    /// See [`reassign_in`].
+    pub fn reassign(
+        &self,
+        id: &str,
+        assignee: &str,
+        reclaim: bool,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<Outcome<Reassigned>> {
+        self.write(|tx| reassign_in(tx, id, assignee, reclaim, reason, now))
     }
 
     /// See [`comment_in`].

@@ -13,6 +13,8 @@ use super::model::{BlockKind, Status};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Refusal {
+    /// The task was decomposed before (a root is decomposed once).
+    AlreadyDecomposed { task_id: String },
     /// The task is not in a status this transition starts from.
     WrongStatus {
         task_id: String,
@@ -105,6 +107,11 @@ impl fmt::Display for Refusal {
             Refusal::NotLinked { parent, child } => {
                 write!(f, "`{child}` does not depend on `{parent}`")
             }
+            Refusal::AlreadyDecomposed { task_id } => write!(
+                f,
+                "task `{task_id}` was already decomposed; a root is decomposed once (create more \
+                 tasks and link the root under them instead)"
+            ),
             Refusal::Raced { task_id } => write!(
                 f,
                 "task `{task_id}` changed concurrently; nothing was done, look at it again"
@@ -241,6 +248,49 @@ pub struct AssignedTask {
     pub task_id: String,
     pub from: Option<String>,
     pub to: Option<String>,
+}
+
+/// A reassignment (`reassign`): the assignment, and the reclaim that came first when the task
+/// was claimed and a reclaim was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reassigned {
+    pub task_id: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub reclaimed: Option<ReclaimedTask>,
+}
+
+/// A decomposition (`decompose`): the children in the order given, where each landed, and the
+/// root (now `todo`, waiting on every child) with its assignee.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decomposed {
+    pub task_id: String,
+    pub child_ids: Vec<String>,
+    /// Each child's status afterwards, in the order of `child_ids`.
+    pub child_statuses: Vec<Status>,
+    pub root_status: Status,
+    pub root_assignee: Option<String>,
+}
+
+/// A triage task specified by hand: the fields that changed and where it landed (`ready`, or
+/// `todo` while a parent is unfinished).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Specified {
+    pub task_id: String,
+    pub changed_fields: Vec<String>,
+    pub status: Status,
+}
+
+/// A task parked in `scheduled`: when the dispatcher wakes it (`None`: only `unblock` does).
+/// `worker_pid`/`claim_lock` name a worker of a running task that may still run (not signalled).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScheduledTask {
+    pub task_id: String,
+    pub from: Status,
+    pub at: Option<i64>,
+    pub run_id: Option<i64>,
+    pub worker_pid: Option<i64>,
+    pub claim_lock: Option<String>,
 }
 
 /// A link or unlink, with the child's status afterwards.

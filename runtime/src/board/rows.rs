@@ -42,6 +42,45 @@ pub(crate) fn unfinished_parents(conn: &Db, id: &str) -> Result<Vec<String>> {
     Ok(rows.collect::<db::Result<_>>()?)
 }
 
+/// True when an operator's forced promotion (`promoted_manual` with `open_parents`) is the
+/// newest decision on the task's gate: no later promotion, claim rejection, dependency wait,
+/// link change, status change, unblock or block. Until one comes, the claim and the completion
+/// honour it and `fsck` accepts the task ready over its unfinished parents.
+pub(crate) fn forced_past_parents(conn: &Db, id: &str) -> Result<bool> {
+    let newest: Option<(String, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT kind, payload FROM task_events WHERE task_id = ?1 AND kind IN \
+               ('promoted_manual', 'promoted', 'claim_rejected', 'dependency_wait', 'linked', \
+                'unlinked', 'status', 'unblocked', 'blocked', 'completed') \
+             ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(match newest {
+        Some((kind, Some(payload))) if kind == "promoted_manual" => {
+            serde_json::from_str::<serde_json::Value>(&payload)
+                .ok()
+                .and_then(|v| {
+                    v.get("open_parents")
+                        .and_then(|p| p.as_array())
+                        .map(|p| !p.is_empty())
+                })
+                .unwrap_or(false)
+        }
+        _ => false,
+    })
+}
+
+/// The unfinished parents that gate `id` now: [`unfinished_parents`], or none while a forced
+/// promotion holds ([`forced_past_parents`]).
+pub(crate) fn gating_parents(conn: &Db, id: &str) -> Result<Vec<String>> {
+    let open = unfinished_parents(conn, id)?;
+    if open.is_empty() || forced_past_parents(conn, id)? {
+        return Ok(Vec::new());
+    }
+    Ok(open)
+}
+
 /// `ready` when every parent is finished, else `todo`.
 pub(super) fn landing_status(conn: &Db, id: &str) -> Result<Status> {
     Ok(if unfinished_parents(conn, id)?.is_empty() {

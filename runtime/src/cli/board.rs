@@ -20,11 +20,12 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use super::boards::{self, BoardsCommand};
 use super::review::{self, ReviewCommand};
-use super::session::{JsonObject, is_full_id, open_read, parse_metadata, root};
+use super::session::{JsonObject, is_full_id, open_read, parse_metadata, parse_seconds, root};
 use super::tasks::attach;
 use super::tasks::create::{self, CreateArgs};
+use super::tasks::graph::{self, DecomposeArgs, ScheduleArgs, SpecifyArgs};
 use super::tasks::observe::{self, RunsArgs, WatchArgs};
-use super::tasks::operator::{self, EditArgs};
+use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::workspace;
 use super::tasks::{context, lifecycle};
@@ -72,9 +73,9 @@ pub enum BoardCommand {
     /// Claim a ready task (a review task: for its reviewer): prints {"task_id","run_id","claim_lock","claim_expires"}; exit 3 if lost.
     Claim {
         id: String,
-        /// Lease length in seconds (default: $HERMES_KANBAN_CLAIM_TTL_SECONDS, else the config's
+        /// Lease length: seconds, or 90s, 30m, 2h, 1d (default: $HERMES_KANBAN_CLAIM_TTL_SECONDS, else the config's
         /// [dispatch] claim_ttl_seconds, else 900).
-        #[arg(long, allow_negative_numbers = true, value_name = "SECS")]
+        #[arg(long, allow_negative_numbers = true, value_name = "DURATION", value_parser = parse_seconds)]
         ttl: Option<i64>,
         /// Claim lock to record (default "<hostname>:<pid>").
         #[arg(long, value_name = "LOCK")]
@@ -86,8 +87,8 @@ pub enum BoardCommand {
         id: Option<String>,
         #[arg(long)]
         note: Option<String>,
-        /// New lease length in seconds from now (default as for `claim`).
-        #[arg(long, allow_negative_numbers = true, value_name = "SECS")]
+        /// New lease length from now (seconds, or 90s, 30m, 2h, 1d) (default as for `claim`).
+        #[arg(long, allow_negative_numbers = true, value_name = "DURATION", value_parser = parse_seconds)]
         ttl: Option<i64>,
     },
     /// Mark a task done (closes its run, promotes children whose parents are all finished).
@@ -130,10 +131,14 @@ pub enum BoardCommand {
         #[arg(long, value_name = "KIND", value_parser = block_kind_parser())]
         kind: Option<BlockKind>,
     },
-    /// Move blocked tasks back to ready (todo while a parent is unfinished); one line per id.
+    /// Move blocked or scheduled tasks back to ready (todo while a parent is unfinished); one
+    /// line per id.
     Unblock {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
+        /// Why: left as a comment on each task.
+        #[arg(long)]
+        reason: Option<String>,
     },
     /// Archive tasks (from any status); one line per id.
     Archive {
@@ -218,6 +223,33 @@ pub enum BoardCommand {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
         #[arg(long)]
+        reason: Option<String>,
+        /// Promote even while a parent is unfinished (the event lists the parents).
+        #[arg(long)]
+        force: bool,
+        /// Say what would happen, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Fan a triage task out into children from a JSON list, in one transaction: the siblings
+    /// linked as listed, the root linked under every child (it wakes when the last is done)
+    /// and moved to todo.
+    Decompose(DecomposeArgs),
+    /// Specify a triage task by hand (title, body, assignee) and move it to todo (ready when
+    /// no parent is unfinished).
+    Specify(SpecifyArgs),
+    /// Park a task in scheduled until a time; the dispatcher wakes it (ready, or todo while a
+    /// parent is unfinished).
+    Schedule(ScheduleArgs),
+    /// Hand a task to another profile; --reclaim takes it back from a running worker first.
+    Reassign {
+        id: String,
+        profile: String,
+        /// Reclaim a running or claimed task first (its run is closed as reclaimed).
+        #[arg(long)]
+        reclaim: bool,
+        /// Why (the reclaim's reason).
+        #[arg(long, requires = "reclaim")]
         reason: Option<String>,
     },
     /// List, create, remove, migrate and switch boards.
@@ -333,7 +365,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Attachments { id } => attach::list(&id, g),
         BoardCommand::AttachRm { id, name } => attach::remove(&id, &name, g),
         BoardCommand::Edit(args) => operator::edit(args, g),
-        BoardCommand::Unblock { ids } => operator::unblock(&ids, g),
+        BoardCommand::Unblock { ids, reason } => operator::unblock(&ids, reason.as_deref(), g),
         BoardCommand::Archive { ids } => operator::archive(&ids, g),
         BoardCommand::Gc { dry_run } => workspace::gc(dry_run, g),
         BoardCommand::Reopen { id, reason } => operator::reopen(&id, reason.as_deref(), g),
@@ -343,7 +375,26 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         }
         BoardCommand::Link { parent, child } => operator::link(&parent, &child, g),
         BoardCommand::Unlink { parent, child } => operator::unlink(&parent, &child, g),
-        BoardCommand::Promote { ids, reason } => operator::promote(&ids, reason.as_deref(), g),
+        BoardCommand::Promote {
+            ids,
+            reason,
+            force,
+            dry_run,
+        } => operator::promote(&ids, reason.as_deref(), PromoteMode { force, dry_run }, g),
+        BoardCommand::Decompose(args) => graph::decompose(args, g),
+        BoardCommand::Specify(args) => graph::specify(args, g),
+        BoardCommand::Schedule(args) => graph::schedule(args, g),
+        BoardCommand::Reassign {
+            id,
+            profile,
+            reclaim,
+            reason,
+        } => graph::reassign(
+            &id,
+            &profile,
+            reclaim.then(|| reason.unwrap_or_default()).as_deref(),
+            g,
+        ),
         BoardCommand::Review { command } => review::run(command, g),
         BoardCommand::Boards { command } => boards::run(command, g),
     }
@@ -370,6 +421,10 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         | BoardCommand::AttachRm { id, .. } => ids.push(id),
         BoardCommand::Edit(args) => ids.push(&mut args.id),
         BoardCommand::Runs(args) => ids.extend(args.task.as_mut()),
+        BoardCommand::Decompose(args) => ids.push(&mut args.id),
+        BoardCommand::Specify(args) => ids.push(&mut args.id),
+        BoardCommand::Schedule(args) => ids.push(&mut args.id),
+        BoardCommand::Reassign { id, .. } => ids.push(id),
         // Several ids: each is resolved on its own by [`each`], so one bad id spoils no other.
         BoardCommand::Unblock { .. }
         | BoardCommand::Archive { .. }

@@ -399,6 +399,9 @@ impl Lines {
 
 /// The lines of one report, except completions (see [`Lines`]).
 fn report_lines(report: &TickReport, out: &mut Vec<String>) {
+    for id in &report.woken {
+        out.push(format!("woke       {id}: its scheduled time came"));
+    }
     for id in &report.promoted {
         out.push(format!("promoted   {id}"));
     }

@@ -104,6 +104,24 @@ pub fn why(task: &Task, runs: &[Run], events: &[StoredEvent]) -> Vec<String> {
             }
         }
     }
+    if task.status == Status::Scheduled
+        && let Some(e) = events
+            .iter()
+            .filter(|e| e.kind == "scheduled")
+            .max_by_key(|e| e.id)
+    {
+        let p = e.payload.clone().unwrap_or_default();
+        let reason = p["reason"]
+            .as_str()
+            .map_or(String::new(), |r| format!(": {r}"));
+        match p["at"].as_i64() {
+            Some(at) => lines.push(format!(
+                "scheduled until {} (the dispatcher wakes it){reason}",
+                local_iso(at, &jiff::tz::TimeZone::system())
+            )),
+            None => lines.push(format!("scheduled until `kanban unblock`{reason}")),
+        }
+    }
     if let Some(run) = runs.iter().max_by_key(|r| r.id)
         && run.outcome.as_deref() == Some("crashed")
     {

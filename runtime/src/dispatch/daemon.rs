@@ -180,6 +180,15 @@ pub fn run(
             continue;
         }
         let deadline = Instant::now() + options.interval;
+        // A scheduled task due before the interval ends is woken at its time, not an interval
+        // later (an unreadable board leaves it to the next tick, which reports the error).
+        let deadline = match board.next_due() {
+            Ok(Some(at)) if at > clock.now() => {
+                let secs = u64::try_from(at - clock.now()).unwrap_or(0);
+                deadline.min(Instant::now() + Duration::from_secs(secs))
+            }
+            _ => deadline,
+        };
         // Under `--until-idle`, a cooldown or a lease may be what we wait for: tick at least
         // once a second.
         let deadline = match options.mode {

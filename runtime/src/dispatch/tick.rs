@@ -180,6 +180,8 @@ pub struct TickReport {
     /// this tick with the same error as at least two others.
     pub systemic: Vec<String>,
     pub promoted: Vec<String>,
+    /// Scheduled tasks whose time came (now `ready`, or `todo` while a parent is unfinished).
+    pub woken: Vec<String>,
     pub spawned: Vec<SpawnedWorker>,
     /// (task id, error)
     pub spawn_failed: Vec<(String, String)>,
@@ -240,6 +242,7 @@ impl TickReport {
             && self.exited.is_empty()
             && self.timed_out.is_empty()
             && self.promoted.is_empty()
+            && self.woken.is_empty()
             && self.spawned.is_empty()
             && self.spawn_failed.is_empty())
     }
@@ -329,6 +332,7 @@ impl Tick<'_> {
             self.dead_workers(&running)?;
             self.runtime_cap(&running)?;
             self.track_running(&running);
+            self.report.woken = self.board.wake_due(self.now)?;
             self.report.promoted = self.board.recompute_ready(self.now)?;
         }
         let budget = self.spawn_budget()?;

@@ -37,6 +37,7 @@ mod create;
 mod differential;
 mod dispatcher;
 mod fsck;
+mod graph;
 mod links;
 mod operator;
 mod reads;
@@ -161,6 +162,14 @@ macro_rules! for_each_conformance_test {
                 worker_results_and_superseded_workers_are_events_only,
                 notes_are_written_once_until_something_else_happens,
                 lanes_workload_and_counts_read_the_board_as_the_dispatcher_needs,
+            }
+            graph {
+                decompose_is_one_transaction_and_a_failed_last_write_leaves_nothing,
+                decompose_refuses_a_bad_graph_or_a_root_out_of_triage,
+                specify_moves_triage_on_and_refuses_any_other_status,
+                schedule_parks_a_task_and_the_wake_moves_it_at_its_time,
+                promote_force_passes_open_parents_and_a_dry_run_writes_nothing,
+                reassign_with_a_reclaim_is_one_step_and_unblock_leaves_its_reason,
             }
             links {
                 comment_is_stored_with_an_event_and_blank_is_refused,

@@ -131,6 +131,34 @@ fn run_slash_assign_reassigns() {
 }
 
 #[test]
+fn run_slash_reassign_with_reclaim_flag() {
+    let home = Home::new();
+    let tid = home.create("x", &["--assignee", "orig"]);
+    let at = super::support::now();
+    home.sql(&format!(
+        "UPDATE tasks SET status = 'running', claim_lock = 'h:deadbeef', claim_expires = {exp},
+           worker_pid = 4242 WHERE id = '{tid}';
+         INSERT INTO task_runs (task_id, status, claim_lock, claim_expires, worker_pid, started_at)
+           VALUES ('{tid}', 'running', 'h:deadbeef', {exp}, 4242, {at});
+         UPDATE tasks SET current_run_id = last_insert_rowid() WHERE id = '{tid}';",
+        exp = at + 3600
+    ));
+    // Differences table, "The command line, not a chat command": kanban's wording.
+    let out = home.ok(&[
+        "reassign",
+        &tid,
+        "newbie",
+        "--reclaim",
+        "--reason",
+        "switch",
+    ]);
+    assert!(out.contains("reassigned from orig to newbie"), "{out}");
+    let show = home.ok(&["show", &tid]);
+    assert!(show.contains("newbie"), "{show}");
+    assert_eq!(home.event(&tid, "reclaimed")["payload"]["reason"], "switch");
+}
+
+#[test]
 fn run_slash_link_unlink() {
     let home = Home::new();
     let a = home.create("a", &[]);

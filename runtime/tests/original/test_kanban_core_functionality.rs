@@ -1506,8 +1506,75 @@ fn reassign_task_refuses_running_without_reclaim_first() {
     home.sql(&format!(
         "UPDATE tasks SET status = 'running', claim_lock = 'live' WHERE id = '{t}'"
     ));
+    assert_eq!(home.run(&["reassign", &t, "new"]).code, 3);
     assert_eq!(home.run(&["assign", &t, "new"]).code, 3);
     assert_eq!(home.task(&t)["assignee"], "orig");
+}
+
+#[test]
+fn reassign_task_with_reclaim_first_switches_profile() {
+    let home = Home::new();
+    let t = home.create("switch me", &["--assignee", "orig"]);
+    // A claim of another host (not host-local): the reclaim releases it and names the pid.
+    live_claim(&home, &t, "other-host:0123456789abcdef", 99_999, 0);
+    home.ok(&["reassign", &t, "new", "--reclaim"]);
+    let task = home.task(&t);
+    assert_eq!(task["status"], "ready");
+    assert_eq!(task["assignee"], "new");
+    assert!(task["claim_lock"].is_null());
+    assert!(task["worker_pid"].is_null());
+    let kinds = home.kinds(&t);
+    assert_eq!(&kinds[kinds.len() - 2..], ["reclaimed", "assigned"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The --max-runtime flag and the duration forms
+// ---------------------------------------------------------------------------------------------
+
+/// `create --max-runtime TEXT`: the seconds stored, or the run's failure.
+fn max_runtime(home: &Home, text: &str) -> Result<i64, String> {
+    let run = home.run(&["--json", "create", "d", "--max-runtime", text]);
+    if run.code != 0 {
+        return Err(run.stderr);
+    }
+    let id: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    Ok(home.task(id["id"].as_str().unwrap())["max_runtime_seconds"]
+        .as_i64()
+        .unwrap())
+}
+
+#[test]
+fn parse_duration_accepts_formats() {
+    let home = Home::new();
+    // The original's `None`/`""` (no flag, no cap) is the flag left out.
+    let t = home.create("no cap", &[]);
+    assert!(home.task(&t)["max_runtime_seconds"].is_null());
+    for (text, secs) in [
+        ("42", 42),
+        ("30s", 30),
+        ("5m", 300),
+        ("2h", 7_200),
+        ("1d", 86_400),
+        ("1.5h", 5_400),
+    ] {
+        assert_eq!(max_runtime(&home, text), Ok(secs), "{text}");
+    }
+}
+
+#[test]
+fn parse_duration_rejects_garbage() {
+    let home = Home::new();
+    for text in ["tenminutes", "fish"] {
+        let err = max_runtime(&home, text).unwrap_err();
+        assert!(err.contains("unknown duration unit"), "{text}: {err}");
+    }
+    assert_eq!(home.count("SELECT COUNT(*) FROM tasks"), 0);
+}
+
+#[test]
+fn cli_create_max_runtime_via_duration() {
+    let home = Home::new();
+    assert_eq!(max_runtime(&home, "2h"), Ok(7_200));
 }
 
 #[test]

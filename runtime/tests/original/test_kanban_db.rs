@@ -791,3 +791,44 @@ fn board_stats() {
     assert_eq!(stats["by_assignee"]["y"]["ready"], 1);
     assert!(!stats["oldest_ready_age_seconds"].is_null(), "{stats}");
 }
+
+#[test]
+fn schedule_task_parks_time_delay_without_dispatching() {
+    let home = Home::new();
+    let t = home.create("delayed recheck", &["--assignee", "ops"]);
+    // The original's `schedule_task` takes no time; kanban's verb always names one (a week).
+    home.ok(&["schedule", &t, "--in", "7d", "--reason", "run next week"]);
+    assert_eq!(home.status(&t), "scheduled");
+    let claim = home.run(&["claim", &t]);
+    assert_eq!(claim.code, 3, "{}", claim.stderr);
+    let payload = home.event(&t, "scheduled")["payload"].clone();
+    // Differences table, "scheduled": kanban adds the due time `at` next to the reason.
+    assert_eq!(payload["reason"], "run next week", "{payload}");
+    assert!(
+        payload["at"].as_i64().unwrap() >= now() + 7 * 86_400 - 5,
+        "{payload}"
+    );
+}
+
+#[test]
+fn unblock_scheduled_rechecks_parent_gate() {
+    let home = Home::new();
+    let parent = home.create("parent", &[]);
+    let child = home.create("child", &["--parent", &parent]);
+    assert_eq!(home.status(&child), "todo");
+    home.ok(&[
+        "schedule",
+        &child,
+        "--in",
+        "1d",
+        "--reason",
+        "wait until tomorrow",
+    ]);
+    home.ok(&["unblock", &child]);
+    assert_eq!(home.status(&child), "todo");
+
+    home.ok(&["complete", &parent, "--summary", "done"]);
+    home.ok(&["schedule", &child, "--in", "1d", "--reason", "second timer"]);
+    home.ok(&["unblock", &child]);
+    assert_eq!(home.status(&child), "ready");
+}

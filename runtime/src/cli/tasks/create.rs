@@ -29,8 +29,9 @@ pub struct CreateArgs {
     /// Creating twice with the same key returns the first task.
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
-    /// Runtime cap of one attempt, in seconds.
-    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    /// Runtime cap of one attempt: seconds, or 90s, 30m, 2h, 1d.
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true,
+          value_parser = crate::cli::session::parse_seconds)]
     pub max_runtime: Option<i64>,
     /// Counted failures before the task is blocked (1-1000; default: the config's [dispatch] failure_limit, 2).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=1000))]

@@ -2,14 +2,16 @@
 //! [`create`] (`init`, `create`), [`read`] (`list`, `show`, `events`, `fsck`), [`lifecycle`] (the
 //! agent-facing `claim`, `heartbeat`, `complete`, `block`, `comment`) and [`operator`] (`edit`,
 //! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`) and
-//! [`attach`] (`attach`, `attachments`, `attach-rm`) and [`observe`] (`stats`, `assignees`,
-//! `runs`, `watch`, `events --follow`). Each parses
-//! nothing itself (clap did, in `cli/board.rs`), calls [`crate::board`] and prints; the shared
-//! opening, fencing and printing is [`super::session`].
+//! [`attach`] (`attach`, `attachments`, `attach-rm`), [`graph`] (`decompose`, `specify`,
+//! `schedule`, `reassign`) and [`observe`] (`stats`, `assignees`, `runs`, `watch`,
+//! `events --follow`). Each parses no flag itself (clap did, in `cli/board.rs`; `decompose`
+//! reads its children's JSON), calls [`crate::board`] and prints; the shared opening, fencing
+//! and printing is [`super::session`].
 
 pub(super) mod attach;
 pub(super) mod context;
 pub(super) mod create;
+pub(super) mod graph;
 pub(super) mod lifecycle;
 pub(super) mod observe;
 pub(super) mod operator;

@@ -146,7 +146,8 @@ impl Since {
     }
 }
 
-/// `90s`, `30m`, `2h`, `1d` (a span back from now) or a Unix time in seconds.
+/// `90s`, `30m`, `2h`, `1d` (a span back from now, [`crate::clock::parse_duration`]) or a Unix
+/// time in seconds.
 fn parse_since(text: &str) -> Result<Since, String> {
     let text = text.trim();
     if let Ok(at) = text.parse::<i64>() {
@@ -156,24 +157,9 @@ fn parse_since(text: &str) -> Result<Since, String> {
             Err(format!("`{text}`: a Unix time is not negative"))
         };
     }
-    let split = text.len().saturating_sub(1);
-    let (number, unit) = text.split_at(split);
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => 0,
-    };
-    match number.parse::<i64>() {
-        Ok(n) if scale > 0 && n >= 0 => n
-            .checked_mul(scale)
-            .map(Since::Ago)
-            .ok_or_else(|| format!("`{text}` is too long a span")),
-        _ => Err(format!(
-            "`{text}` is neither a duration (90s, 30m, 2h, 1d) nor a Unix time"
-        )),
-    }
+    crate::clock::parse_duration(text, true)
+        .map(Since::Ago)
+        .map_err(|e| format!("`{text}` is neither a duration ({e}) nor a Unix time"))
 }
 
 /// `kanban runs`: runs across the board, newest first.

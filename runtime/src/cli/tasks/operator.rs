@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::board::Edit;
+use crate::board::{Edit, Promotion};
 use crate::cli::escape::line;
 use crate::cli::session::{authorize, done, each, now, open, print_out, read_body};
 use crate::cli::{CmdResult, Globals};
@@ -84,12 +84,16 @@ pub(in crate::cli) fn edit(args: EditArgs, globals: &Globals) -> CmdResult {
     })
 }
 
-/// `kanban unblock ID…`.
-pub(in crate::cli) fn unblock(ids: &[String], globals: &Globals) -> CmdResult {
+/// `kanban unblock ID… [--reason R]` (the reason is left as a comment on each task).
+pub(in crate::cli) fn unblock(
+    ids: &[String],
+    reason: Option<&str>,
+    globals: &Globals,
+) -> CmdResult {
     each(ids, globals, |id| {
         authorize(id)?;
         let o = open(globals)?;
-        let m = done(o.board.unblock(id, now())?)?;
+        let m = done(o.board.unblock_with_reason(id, reason, now())?)?;
         print_out(globals.json, &m, || {
             format!("{} is now {}", m.task_id, m.to)
         })
@@ -203,18 +207,50 @@ pub(in crate::cli) fn unlink(parent: &str, child: &str, globals: &Globals) -> Cm
     })
 }
 
-/// `kanban promote ID…`.
+/// How `kanban promote` runs: over unfinished parents (`--force`), or only said (`--dry-run`).
+#[derive(Debug, Clone, Copy)]
+pub(in crate::cli) struct PromoteMode {
+    pub(in crate::cli) force: bool,
+    pub(in crate::cli) dry_run: bool,
+}
+
+/// `kanban promote ID… [--reason R] [--force] [--dry-run]`.
 pub(in crate::cli) fn promote(
     ids: &[String],
     reason: Option<&str>,
+    mode: PromoteMode,
     globals: &Globals,
 ) -> CmdResult {
-    each(ids, globals, |id| {
+    // The same id twice is promoted once (the original's `promote` de-duplicates its ids).
+    let mut unique: Vec<String> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if !unique.contains(id) {
+            unique.push(id.clone());
+        }
+    }
+    each(&unique, globals, |id| {
         authorize(id)?;
         let o = open(globals)?;
-        let m = done(o.board.promote(id, Some("operator"), reason, now())?)?;
+        let outcome = if mode.dry_run {
+            o.board.promote_dry_run(id, mode.force)?
+        } else {
+            let promotion = Promotion {
+                actor: Some("operator"),
+                reason,
+                force: mode.force,
+            };
+            o.board.promote_with(id, &promotion, now())?
+        };
+        let m = done(outcome)?;
         print_out(globals.json, &m, || {
-            format!("{} is now {}", m.task_id, m.to)
+            if mode.dry_run {
+                format!(
+                    "{} would be {} (was {}; nothing changed)",
+                    m.task_id, m.to, m.from
+                )
+            } else {
+                format!("{} is now {}", m.task_id, m.to)
+            }
         })
     })
 }

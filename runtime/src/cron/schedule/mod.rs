@@ -284,37 +284,10 @@ fn looks_like_duration(text: &str) -> bool {
     shape && (starts_with_digit || UNITS.iter().any(|(names, _)| names.contains(&t)))
 }
 
-/// `30m`, `2 h`, `hour`, `1day` → seconds (at least one minute).
+/// `30m`, `2 h`, `hour`, `1day` → seconds (at least one minute): [`crate::clock::parse_duration`]
+/// without its second units.
 fn parse_duration(text: &str) -> Result<i64, String> {
-    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
-    let unit = text[digits.len()..].trim();
-    let count: i64 = if digits.is_empty() {
-        1
-    } else {
-        digits
-            .parse()
-            .map_err(|_| format!("`{digits}` is not a usable number"))?
-    };
-    let per = match unit {
-        "" => return Err("a duration needs a unit (m, h or d)".to_owned()),
-        "s" | "sec" | "secs" | "second" | "seconds" => {
-            return Err("the smallest unit is the minute (m)".to_owned());
-        }
-        other => UNITS
-            .iter()
-            .find(|(names, _)| names.contains(&other))
-            .map(|(_, per)| *per)
-            .ok_or_else(|| format!("unknown duration unit `{other}` (use m, h or d)"))?,
-    };
-    if count <= 0 {
-        return Err(
-            "a duration must be positive (a zero interval would fire on every tick)".to_owned(),
-        );
-    }
-    count
-        .checked_mul(per)
-        .filter(|s| *s <= 366 * 86_400)
-        .ok_or_else(|| "a duration may be at most 366 days".to_owned())
+    crate::clock::parse_duration(text, false)
 }
 
 fn format_duration(seconds: i64) -> String {
@@ -332,8 +305,8 @@ fn looks_like_timestamp(text: &str) -> bool {
     b.len() >= 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
 }
 
-/// An ISO-8601 time → epoch second, rounded up to a whole second.
-fn parse_timestamp(text: &str, tz: &TimeZone) -> Result<i64, String> {
+/// An ISO-8601 time → epoch second, rounded up to a whole second (a naive time is read in `tz`).
+pub(crate) fn parse_timestamp(text: &str, tz: &TimeZone) -> Result<i64, String> {
     let invalid = || "not a valid ISO-8601 date and time".to_owned();
     // `YYYY-MM-DD[T ]HH:MM:SS…`: jiff reads second 60 as 59; a schedule refuses it instead.
     let b = text.as_bytes();
