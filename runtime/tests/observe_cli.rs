@@ -286,7 +286,12 @@ fn events_follow_prints_the_history_then_each_new_event_and_ends_when_its_reader
     let text = live.wait_for(" commented ", || {});
     let kinds: Vec<&str> = text
         .lines()
-        .map(|l| l.split_whitespace().nth(2).unwrap_or_default())
+        // `<time> (<age>) <kind> …`: the age may hold spaces (`1 s ago`).
+        .map(|l| {
+            l.split_once(") ")
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or_default()
+        })
         .collect();
     assert_eq!(kinds, ["created", "commented"], "{text}");
     drop(live);
