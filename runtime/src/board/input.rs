@@ -30,6 +30,8 @@ pub struct NewTask {
     pub workspace: WorkspaceSpec,
     pub goal_mode: bool,
     pub goal_max_turns: Option<i64>,
+    /// The completion contract ([`crate::acceptance::Contract`]); `None` is `local-only`.
+    pub completion_contract: Option<crate::acceptance::Contract>,
 }
 
 /// Where a task's agent works, as given at creation (or by an edit before the first run):
@@ -194,6 +196,15 @@ pub struct Completion {
     pub require_evidence: bool,
     /// Complete even while another live claim holds the task (operator).
     pub force: bool,
+    /// The receipts of an `evidence-required` task (at least one), recorded on the `completed`
+    /// event.
+    pub evidence: Vec<crate::acceptance::Evidence>,
+    /// The GitHub acceptance of a task whose contract names a repository or a pull request,
+    /// collected before the completion's transaction ([`Board::prepare_acceptance`]); without
+    /// one such a task is refused.
+    ///
+    /// [`Board::prepare_acceptance`]: super::store::Board::prepare_acceptance
+    pub acceptance: Option<super::acceptance::Accepted>,
 }
 
 impl Completion {
@@ -216,6 +227,8 @@ impl Completion {
     pub(crate) fn needs_generic_path(&self) -> bool {
         self.stored_metadata().is_some()
             || !self.created_cards.is_empty()
+            || !self.evidence.is_empty()
+            || self.acceptance.is_some()
             || (self.require_evidence && self.is_empty())
             || [&self.summary, &self.result]
                 .into_iter()

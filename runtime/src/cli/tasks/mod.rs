@@ -2,7 +2,8 @@
 //! [`create`] (`init`, `create`), [`read`] (`list`, `show`, `events`, `fsck`), [`lifecycle`] (the
 //! agent-facing `claim`, `heartbeat`, `complete`, `block`, `comment`) and [`operator`] (`edit`,
 //! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`) and
-//! [`attach`] (`attach`, `attachments`, `attach-rm`). Each parses
+//! [`attach`] (`attach`, `attachments`, `attach-rm`) and [`proof`] (`authorize-existing-pr`).
+//! Each parses
 //! nothing itself (clap did, in `cli/board.rs`), calls [`crate::board`] and prints; the shared
 //! opening, fencing and printing is [`super::session`].
 
@@ -11,5 +12,6 @@ pub(super) mod context;
 pub(super) mod create;
 pub(super) mod lifecycle;
 pub(super) mod operator;
+pub(super) mod proof;
 pub(super) mod read;
 pub(super) mod workspace;
