@@ -256,7 +256,10 @@ fn the_contract_shows_in_show_and_list_and_defaults_to_local_only() {
             .any(|t| t["completion_contract"] == PR),
         "{list}"
     );
-    assert!(h.ok(&["show", &pr]).contains(&format!("completion contract {PR}")));
+    assert!(
+        h.ok(&["show", &pr])
+            .contains(&format!("completion contract {PR}"))
+    );
 }
 
 // ---- evidence-required ----
@@ -387,12 +390,19 @@ fn gh_runs_with_the_assignee_profiles_own_config_dir_and_no_ambient_token() {
     let calls = h.calls();
     let dir = h.home().join("profiles/alice/gh");
     let lines: Vec<&str> = calls.lines().collect();
-    assert_eq!(lines.len(), 5, "graphql, rules, check-runs, statuses, pulls: {calls}");
+    assert_eq!(
+        lines.len(),
+        5,
+        "graphql, rules, check-runs, statuses, pulls: {calls}"
+    );
     for line in lines {
         let mut fields = line.split('\t');
         assert_eq!(fields.next(), Some(dir.to_str().unwrap()), "{line}");
         assert_eq!(fields.next(), Some("<unset>"), "GH_TOKEN removed: {line}");
-        assert!(fields.next().unwrap().contains("--hostname github.com"), "{line}");
+        assert!(
+            fields.next().unwrap().contains("--hostname github.com"),
+            "{line}"
+        );
     }
 }
 
@@ -411,7 +421,11 @@ fn a_configured_gh_config_dir_is_the_one_gh_sees() {
     .unwrap();
     let id = pr_task(&h);
     let _ = complete_pr(&h, &id);
-    assert!(h.calls().lines().all(|l| l.starts_with("/srv/gh/alice\t")), "{}", h.calls());
+    assert!(
+        h.calls().lines().all(|l| l.starts_with("/srv/gh/alice\t")),
+        "{}",
+        h.calls()
+    );
 }
 
 #[test]
@@ -484,7 +498,10 @@ fn garbage_from_github_is_infra() {
 #[test]
 fn gh_without_a_login_is_auth_and_its_stderr_is_never_stored() {
     let h = Home::new();
-    h.gh_fails(4, &format!("To get started with GitHub CLI, please run: gh auth login {SECRET}"));
+    h.gh_fails(
+        4,
+        &format!("To get started with GitHub CLI, please run: gh auth login {SECRET}"),
+    );
     let id = pr_task(&h);
     let run = complete_pr(&h, &id);
     let receipt = assert_kept_open(&h, &id, &run, "auth");
@@ -501,11 +518,19 @@ fn gh_without_a_login_is_auth_and_its_stderr_is_never_stored() {
 #[test]
 fn an_http_403_is_auth_and_its_stderr_is_never_stored() {
     let h = Home::new();
-    h.gh_fails(1, &format!("gh: Resource not accessible by integration (HTTP 403) {SECRET}"));
+    h.gh_fails(
+        1,
+        &format!("gh: Resource not accessible by integration (HTTP 403) {SECRET}"),
+    );
     let id = pr_task(&h);
     let run = complete_pr(&h, &id);
     let receipt = assert_kept_open(&h, &id, &run, "auth");
-    assert!(receipt["detail"].as_str().unwrap().contains("HTTP 403 on graphql"));
+    assert!(
+        receipt["detail"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 403 on graphql")
+    );
     let bytes = h.board_bytes();
     assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()));
 }
@@ -582,13 +607,23 @@ fn an_authorization_lifts_the_active_pr_guard_for_one_run() {
     let h = Home::new();
     let id = task_with_pr(&h);
     assert_eq!(guarded(&dispatch_once(&h)), ["active_pr"]);
-    let grant = h.json(&["authorize-existing-pr", &id, PR, "--reason", "amend after review"]);
+    let grant = h.json(&[
+        "authorize-existing-pr",
+        &id,
+        PR,
+        "--reason",
+        "amend after review",
+    ]);
     assert_eq!(grant["branch"], "feature");
     assert_eq!(grant["run_id_floor"], 0);
     let granted = h.events(&id, "existing_pr_authorized");
     assert_eq!(granted.len(), 1);
     assert_eq!(granted[0]["payload"]["reason"], "amend after review");
-    assert!(h.calls().contains("api repos/acme/app/pulls/7"), "{}", h.calls());
+    assert!(
+        h.calls().contains("api repos/acme/app/pulls/7"),
+        "{}",
+        h.calls()
+    );
     // The next tick spawns it once and spends the grant on that run.
     let report = dispatch_once(&h);
     assert_eq!(report["spawned"][0]["task_id"], id.as_str(), "{report}");
@@ -603,7 +638,10 @@ fn an_authorization_lifts_the_active_pr_guard_for_one_run() {
         if task["status"] == "ready" {
             break;
         }
-        assert!(Instant::now() < deadline, "the worker never finished: {task}");
+        assert!(
+            Instant::now() < deadline,
+            "the worker never finished: {task}"
+        );
         std::thread::sleep(Duration::from_millis(50));
         h.ok(&["dispatch", "--once"]);
     }
@@ -655,7 +693,15 @@ fn authorizing_with_bad_input_is_refused_and_records_nothing() {
     }
     let run = h.run(&["authorize-existing-pr", &id, PR, "--reason", "  "]);
     assert_refused(&run, 3, "a reason is required");
-    let run = h.run(&["authorize-existing-pr", &id, PR, "--reason", "r", "--branch", "other"]);
+    let run = h.run(&[
+        "authorize-existing-pr",
+        &id,
+        PR,
+        "--reason",
+        "r",
+        "--branch",
+        "other",
+    ]);
     assert_refused(&run, 3, "head branch");
     h.gh_fails(4, SECRET);
     let run = h.run(&["authorize-existing-pr", &id, PR, "--reason", "r"]);

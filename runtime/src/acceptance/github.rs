@@ -99,7 +99,9 @@ impl Gh {
             .get("errors")
             .is_some_and(|e| !e.is_null() && e.as_array().is_none_or(|a| !a.is_empty()))
         {
-            return Err(GhError::Infra("GitHub returned incomplete GraphQL evidence"));
+            return Err(GhError::Infra(
+                "GitHub returned incomplete GraphQL evidence",
+            ));
         }
         Ok(value)
     }
@@ -112,20 +114,20 @@ fn refused_status(stderr: &str) -> Option<&'static str> {
         .find(|code| stderr.contains(&format!("HTTP {code}")))
 }
 
-fn infra() -> GhError {
+fn unreadable() -> GhError {
     GhError::Infra("GitHub's answer lacks a field the acceptance reads")
 }
 
-fn get<'a>(value: &'a Value, key: &str) -> Result<&'a Value, GhError> {
-    value.get(key).ok_or_else(infra)
+fn field<'a>(value: &'a Value, key: &str) -> Result<&'a Value, GhError> {
+    value.get(key).ok_or_else(unreadable)
 }
 
-fn text<'a>(value: &'a Value, key: &str) -> Result<&'a str, GhError> {
-    get(value, key)?.as_str().ok_or_else(infra)
+fn field_str<'a>(value: &'a Value, key: &str) -> Result<&'a str, GhError> {
+    field(value, key)?.as_str().ok_or_else(unreadable)
 }
 
-fn list<'a>(value: &'a Value) -> Result<&'a Vec<Value>, GhError> {
-    value.as_array().ok_or_else(infra)
+fn array(value: &Value) -> Result<&Vec<Value>, GhError> {
+    value.as_array().ok_or_else(unreadable)
 }
 
 /// A branch name as one path segment of a URL.
@@ -191,7 +193,7 @@ pub fn collect(contract: &Contract, published_pr: Option<&str>, gh: &Gh) -> Rece
 
 /// Reads the head, the required checks and their results into `receipt` and classifies it.
 fn read_evidence(gh: &Gh, pr: &PrRef, receipt: &mut Receipt) -> Result<(), GhError> {
-    let (owner, name) = pr.repo.split_once('/').ok_or_else(infra)?;
+    let (owner, name) = pr.repo.split_once('/').ok_or_else(unreadable)?;
     let quote = |s: &str| Value::String(s.to_owned()).to_string();
     let query = format!(
         "{{repository(owner:{},name:{}){{pullRequest(number:{}){{headRefOid baseRefName state \
@@ -201,18 +203,20 @@ fn read_evidence(gh: &Gh, pr: &PrRef, receipt: &mut Receipt) -> Result<(), GhErr
         pr.number
     );
     let answer = gh.api("graphql", Some(&query), false)?;
-    let repository = get(get(&answer, "data")?, "repository")?;
+    let repository = field(field(&answer, "data")?, "repository")?;
     if repository.is_null() {
         // A private repository this login cannot read resolves to null, not to an error.
         return Err(GhError::Auth(format!("HTTP 404 on graphql {}", pr.repo)));
     }
-    let head = get(repository, "pullRequest")?;
-    let sha = text(head, "headRefOid")?.to_owned();
-    let branch = text(head, "baseRefName")?.to_owned();
+    let head = field(repository, "pullRequest")?;
+    let sha = field_str(head, "headRefOid")?.to_owned();
+    let branch = field_str(head, "baseRefName")?.to_owned();
     receipt.head_sha = Some(sha.clone());
     let full_sha = sha.len() == 40 && sha.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    if !full_sha || !matches!(text(head, "state")?, "OPEN" | "MERGED") {
-        return Err(GhError::Infra("the PR is closed or its head is unavailable"));
+    if !full_sha || !matches!(field_str(head, "state")?, "OPEN" | "MERGED") {
+        return Err(GhError::Infra(
+            "the PR is closed or its head is unavailable",
+        ));
     }
     let required = required_checks(gh, pr, head, &branch)?;
     receipt.required = Some(required.iter().cloned().collect());
@@ -225,17 +229,20 @@ fn read_evidence(gh: &Gh, pr: &PrRef, receipt: &mut Receipt) -> Result<(), GhErr
         return Ok(());
     }
     let pages = gh.api(
-        &format!("repos/{}/commits/{sha}/check-runs?per_page=100&filter=latest", pr.repo),
+        &format!(
+            "repos/{}/commits/{sha}/check-runs?per_page=100&filter=latest",
+            pr.repo
+        ),
         None,
         true,
     )?;
-    let pages = list(&pages)?;
+    let pages = array(&pages)?;
     let mut runs = Vec::new();
     for page in pages {
-        runs.extend(list(get(page, "check_runs")?)?.iter());
+        runs.extend(array(field(page, "check_runs")?)?.iter());
     }
     let ids: BTreeSet<i64> = runs.iter().filter_map(|r| r.get("id")?.as_i64()).collect();
-    let total = get(pages.first().ok_or_else(infra)?, "total_count")?.as_u64();
+    let total = field(pages.first().ok_or_else(unreadable)?, "total_count")?.as_u64();
     if total != Some(ids.len() as u64) || ids.len() != runs.len() {
         return Err(GhError::Infra("incomplete check-run pagination"));
     }
@@ -245,19 +252,26 @@ fn read_evidence(gh: &Gh, pr: &PrRef, receipt: &mut Receipt) -> Result<(), GhErr
         true,
     )?;
     let mut statuses = Vec::new();
-    for page in list(&status_pages)? {
-        statuses.extend(list(page)?.iter());
+    for page in array(&status_pages)? {
+        statuses.extend(array(page)?.iter());
     }
     let mut outcomes = Vec::new();
     for check in &required {
         judge(check, &runs, &statuses, &sha, receipt, &mut outcomes)?;
     }
     // Re-read after every page: a success on an older head is never transferable.
-    let current = gh.api(&format!("repos/{}/pulls/{}", pr.repo, pr.number), None, false)?;
-    let closed_unmerged = text(&current, "state")? == "closed"
-        && !current.get("merged").and_then(Value::as_bool).unwrap_or(false);
-    if text(get(&current, "head")?, "sha")? != sha
-        || text(get(&current, "base")?, "ref")? != branch
+    let current = gh.api(
+        &format!("repos/{}/pulls/{}", pr.repo, pr.number),
+        None,
+        false,
+    )?;
+    let closed_unmerged = field_str(&current, "state")? == "closed"
+        && !current
+            .get("merged")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    if field_str(field(&current, "head")?, "sha")? != sha
+        || field_str(field(&current, "base")?, "ref")? != branch
         || closed_unmerged
     {
         receipt.classification = Classification::Stale;
@@ -290,9 +304,9 @@ fn required_checks(
         .and_then(|b| b.get("branchProtectionRule"))
         .filter(|p| !p.is_null());
     if let Some(rules) = protection.and_then(|p| p.get("requiredStatusChecks")) {
-        for rule in list(rules)? {
+        for rule in array(rules)? {
             required.insert(RequiredCheck {
-                context: text(rule, "context")?.to_owned(),
+                context: field_str(rule, "context")?.to_owned(),
                 app_id: rule
                     .get("app")
                     .and_then(|a| a.get("databaseId"))
@@ -309,15 +323,15 @@ fn required_checks(
         None,
         true,
     )?;
-    for page in list(&pages)? {
-        for rule in list(page)? {
-            if text(rule, "type")? != "required_status_checks" {
+    for page in array(&pages)? {
+        for rule in array(page)? {
+            if field_str(rule, "type")? != "required_status_checks" {
                 continue;
             }
-            let checks = get(get(rule, "parameters")?, "required_status_checks")?;
-            for check in list(checks)? {
+            let checks = field(field(rule, "parameters")?, "required_status_checks")?;
+            for check in array(checks)? {
                 required.insert(RequiredCheck {
-                    context: text(check, "context")?.to_owned(),
+                    context: field_str(check, "context")?.to_owned(),
                     app_id: check.get("integration_id").and_then(Value::as_i64),
                 });
             }
@@ -339,8 +353,11 @@ fn judge(
     let unpinned = matches!(check.app_id, None | Some(-1));
     let mut selected: Vec<(&Value, bool)> = Vec::new();
     for run in runs {
-        let app = run.get("app").and_then(|a| a.get("id")).and_then(Value::as_i64);
-        if text(run, "name")? == check.context && (unpinned || app == check.app_id) {
+        let app = run
+            .get("app")
+            .and_then(|a| a.get("id"))
+            .and_then(Value::as_i64);
+        if field_str(run, "name")? == check.context && (unpinned || app == check.app_id) {
             selected.push((run, true));
         }
     }
@@ -348,8 +365,8 @@ fn judge(
         // A legacy status can satisfy an unpinned context, never a check pinned to an app.
         let mut newest: Option<&Value> = None;
         for status in statuses {
-            if text(status, "context")? == check.context {
-                let id = get(status, "id")?.as_i64();
+            if field_str(status, "context")? == check.context {
+                let id = field(status, "id")?.as_i64();
                 if newest.is_none_or(|n| n.get("id").and_then(Value::as_i64) < id) {
                     newest = Some(status);
                 }
@@ -372,7 +389,7 @@ fn judge(
         let conclusion = if is_run {
             found.get("conclusion").and_then(Value::as_str)
         } else {
-            Some(text(found, "state")?)
+            Some(field_str(found, "state")?)
         };
         // A commit status is read for exactly this head, so its head is the head.
         let head = if is_run {
@@ -423,7 +440,11 @@ fn classify(
 
 /// The read-only lookup of an authorization: `gh api repos/R/pulls/N`.
 pub fn lookup_pr(gh: &Gh, pr: &PrRef) -> Result<Value, GhError> {
-    gh.api(&format!("repos/{}/pulls/{}", pr.repo, pr.number), None, false)
+    gh.api(
+        &format!("repos/{}/pulls/{}", pr.repo, pr.number),
+        None,
+        false,
+    )
 }
 
 /// Checks GitHub's answer `pr` about a pull request of `repo` that an operator authorizes: open
@@ -448,10 +469,14 @@ pub fn check_pr(pr: &Value, repo: &str, branch: Option<&str>) -> Result<String, 
     };
     let (base_repo, head_repo) = (full_name("base"), full_name("head"));
     if !base_repo.eq_ignore_ascii_case(repo) {
-        return Err(format!("the PR's base repository {base_repo:?} is not {repo:?}"));
+        return Err(format!(
+            "the PR's base repository {base_repo:?} is not {repo:?}"
+        ));
     }
     if !head_repo.eq_ignore_ascii_case(repo) {
-        return Err(format!("the PR's head comes from {head_repo:?}, not {repo:?}"));
+        return Err(format!(
+            "the PR's head comes from {head_repo:?}, not {repo:?}"
+        ));
     }
     let head_ref = pr
         .get("head")
@@ -461,7 +486,9 @@ pub fn check_pr(pr: &Value, repo: &str, branch: Option<&str>) -> Result<String, 
     if let Some(branch) = branch
         && head_ref != branch
     {
-        return Err(format!("the PR's head branch {head_ref:?} is not {branch:?}"));
+        return Err(format!(
+            "the PR's head branch {head_ref:?} is not {branch:?}"
+        ));
     }
     if head_ref.is_empty() {
         return Err("GitHub reports no head branch for the PR".to_owned());
@@ -481,13 +508,34 @@ mod tests {
         let c = |check: &Value, head: &str, outcome: Option<&str>, is_run| {
             classify(check, Some(head), &sha, outcome, is_run)
         };
-        assert_eq!(c(&run("completed"), &sha, Some("success"), true), Classification::Success);
-        assert_eq!(c(&run("in_progress"), &sha, None, true), Classification::Pending);
-        assert_eq!(c(&run("completed"), "b", Some("success"), true), Classification::Stale);
-        assert_eq!(c(&run("completed"), &sha, Some("failure"), true), Classification::Failure);
-        assert_eq!(c(&run("completed"), &sha, Some("cancelled"), true), Classification::Infra);
-        assert_eq!(c(&json!({}), &sha, Some("error"), false), Classification::Infra);
-        assert_eq!(c(&json!({}), &sha, Some("pending"), false), Classification::Pending);
+        assert_eq!(
+            c(&run("completed"), &sha, Some("success"), true),
+            Classification::Success
+        );
+        assert_eq!(
+            c(&run("in_progress"), &sha, None, true),
+            Classification::Pending
+        );
+        assert_eq!(
+            c(&run("completed"), "b", Some("success"), true),
+            Classification::Stale
+        );
+        assert_eq!(
+            c(&run("completed"), &sha, Some("failure"), true),
+            Classification::Failure
+        );
+        assert_eq!(
+            c(&run("completed"), &sha, Some("cancelled"), true),
+            Classification::Infra
+        );
+        assert_eq!(
+            c(&json!({}), &sha, Some("error"), false),
+            Classification::Infra
+        );
+        assert_eq!(
+            c(&json!({}), &sha, Some("pending"), false),
+            Classification::Pending
+        );
     }
 
     #[test]

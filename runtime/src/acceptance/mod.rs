@@ -61,7 +61,8 @@ impl PrRef {
     fn parse_with(url: &str, owner_char: fn(char) -> bool) -> Option<PrRef> {
         let rest = url.strip_prefix("https://github.com/")?;
         let mut parts = rest.split('/');
-        let (owner, name, pull, number) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let (owner, name, pull, number) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         if parts.next().is_some() || pull != "pull" {
             return None;
         }
@@ -99,14 +100,12 @@ fn name_char(c: char) -> bool {
 
 /// Whether `value` is `OWNER/REPO` (the original's `_REPO`).
 pub fn is_repo(value: &str) -> bool {
-    value
-        .split_once('/')
-        .is_some_and(|(owner, name)| {
-            !owner.is_empty()
-                && !name.is_empty()
-                && owner.chars().all(name_char)
-                && name.chars().all(name_char)
-        })
+    value.split_once('/').is_some_and(|(owner, name)| {
+        !owner.is_empty()
+            && !name.is_empty()
+            && owner.chars().all(name_char)
+            && name.chars().all(name_char)
+    })
 }
 
 /// A completion contract that is none of the accepted forms.
@@ -306,7 +305,10 @@ pub fn pull_request_urls(text: &str) -> Vec<String> {
             continue;
         };
         let rest = &text[at + "github.com/".len()..];
-        let segment = |s: &str| s.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(s.len());
+        let segment = |s: &str| {
+            s.find(|c: char| c == '/' || c.is_whitespace())
+                .unwrap_or(s.len())
+        };
         let owner_len = segment(rest);
         if owner_len == 0 || !rest[owner_len..].starts_with('/') {
             continue;
@@ -317,7 +319,9 @@ pub fn pull_request_urls(text: &str) -> Vec<String> {
             continue;
         }
         let digits = &after_owner[name_len + "/pull/".len()..];
-        let n = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+        let n = digits
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
         if n == 0 {
             continue;
         }
@@ -376,8 +380,13 @@ mod tests {
     #[test]
     fn pull_request_urls_are_found_in_prose() {
         assert_eq!(
-            pull_request_urls("see HTTPS://github.com/a/b/pull/7, and http://github.com/c/d/pull/88x"),
-            vec!["HTTPS://github.com/a/b/pull/7", "http://github.com/c/d/pull/88"]
+            pull_request_urls(
+                "see HTTPS://github.com/a/b/pull/7, and http://github.com/c/d/pull/88x"
+            ),
+            vec![
+                "HTTPS://github.com/a/b/pull/7",
+                "http://github.com/c/d/pull/88"
+            ]
         );
         assert!(pull_request_urls("github.com/a/b/pull/7 https://github.com/a/pull/7").is_empty());
     }

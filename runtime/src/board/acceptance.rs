@@ -7,42 +7,18 @@
 //! No network here: the caller collects the acceptance (or looks the pull request up) between
 //! [`Board::prepare_acceptance`] and the completion's transaction, which re-checks the snapshot.
 
-use crate::acceptance::{Contract, Evidence, PrRef, Receipt, pull_request_urls};
+use crate::acceptance::{Contract, Evidence, PrRef, pull_request_urls};
 use crate::db::{Db, OptionalExtension, Tx, params};
 
 use super::error::Result;
 use super::events::{Event, append_event};
+pub use super::input::{Accepted, Snapshot};
+
 use super::input::Completion;
 use super::model::{Status, Task};
 use super::outcome::{Outcome, Refusal};
 use super::rows::{cas, load_task};
 use super::store::Board;
-
-/// What an acceptance was collected for: the task's current run, status and contract then.
-/// The completion re-checks it under its write transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
-    pub run_id: Option<i64>,
-    pub status: Status,
-    pub contract: Option<String>,
-}
-
-impl Snapshot {
-    fn of(task: &Task) -> Snapshot {
-        Snapshot {
-            run_id: task.current_run_id,
-            status: task.status,
-            contract: task.completion_contract.clone(),
-        }
-    }
-}
-
-/// A collected acceptance, bound to the snapshot it was prepared for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Accepted {
-    pub snapshot: Snapshot,
-    pub receipt: Receipt,
-}
 
 /// What must be read from GitHub for a completion (see [`Board::prepare_acceptance`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +73,7 @@ pub(super) fn gate_contract_in(
             contract,
         }));
     };
-    if accepted.snapshot != Snapshot::of(task) {
+    if accepted.snapshot != Snapshot::of_task(task) {
         return Ok(Some(Refusal::AcceptanceStale { task_id: id }));
     }
     let receipt = &accepted.receipt;
@@ -202,7 +178,7 @@ impl Board {
         published_pr: Option<&str>,
     ) -> Result<Preparation> {
         let task = self.get_task(id)?;
-        let mut snapshot = Snapshot::of(&task);
+        let mut snapshot = Snapshot::of_task(&task);
         let contract = match Contract::from_column(task.completion_contract.as_deref()) {
             Ok(c) if c.needs_acceptance() => c,
             Ok(_) => return Ok(Preparation::NotNeeded),
@@ -240,7 +216,7 @@ impl Board {
         {
             let url = pr.url();
             let bound = self.write(|tx| {
-                if Snapshot::of(&load_task(tx, id)?) != snapshot {
+                if Snapshot::of_task(&load_task(tx, id)?) != snapshot {
                     return Ok(false);
                 }
                 cas(
@@ -274,11 +250,9 @@ impl Board {
         branch: Option<&str>,
     ) -> Result<std::result::Result<Task, Refusal>> {
         Ok(
-            check_task(self.conn(), id, pr_url, branch)?.map_err(|why| {
-                Refusal::NotAuthorizable {
-                    task_id: id.to_owned(),
-                    why,
-                }
+            check_task(self.conn(), id, pr_url, branch)?.map_err(|why| Refusal::NotAuthorizable {
+                task_id: id.to_owned(),
+                why,
             }),
         )
     }
@@ -395,7 +369,10 @@ impl Board {
 
 /// The newest `existing_pr_authorized` event of task `id` naming it: its event id and the
 /// grant's pull request, run floor and operator. A payload without them is no grant.
-fn newest_grant(db: &Db, id: &str) -> Result<Option<(i64, (String, i64, Option<String>))>> {
+/// A grant as [`newest_grant`] reads it: its pull request, run floor and operator.
+type Grant = (String, i64, Option<String>);
+
+fn newest_grant(db: &Db, id: &str) -> Result<Option<(i64, Grant)>> {
     let row: Option<(i64, Option<String>)> = db
         .query_row(
             "SELECT id, payload FROM task_events WHERE task_id = ?1 \
@@ -409,7 +386,9 @@ fn newest_grant(db: &Db, id: &str) -> Result<Option<(i64, (String, i64, Option<S
     };
     let value: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
     let text = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-    let floor = value.get("run_id_floor").and_then(serde_json::Value::as_i64);
+    let floor = value
+        .get("run_id_floor")
+        .and_then(serde_json::Value::as_i64);
     Ok(match (text("task_id"), text("pr_url"), floor) {
         (Some(task), Some(url), Some(floor)) if task == id => {
             Some((event_id, (url, floor, text("operator"))))

@@ -175,6 +175,32 @@ pub(crate) fn summary_line(text: &str) -> String {
 /// board has: every transition that ends an attempt closes its run).
 pub(crate) const RECLAIM_ON_CLAIM_NOTE: &str = "invariant recovery on re-claim";
 
+/// What an acceptance was collected for: the task's current run, status and contract then.
+/// The completion re-checks it under its write transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub run_id: Option<i64>,
+    pub status: super::model::Status,
+    pub contract: Option<String>,
+}
+
+impl Snapshot {
+    pub(crate) fn of_task(task: &super::model::Task) -> Snapshot {
+        Snapshot {
+            run_id: task.current_run_id,
+            status: task.status,
+            contract: task.completion_contract.clone(),
+        }
+    }
+}
+
+/// A collected acceptance, bound to the snapshot it was prepared for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub snapshot: Snapshot,
+    pub receipt: crate::acceptance::Receipt,
+}
+
 /// What `complete` is told.
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
@@ -204,7 +230,7 @@ pub struct Completion {
     /// one such a task is refused.
     ///
     /// [`Board::prepare_acceptance`]: super::store::Board::prepare_acceptance
-    pub acceptance: Option<super::acceptance::Accepted>,
+    pub acceptance: Option<Accepted>,
 }
 
 impl Completion {

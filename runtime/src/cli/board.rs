@@ -334,14 +334,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             reason,
             branch,
             operator,
-        } => proof::authorize_existing_pr(
-            &id,
-            &pr_url,
-            &reason,
-            branch.as_deref(),
-            operator,
-            g,
-        ),
+        } => proof::authorize_existing_pr(&id, &pr_url, &reason, branch.as_deref(), operator, g),
         BoardCommand::Block { id, reason, kind } => {
             lifecycle::block(id.as_deref(), &reason, kind, g)
         }

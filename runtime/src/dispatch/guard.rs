@@ -231,12 +231,37 @@ mod tests {
     }
 
     #[test]
+    fn an_authorization_covers_only_comments_naming_exactly_its_pull_request() {
+        let pr = "https://github.com/a/b/pull/1";
+        assert!(authorization_covers(
+            Some(pr),
+            &["see https://github.com/a/b/pull/1"]
+        ));
+        assert!(!authorization_covers(
+            None,
+            &["see https://github.com/a/b/pull/1"]
+        ));
+        assert!(!authorization_covers(
+            Some(pr),
+            &["https://github.com/a/b/pull/1 and https://github.com/a/b/pull/2"]
+        ));
+        assert!(!authorization_covers(
+            Some(pr),
+            &[
+                "https://github.com/a/b/pull/1",
+                "https://github.com/a/b/pull/2"
+            ]
+        ));
+    }
+
+    #[test]
     fn guards_apply_in_the_original_order() {
         let now = 10_000;
         let mut f = GuardFacts {
             latest_run: run("rate_limited", now - 10, false),
             unrequeued_success_at: Some(now - 5),
             pr_comments: vec![(now - 5, "https://github.com/a/b/pull/1".into())],
+            authorized_pr: None,
         };
         let g = |f: &GuardFacts, err: Option<&str>, lane| respawn_guard(f, err, lane, now, 300);
         assert_eq!(

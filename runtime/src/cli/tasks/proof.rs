@@ -46,7 +46,8 @@ pub(in crate::cli) fn authorize_existing_pr(
     // Network after the read, outside any transaction; gh's own words are never kept.
     let answer = acceptance::lookup_pr(&Gh::ambient(), pr)
         .map_err(|e| not_authorizable(format!("could not verify the PR on GitHub: {e}")))?;
-    let head = acceptance::check_pr(&answer, &pr.repo, branch.as_deref()).map_err(not_authorizable)?;
+    let head =
+        acceptance::check_pr(&answer, &pr.repo, branch.as_deref()).map_err(not_authorizable)?;
     let grant = PrAuthorization {
         operator,
         task_id: id.to_owned(),
