@@ -181,8 +181,8 @@ pub fn collect(contract: &Contract, published_pr: Option<&str>, gh: &Gh) -> Rece
         Err(GhError::Infra(_)) => {
             receipt.classification = Classification::Infra;
             receipt.detail = Some(
-                "GitHub acceptance evidence unavailable or incomplete; check gh authentication \
-                 and API access, then retry."
+                "GitHub acceptance evidence unavailable or incomplete; check that gh can reach the \
+                 GitHub API, then retry."
                     .to_owned(),
             );
         }
