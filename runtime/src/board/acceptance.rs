@@ -396,3 +396,123 @@ fn newest_grant(db: &Db, id: &str) -> Result<Option<(i64, Grant)>> {
         _ => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acceptance::{Classification, RECOVERY, Receipt};
+    use crate::board::testing::{T0, claim, sqlite_board, status};
+    use crate::board::{NewTask, Outcome};
+
+    const PR: &str = "https://github.com/acme/app/pull/7";
+
+    fn contracted(b: &Board, contract: &str) -> String {
+        let new = NewTask {
+            title: "t".to_owned(),
+            completion_contract: Some(Contract::parse(Some(contract)).unwrap()),
+            ..NewTask::default()
+        };
+        b.create_task(&new, T0).unwrap().id
+    }
+
+    fn green(pr: &str) -> Receipt {
+        Receipt {
+            ok: true,
+            classification: Classification::Success,
+            head_sha: Some("a".repeat(40)),
+            pr_url: Some(pr.to_owned()),
+            checks: Vec::new(),
+            required: None,
+            detail: None,
+            recovery: RECOVERY.to_owned(),
+        }
+    }
+
+    fn request(b: &Board, id: &str, run: Option<i64>) -> AcceptanceRequest {
+        match b.prepare_acceptance(id, run, Some(PR)).unwrap() {
+            Preparation::Collect(request) => request,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_receipt_for_another_run_is_stale_under_the_write_transaction() {
+        let (_dir, b) = sqlite_board();
+        let id = contracted(&b, PR);
+        let request = request(&b, &id, None);
+        assert_eq!(request.snapshot.run_id, None);
+        // The task is claimed between the read of GitHub and the completion.
+        let run = claim(&b, &id).run_id;
+        let completion = Completion {
+            expected_run_id: Some(run),
+            summary: Some("s".into()),
+            acceptance: Some(Accepted {
+                snapshot: request.snapshot,
+                receipt: green(PR),
+            }),
+            ..Completion::default()
+        };
+        let outcome = b.complete(&id, &completion, T0 + 1).unwrap();
+        assert!(
+            matches!(outcome, Outcome::Refused(Refusal::AcceptanceStale { .. })),
+            "{outcome:?}"
+        );
+        assert_eq!(status(&b, &id), Status::Running);
+        let kinds: Vec<String> = b
+            .events(&id, None)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        assert!(!kinds.iter().any(|k| k == "pr_acceptance"), "{kinds:?}");
+    }
+
+    #[test]
+    fn a_pr_contract_without_a_collected_acceptance_is_refused() {
+        let (_dir, b) = sqlite_board();
+        let id = contracted(&b, "acme/app");
+        let completion = Completion {
+            summary: Some("s".into()),
+            ..Completion::default()
+        };
+        let outcome = b.complete(&id, &completion, T0 + 1).unwrap();
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Refused(Refusal::AcceptanceRequired { .. })
+            ),
+            "{outcome:?}"
+        );
+        assert_eq!(status(&b, &id), Status::Ready);
+    }
+
+    #[test]
+    fn a_matching_green_receipt_completes_and_is_recorded_on_the_run() {
+        let (_dir, b) = sqlite_board();
+        let id = contracted(&b, "acme/app");
+        let run = claim(&b, &id).run_id;
+        let request = request(&b, &id, Some(run));
+        assert_eq!(request.snapshot.contract.as_deref(), Some(PR), "bound");
+        let completion = Completion {
+            expected_run_id: Some(run),
+            summary: Some("s".into()),
+            acceptance: Some(Accepted {
+                snapshot: request.snapshot,
+                receipt: green(PR),
+            }),
+            ..Completion::default()
+        };
+        assert!(b.complete(&id, &completion, T0 + 1).unwrap().is_done());
+        let receipt = b
+            .events(&id, None)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.kind == "pr_acceptance")
+            .unwrap();
+        assert_eq!(receipt.run_id, Some(run));
+        assert_eq!(
+            b.get_task(&id).unwrap().completion_contract.as_deref(),
+            Some(PR)
+        );
+    }
+}
