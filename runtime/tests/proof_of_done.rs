@@ -516,6 +516,35 @@ fn gh_without_a_login_is_auth_and_its_stderr_is_never_stored() {
 }
 
 #[test]
+fn a_missing_gh_is_auth() {
+    let h = Home::new();
+    let id = pr_task(&h);
+    let empty = tempfile::tempdir().unwrap();
+    let run: Run =
+        h.k.cmd()
+            .env("PATH", empty.path())
+            .args([
+                "complete",
+                &id,
+                "--summary",
+                "s",
+                "--metadata",
+                &json!({"published_pr": PR}).to_string(),
+            ])
+            .output()
+            .unwrap()
+            .into();
+    let receipt = assert_kept_open(&h, &id, &run, "auth");
+    assert!(
+        receipt["detail"]
+            .as_str()
+            .unwrap()
+            .contains("gh is not installed"),
+        "{receipt}"
+    );
+}
+
+#[test]
 fn an_http_403_is_auth_and_its_stderr_is_never_stored() {
     let h = Home::new();
     h.gh_fails(
