@@ -3,8 +3,11 @@
 //! and the read-only pull-request lookup of an authorization ([`lookup_pr`], [`check_pr`]).
 
 use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -27,7 +30,16 @@ pub struct Gh {
     config_dir: Option<PathBuf>,
     /// Whose login this is, for the receipt's text.
     login: String,
+    /// The program (`gh` on `PATH`; a script in unit tests).
+    program: PathBuf,
+    /// How long one `gh api` call may take (the original's 30 s); then it is killed: `infra`.
+    timeout: Duration,
 }
+
+/// How long one `gh api` call may take.
+const GH_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a running `gh` is looked at.
+const GH_POLL: Duration = Duration::from_millis(10);
 
 /// Why a `gh api` read gave no answer. Neither variant carries what `gh` wrote on its standard
 /// error: only the HTTP status and the endpoint, or the phase that failed.
@@ -48,6 +60,8 @@ impl Gh {
         Gh {
             config_dir: Some(config_dir),
             login: format!("assignee profile {name:?}'s gh login"),
+            program: PathBuf::from("gh"),
+            timeout: GH_TIMEOUT,
         }
     }
 
@@ -56,13 +70,15 @@ impl Gh {
         Gh {
             config_dir: None,
             login: "the operator's gh login".to_owned(),
+            program: PathBuf::from("gh"),
+            timeout: GH_TIMEOUT,
         }
     }
 
     /// `gh api ENDPOINT --hostname github.com [-f query=…] [--paginate --slurp]`, its JSON.
     fn api(&self, endpoint: &str, query: Option<&str>, paginate: bool) -> Result<Value, GhError> {
         let path = endpoint.split('?').next().unwrap_or(endpoint);
-        let mut cmd = identity::command("gh");
+        let mut cmd = identity::command(&self.program);
         cmd.args(["api", endpoint, "--hostname", "github.com"]);
         if let Some(query) = query {
             cmd.arg("-f").arg(format!("query={query}"));
@@ -77,10 +93,11 @@ impl Gh {
             }
         }
         cmd.stdin(Stdio::null());
-        let output = cmd.output().map_err(|e| match e.kind() {
+        let output = run_bounded(&mut cmd, self.timeout).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 GhError::Auth(format!("gh is not installed, reading {path}"))
             }
+            std::io::ErrorKind::TimedOut => GhError::Infra("gh api timed out"),
             _ => GhError::Infra("gh could not be run"),
         })?;
         if !output.status.success() {
@@ -105,6 +122,41 @@ impl Gh {
         }
         Ok(value)
     }
+}
+
+/// Runs `cmd` to its end within `timeout` (else kills it: `TimedOut`), its standard output and
+/// error captured in anonymous memory files, so a long answer never blocks it on a full pipe.
+fn run_bounded(cmd: &mut identity::ChildCommand, timeout: Duration) -> std::io::Result<Output> {
+    let capture = || -> std::io::Result<File> {
+        let fd = rustix::fs::memfd_create("kanban-gh", rustix::fs::MemfdFlags::CLOEXEC)?;
+        Ok(File::from(fd))
+    };
+    let (mut out, mut err) = (capture()?, capture()?);
+    cmd.stdout(out.try_clone()?).stderr(err.try_clone()?);
+    let mut child = cmd.spawn()?;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        std::thread::sleep(GH_POLL);
+    };
+    let read = |file: &mut File| -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(0))?;
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    Ok(Output {
+        status,
+        stdout: read(&mut out)?,
+        stderr: read(&mut err)?,
+    })
 }
 
 /// `401`, `403` or `404` when `stderr` says `HTTP 40x` for one of them.
@@ -542,6 +594,41 @@ mod tests {
     fn refused_statuses_are_found_in_stderr() {
         assert_eq!(refused_status("gh: Not Found (HTTP 404)"), Some("404"));
         assert_eq!(refused_status("HTTP 500"), None);
+    }
+
+    /// A `gh` that runs the shell `script`, given at most `timeout`.
+    fn scripted(dir: &std::path::Path, script: &str, timeout: Duration) -> Gh {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("gh");
+        std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Gh {
+            program: path,
+            timeout,
+            ..Gh::ambient()
+        }
+    }
+
+    #[test]
+    fn a_hung_gh_is_killed_at_its_timeout_as_infra() {
+        let dir = tempfile::tempdir().unwrap();
+        // `exec`: the killed process is the one that hangs, and nothing outlives the test.
+        let gh = scripted(dir.path(), "exec sleep 30", Duration::from_millis(200));
+        assert_eq!(
+            gh.api("repos/a/b/pulls/1", None, false),
+            Err(GhError::Infra("gh api timed out"))
+        );
+    }
+
+    #[test]
+    fn a_long_answer_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = format!("{{\"x\": \"{}\"}}", "y".repeat(300_000));
+        std::fs::write(dir.path().join("answer.json"), long).unwrap();
+        let script = format!("cat '{}'", dir.path().join("answer.json").display());
+        let gh = scripted(dir.path(), &script, GH_TIMEOUT);
+        let value = gh.api("repos/a/b/pulls/1", None, false).unwrap();
+        assert_eq!(value["x"].as_str().map(str::len), Some(300_000));
     }
 
     #[test]
