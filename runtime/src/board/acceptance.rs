@@ -95,7 +95,10 @@ pub(super) fn gate_contract_in(
     Ok(Some(Refusal::NotAccepted {
         task_id: id,
         classification: receipt.classification,
-        detail: receipt.detail.clone().unwrap_or_default(),
+        detail: receipt
+            .detail
+            .clone()
+            .unwrap_or_else(|| receipt.recovery.clone()),
     }))
 }
 
