@@ -7,6 +7,7 @@
 //!
 //! * [`identity`] — the only reader of `HERMES_KANBAN_*`; the ownership context; child env scrub.
 //! * [`gates`] — every consumer of worker identity, each `#[kanban_identity_gated]`.
+//! * [`acceptance`] — proof of done: completion contracts, evidence, GitHub acceptance via `gh`.
 //! * [`workspace`] — a task's workspace: scratch, `dir:` or git worktree; resolve and cleanup.
 //! * [`board`] — the SQLite store; every transition is a compare-and-swap with a typed outcome.
 //! * [`home`] — the home's board decisions: removing a board, putting one in PostgreSQL.
@@ -24,6 +25,7 @@
 // Lets `#[kanban_identity_gated]` expand to `::kanban_runtime::…` paths inside this crate too.
 extern crate self as kanban_runtime;
 
+pub mod acceptance;
 pub mod admission;
 pub mod agent;
 pub mod board;

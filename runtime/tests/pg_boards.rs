@@ -156,7 +156,15 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 #[test]
 fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
     let k = kanban();
-    let (ids, running) = populated(&k);
+    let (mut ids, running) = populated(&k);
+    // A completion contract (schema 7) travels with its task.
+    ids.push(k.create(
+        "contracted",
+        &[
+            "--completion-contract",
+            "https://github.com/acme/app/pull/7",
+        ],
+    ));
     k.ok(&[
         "complete",
         &running,
@@ -267,6 +275,11 @@ fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
     for (id, shown) in ids.iter().zip(&shows) {
         assert_eq!(&k.json(&["show", id]), shown, "{id}");
     }
+    let contracted = k.json(&["show", ids.last().unwrap()]);
+    assert_eq!(
+        contracted["task"]["completion_contract"],
+        "https://github.com/acme/app/pull/7"
+    );
     assert_eq!(k.json(&["list", "--all"]), listed);
     assert!(!db.exists(), "no SQLite board appeared in its place");
 }

@@ -71,6 +71,9 @@ pub(crate) fn complete_in(
         Ok(verified) => verified,
         Err(refusal) => return Ok(Outcome::Refused(refusal)),
     };
+    if let Some(refusal) = super::acceptance::gate_contract_in(tx, &task, completion, now)? {
+        return Ok(Outcome::Refused(refusal));
+    }
     let result = completion.result.as_deref();
     let applied = cas(
         tx,
@@ -141,6 +144,7 @@ pub(crate) fn complete_in(
             summary: run_summary.map(summary_line),
             verified_cards: (!verified_cards.is_empty()).then(|| verified_cards.clone()),
             forced: completion.force.then_some(true),
+            evidence: super::acceptance::recorded_evidence(completion),
         },
         now,
     )?;

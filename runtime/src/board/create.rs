@@ -116,13 +116,19 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         Some(s) => Some(serde_json::to_string(s)?),
         None => None,
     };
+    let contract = new
+        .completion_contract
+        .as_ref()
+        .unwrap_or(&crate::acceptance::Contract::LocalOnly)
+        .as_column();
     let id = draw_task_id(tx)?;
     exec_unchecked(
         tx,
         "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
          tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
-         goal_max_turns, workspace_kind, workspace_path, workspace_base) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+         goal_max_turns, workspace_kind, workspace_path, workspace_base, completion_contract) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+         ?20)",
         params![
             id,
             title,
@@ -142,7 +148,8 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             new.goal_max_turns,
             new.workspace.kind().as_str(),
             new.workspace.path_text(),
-            new.workspace.base
+            new.workspace.base,
+            contract
         ],
     )?;
     for p in &parents {
@@ -174,6 +181,8 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             idempotency_key: key.map(str::to_owned),
             workspace_base: new.workspace.base.clone(),
             from_decompose_of: new.from_decompose_of.clone(),
+            completion_contract: Some(contract.clone())
+                .filter(|c| c != crate::acceptance::LOCAL_ONLY),
         },
         now,
     )?;

@@ -62,6 +62,8 @@ pub struct GuardFacts {
     /// Time of the newest comment since `pr_since` that names a GitHub pull request, and the
     /// comment itself (the caller checks the URL), when no hand-off event followed it.
     pub pr_comments: Vec<(i64, String)>,
+    /// The pull request of an operator's unspent `existing_pr_authorized` grant.
+    pub authorized_pr: Option<String>,
 }
 
 /// The newest closed run of a task.
@@ -258,7 +260,7 @@ impl Board {
             )?
             .query_row([id], |r| r.get(0))
             .optional()?;
-        let pr_comments = {
+        let pr_comments: Vec<(i64, String)> = {
             let mut stmt = conn.prepare_cached(
                 "SELECT c.created_at, c.body FROM task_comments c WHERE c.task_id = ?1 \
                    AND c.created_at >= ?2 AND c.body LIKE '%github.com/%/pull/%' \
@@ -273,10 +275,16 @@ impl Board {
             let rows = stmt.query_map(params![id, pr_since], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect::<crate::db::Result<_>>()?
         };
+        let authorized_pr = if pr_comments.is_empty() {
+            None
+        } else {
+            self.active_pr_authorization(id)?
+        };
         Ok(GuardFacts {
             latest_run,
             unrequeued_success_at,
             pr_comments,
+            authorized_pr,
         })
     }
 

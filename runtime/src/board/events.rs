@@ -80,6 +80,9 @@ pub enum Event {
         /// The root task whose decomposition created this one (the original's key).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from_decompose_of: Option<String>,
+        /// The completion contract when it is not `local-only`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        completion_contract: Option<String>,
     },
     /// todo → ready (payload `NULL`), or into `review` (`{status: "review"}`).
     Promoted {
@@ -164,6 +167,30 @@ pub enum Event {
         verified_cards: Option<Vec<String>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         forced: Option<bool>,
+        /// The completion's evidence receipts (`evidence-required` contracts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evidence: Option<Vec<crate::acceptance::Evidence>>,
+    },
+    /// The GitHub acceptance of a completion of a task with a repository or pull-request
+    /// contract: the receipt (the original's payload), on the run it was collected for.
+    PrAcceptance(crate::acceptance::Receipt),
+    /// An operator's single-use grant to dispatch the task again although a comment names its
+    /// open pull request (the original's payload); it lasts until a run above `run_id_floor`.
+    ExistingPrAuthorized {
+        operator: String,
+        task_id: String,
+        pr_url: String,
+        repo: String,
+        branch: String,
+        reason: String,
+        authorized_at: i64,
+        run_id_floor: i64,
+        pr_state: String,
+    },
+    /// The claim that spent the newest `existing_pr_authorized` grant, on its run.
+    ExistingPrAuthorizationConsumed {
+        pr_url: Option<String>,
+        operator: Option<String>,
     },
     /// A completion refused because it claimed created cards that do not exist or are not this
     /// task's (the original's payload); the task is unchanged.

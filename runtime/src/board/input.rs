@@ -35,6 +35,8 @@ pub struct NewTask {
     pub hold_in_todo: bool,
     /// The root task whose decomposition creates this one (its `created` event says so).
     pub from_decompose_of: Option<String>,
+    /// The completion contract ([`crate::acceptance::Contract`]); `None` is `local-only`.
+    pub completion_contract: Option<crate::acceptance::Contract>,
 }
 
 /// Where a task's agent works, as given at creation (or by an edit before the first run):
@@ -178,6 +180,32 @@ pub(crate) fn summary_line(text: &str) -> String {
 /// board has: every transition that ends an attempt closes its run).
 pub(crate) const RECLAIM_ON_CLAIM_NOTE: &str = "invariant recovery on re-claim";
 
+/// What an acceptance was collected for: the task's current run, status and contract then.
+/// The completion re-checks it under its write transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub run_id: Option<i64>,
+    pub status: super::model::Status,
+    pub contract: Option<String>,
+}
+
+impl Snapshot {
+    pub(crate) fn of_task(task: &super::model::Task) -> Snapshot {
+        Snapshot {
+            run_id: task.current_run_id,
+            status: task.status,
+            contract: task.completion_contract.clone(),
+        }
+    }
+}
+
+/// A collected acceptance, bound to the snapshot it was prepared for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub snapshot: Snapshot,
+    pub receipt: crate::acceptance::Receipt,
+}
+
 /// What `complete` is told.
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
@@ -199,6 +227,15 @@ pub struct Completion {
     pub require_evidence: bool,
     /// Complete even while another live claim holds the task (operator).
     pub force: bool,
+    /// The receipts of an `evidence-required` task (at least one), recorded on the `completed`
+    /// event.
+    pub evidence: Vec<crate::acceptance::Evidence>,
+    /// The GitHub acceptance of a task whose contract names a repository or a pull request,
+    /// collected before the completion's transaction ([`Board::prepare_acceptance`]); without
+    /// one such a task is refused.
+    ///
+    /// [`Board::prepare_acceptance`]: super::store::Board::prepare_acceptance
+    pub acceptance: Option<Accepted>,
 }
 
 impl Completion {
@@ -221,6 +258,8 @@ impl Completion {
     pub(crate) fn needs_generic_path(&self) -> bool {
         self.stored_metadata().is_some()
             || !self.created_cards.is_empty()
+            || !self.evidence.is_empty()
+            || self.acceptance.is_some()
             || (self.require_evidence && self.is_empty())
             || [&self.summary, &self.result]
                 .into_iter()

@@ -10,6 +10,7 @@
 //! never signals or inspects a process, and never names a command-line flag in a decision; its
 //! statements go through [`crate::db`].
 
+pub mod acceptance;
 pub mod admission;
 pub mod attachments;
 mod block;

@@ -159,6 +159,10 @@ pub struct Task {
     pub block_recurrences: i64,
     /// kanban's addition: the ref a new worktree branch starts from (`--base`); `None` = `HEAD`.
     pub workspace_base: Option<String>,
+    /// What must be true before the task may be done (`local-only`, `evidence-required`,
+    /// `OWNER/REPO` or a pull-request URL; see [`crate::acceptance::Contract`]); `None` on a
+    /// task of a board that predates the column is `local-only`.
+    pub completion_contract: Option<String>,
 }
 
 /// The `SELECT` list that [`Task::from_row`] decodes, in order.
@@ -167,7 +171,7 @@ pub(crate) const TASK_COLUMNS: &str = "id, title, body, assignee, status, priori
      tenant, result, idempotency_key, consecutive_failures, worker_pid, worker_started_at, \
      last_failure_error, max_runtime_seconds, last_heartbeat_at, current_run_id, skills, \
      model_override, provider_override, reasoning_effort, max_retries, goal_mode, goal_max_turns, \
-     block_kind, block_recurrences, workspace_base";
+     block_kind, block_recurrences, workspace_base, completion_contract";
 
 /// Reads a column that may hold text or an integer as text (`worker_started_at` has both).
 fn text_or_int(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
@@ -238,6 +242,7 @@ impl Task {
             block_kind,
             block_recurrences: row.get::<_, Option<i64>>(33)?.unwrap_or(0),
             workspace_base: opt_text(row, 34)?,
+            completion_contract: opt_text(row, 35)?,
         })
     }
 }

@@ -58,6 +58,22 @@ pub enum Refusal {
         task_id: String,
         phantom: Vec<String>,
     },
+    /// The task's contract is `evidence-required` and the completion gave no receipt.
+    EvidenceRequired { task_id: String },
+    /// The task's contract names a repository or a pull request and the completion carries no
+    /// GitHub acceptance collected for it.
+    AcceptanceRequired { task_id: String, contract: String },
+    /// The task's run, status or contract changed while its acceptance was collected.
+    AcceptanceStale { task_id: String },
+    /// The GitHub acceptance was not a success; its receipt is the `pr_acceptance` event and
+    /// its recovery text the task's `last_failure_error`.
+    NotAccepted {
+        task_id: String,
+        classification: crate::acceptance::Classification,
+        detail: String,
+    },
+    /// An existing pull request cannot be authorized for the task.
+    NotAuthorizable { task_id: String, why: String },
 }
 
 impl fmt::Display for Refusal {
@@ -130,6 +146,36 @@ impl fmt::Display for Refusal {
                 "completion of `{task_id}` blocked: claimed created_cards that do not exist or \
                  were not created by this worker: {}",
                 phantom.join(", ")
+            ),
+            Refusal::EvidenceRequired { task_id } => write!(
+                f,
+                "completion of `{task_id}` refused: its contract is evidence-required and no \
+                 evidence receipt (KIND=DETAIL, at least one) was given; nothing changed"
+            ),
+            Refusal::AcceptanceRequired { task_id, contract } => write!(
+                f,
+                "completion of `{task_id}` refused: its completion contract {contract:?} needs \
+                 a GitHub acceptance of the pull request, collected for this completion; \
+                 nothing changed"
+            ),
+            Refusal::AcceptanceStale { task_id } => write!(
+                f,
+                "task `{task_id}` changed (run, status or contract) while its PR acceptance was \
+                 collected; nothing was done, look at it again"
+            ),
+            Refusal::NotAccepted {
+                task_id,
+                classification,
+                detail,
+            } => write!(
+                f,
+                "completion of `{task_id}` refused: PR acceptance {classification}: {detail} \
+                 The task stays open; the receipt is its pr_acceptance event."
+            ),
+            Refusal::NotAuthorizable { task_id, why } => write!(
+                f,
+                "cannot authorize an existing PR for task `{task_id}`: {why}; nothing was \
+                 recorded"
             ),
         }
     }

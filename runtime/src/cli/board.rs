@@ -28,8 +28,9 @@ use super::tasks::observe::{self, RunsArgs, WatchArgs};
 use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::workspace;
-use super::tasks::{context, lifecycle};
+use super::tasks::{context, lifecycle, proof};
 use super::{CmdResult, Globals};
+use crate::acceptance::{Evidence, PrRef};
 use crate::board::StorageError;
 use crate::board::{BlockKind, BoardError};
 use crate::home as paths;
@@ -114,6 +115,30 @@ pub enum BoardCommand {
         /// copied into the task's attachments before the workspace is cleaned up.
         #[arg(long = "artifact", value_name = "PATH", num_args = 1..)]
         artifacts: Vec<std::path::PathBuf>,
+        /// A receipt of what proves the work done, KIND=DETAIL (kind and detail non-empty);
+        /// a task created with --completion-contract evidence-required needs at least one.
+        #[arg(long = "evidence", value_name = "KIND=DETAIL", num_args = 1..,
+              value_parser = parse_evidence)]
+        evidence: Vec<Evidence>,
+    },
+    /// Let the dispatcher start task ID once more although a comment names its open pull
+    /// request PR-URL (the active_pr guard), for a worker that must amend that same pull
+    /// request; checked read-only on GitHub with your gh login, it lasts for one run.
+    #[command(name = "authorize-existing-pr")]
+    AuthorizeExistingPr {
+        id: String,
+        /// https://github.com/OWNER/REPO/pull/N, named in the task's body or a comment.
+        #[arg(value_name = "PR-URL", value_parser = parse_pr_url)]
+        pr_url: PrRef,
+        /// Why the task may amend that pull request (recorded with the grant).
+        #[arg(long)]
+        reason: String,
+        /// The pull request's head branch (default: the task's branch, else the PR's own).
+        #[arg(long, value_name = "NAME")]
+        branch: Option<String>,
+        /// Who authorizes (default "operator").
+        #[arg(long, value_name = "NAME")]
+        operator: Option<String>,
     },
     /// Print the prompt the next worker of a task would get (its body, its parents' handoffs,
     /// its prior attempts, its assignee's recent work, its comments).
@@ -261,6 +286,18 @@ pub enum BoardCommand {
     Fsck,
 }
 
+/// `complete --evidence KIND=DETAIL`.
+fn parse_evidence(raw: &str) -> Result<Evidence, crate::acceptance::EvidenceError> {
+    Evidence::parse(raw)
+}
+
+/// `authorize-existing-pr ID PR-URL`: an exact pull-request URL.
+fn parse_pr_url(raw: &str) -> Result<PrRef, String> {
+    PrRef::parse_authorizable(raw).ok_or_else(|| {
+        format!("malformed PR URL {raw:?}: expected https://github.com/OWNER/REPO/pull/NUMBER")
+    })
+}
+
 /// `block --kind`: its values, which the shells complete (`needs-input` is still accepted).
 fn block_kind_parser() -> impl TypedValueParser<Value = BlockKind> {
     let kinds = [
@@ -331,6 +368,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             created_cards,
             force,
             artifacts,
+            evidence,
         } => lifecycle::complete(
             id.as_deref(),
             lifecycle::Handoff {
@@ -338,12 +376,20 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
                 metadata,
                 result,
                 created_cards,
+                evidence,
             },
             force,
             &artifacts,
             g,
         ),
         BoardCommand::Context { id } => context::context(id.as_deref(), g),
+        BoardCommand::AuthorizeExistingPr {
+            id,
+            pr_url,
+            reason,
+            branch,
+            operator,
+        } => proof::authorize_existing_pr(&id, &pr_url, &reason, branch.as_deref(), operator, g),
         BoardCommand::Block { id, reason, kind } => {
             lifecycle::block(id.as_deref(), &reason, kind, g)
         }
@@ -416,6 +462,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         | BoardCommand::Reopen { id, .. }
         | BoardCommand::Assign { id, .. }
         | BoardCommand::Comment { id, .. }
+        | BoardCommand::AuthorizeExistingPr { id, .. }
         | BoardCommand::Attach { id, .. }
         | BoardCommand::Attachments { id }
         | BoardCommand::AttachRm { id, .. } => ids.push(id),

@@ -174,6 +174,10 @@ pub struct ProfileConfig {
     /// Accept empty completions of this profile's tasks (`None`: `[dispatch]`'s setting).
     #[serde(default)]
     pub allow_empty_completion: Option<bool>,
+    /// The `gh` configuration folder (`GH_CONFIG_DIR`) whose login reads this profile's pull
+    /// requests for a completion contract (default `<root>/profiles/<name>/gh`).
+    #[serde(default)]
+    pub gh_config_dir: Option<PathBuf>,
 }
 
 /// `[cron]`.
@@ -241,6 +245,17 @@ impl Config {
             .and_then(|p| p.allow_empty_completion)
             .unwrap_or(self.dispatch.allow_empty_completion);
         !allow
+    }
+
+    /// The `gh` configuration folder of profile `name`: its `gh_config_dir`, else
+    /// `<root>/profiles/<name>/gh` (a folder of its own even for a profile `kanban.toml` does
+    /// not define, so a profile without a login is refused, never served by another's).
+    pub fn gh_config_dir(&self, name: &str, root: &Path) -> PathBuf {
+        self.profiles
+            .get(name)
+            .and_then(|p| p.gh_config_dir.as_ref())
+            .map(|dir| root.join(dir))
+            .unwrap_or_else(|| root.join("profiles").join(name).join("gh"))
     }
 
     /// The profile called `name`, or an error listing the known ones.

@@ -12,7 +12,9 @@
 //! 4. (the review lane stops here)
 //! 5. `recent_success` — it completed within the hour and nothing requeued it since;
 //! 6. `active_pr` — a comment of the last 24 h names a GitHub pull request and no hand-off
-//!    (reassignment by an operator, `changes_requested`, `review_reopened`) followed it.
+//!    (reassignment by an operator, `changes_requested`, `review_reopened`) followed it, unless
+//!    an operator's unspent `existing_pr_authorized` grant names every such pull request
+//!    (`kanban authorize-existing-pr`; the next claimed run spends it).
 //!
 //! Pure decisions over [`GuardFacts`]; the board supplies the facts.
 
@@ -87,13 +89,28 @@ pub(crate) fn respawn_guard(
     {
         return Some(Guard::RecentSuccess);
     }
-    if f.pr_comments
+    let recent: Vec<&str> = f
+        .pr_comments
         .iter()
-        .any(|(at, body)| now - at < PR_WINDOW_SECONDS && names_pull_request(body))
-    {
+        .filter(|(at, body)| now - at < PR_WINDOW_SECONDS && names_pull_request(body))
+        .map(|(_, body)| body.as_str())
+        .collect();
+    if !recent.is_empty() && !authorization_covers(f.authorized_pr.as_deref(), &recent) {
         return Some(Guard::ActivePr);
     }
     None
+}
+
+/// Whether an operator's unspent grant for `authorized` lifts the `active_pr` guard: every pull
+/// request the recent comments name is that one (the original's `permits_active_pr_bypass`).
+pub(crate) fn authorization_covers(authorized: Option<&str>, comments: &[&str]) -> bool {
+    let Some(authorized) = authorized else {
+        return false;
+    };
+    comments.iter().all(|body| {
+        let urls = crate::acceptance::pull_request_urls(body);
+        !urls.is_empty() && urls.iter().all(|u| u == authorized)
+    })
 }
 
 /// Whether an error text reads like a quota, rate-limit, billing or authorization problem: one
@@ -214,12 +231,37 @@ mod tests {
     }
 
     #[test]
+    fn an_authorization_covers_only_comments_naming_exactly_its_pull_request() {
+        let pr = "https://github.com/a/b/pull/1";
+        assert!(authorization_covers(
+            Some(pr),
+            &["see https://github.com/a/b/pull/1"]
+        ));
+        assert!(!authorization_covers(
+            None,
+            &["see https://github.com/a/b/pull/1"]
+        ));
+        assert!(!authorization_covers(
+            Some(pr),
+            &["https://github.com/a/b/pull/1 and https://github.com/a/b/pull/2"]
+        ));
+        assert!(!authorization_covers(
+            Some(pr),
+            &[
+                "https://github.com/a/b/pull/1",
+                "https://github.com/a/b/pull/2"
+            ]
+        ));
+    }
+
+    #[test]
     fn guards_apply_in_the_original_order() {
         let now = 10_000;
         let mut f = GuardFacts {
             latest_run: run("rate_limited", now - 10, false),
             unrequeued_success_at: Some(now - 5),
             pr_comments: vec![(now - 5, "https://github.com/a/b/pull/1".into())],
+            authorized_pr: None,
         };
         let g = |f: &GuardFacts, err: Option<&str>, lane| respawn_guard(f, err, lane, now, 300);
         assert_eq!(

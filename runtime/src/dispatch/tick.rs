@@ -284,6 +284,9 @@ struct Tick<'a> {
     handled: HashSet<String>,
     /// Tasks whose superseded worker (or its group) is still alive: not claimed this tick.
     hold: HashSet<String>,
+    /// Tasks an operator's `existing_pr_authorized` grant let through the `active_pr` guard:
+    /// their claim spends it.
+    authorized: HashSet<String>,
 }
 
 /// Runs one tick (see the module doc). The caller holds the board's tick lock.
@@ -305,6 +308,7 @@ pub fn tick(
         },
         handled: HashSet::new(),
         hold: HashSet::new(),
+        authorized: HashSet::new(),
     };
     t.run().map_err(|source| TickError::Board {
         board: slug,
@@ -1194,6 +1198,9 @@ impl Tick<'_> {
                     });
                     continue;
                 }
+                if facts.authorized_pr.is_some() && !facts.pr_comments.is_empty() {
+                    self.authorized.insert(c.id.clone());
+                }
                 chosen.push((c, profile));
             } else {
                 if !s.dry_run && self.board.note_nonspawnable(&c.id, &profile, self.now)? {
@@ -1284,6 +1291,10 @@ impl Tick<'_> {
                     continue;
                 }
             };
+            if self.authorized.contains(&c.id) {
+                self.board
+                    .record_pr_authorization_consumed(&c.id, claimed.run_id, self.now)?;
+            }
             let prepared = match super::workspace::prepare(&s.root, slug, &c) {
                 Ok(prepared) => prepared,
                 Err(err) => {

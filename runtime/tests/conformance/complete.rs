@@ -38,7 +38,8 @@ pub(crate) fn complete_closes_the_run_and_promotes_children(s: &dyn Store) {
             result_len: 2,
             summary: Some("did it".into()),
             verified_cards: None,
-            forced: None
+            forced: None,
+            evidence: None
         }
     );
     assert_eq!(status(&b, &c), Status::Todo, "other parent still open");

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::acceptance::{Contract, ContractError};
 use crate::board::{Board, NewTask, OpenOptions, WorkspaceSpec};
 use crate::cli::session::{fence, now, open, print_out, read_body, root};
 use crate::cli::{CmdResult, Exit, Globals, print_json};
@@ -50,8 +51,18 @@ pub struct CreateArgs {
     #[arg(long, requires = "goal", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_turns: Option<u32>,
+    /// What must be true before the task may be done: local-only (the default),
+    /// evidence-required (`complete --evidence KIND=DETAIL`), OWNER/REPO (the pull request the
+    /// worker publishes in metadata.published_pr, green at its exact head) or an exact
+    /// https://github.com/OWNER/REPO/pull/N (that pull request, green at its exact head).
+    #[arg(long, value_name = "CONTRACT", value_parser = parse_contract)]
+    pub completion_contract: Option<Contract>,
     #[command(flatten)]
     pub workspace: WorkspaceArgs,
+}
+
+fn parse_contract(value: &str) -> Result<Contract, ContractError> {
+    Contract::parse(Some(value))
 }
 
 /// Where the task's agent works (README "Working on a repository").
@@ -168,6 +179,7 @@ pub(in crate::cli) fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
         goal_mode: args.goal,
         goal_max_turns: args.max_turns.map(i64::from),
         max_retries: args.max_retries,
+        completion_contract: args.completion_contract,
         ..NewTask::default()
     };
     let created = o.board.create_task(&new, now())?;

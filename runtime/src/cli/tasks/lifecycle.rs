@@ -6,12 +6,14 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::acceptance::{self, Evidence, Gh};
+use crate::board::acceptance::{Accepted, Preparation};
 use crate::board::attachments::{self, Artifacts};
 
 use crate::board::{self, BlockKind, ClaimOutcome, ClaimSpec, Completion, Fence};
 use crate::cli::escape::line;
 use crate::cli::session::{
-    Opened, authorize, done, lifecycle, now, open, print_out, refused, root,
+    JsonObject, Opened, authorize, done, lifecycle, now, open, print_out, refused, root,
 };
 use crate::cli::{CmdResult, Exit, Globals, print_json};
 use crate::config::Config;
@@ -102,6 +104,7 @@ pub(in crate::cli) struct Handoff {
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     pub result: Option<String>,
     pub created_cards: Vec<String>,
+    pub evidence: Vec<Evidence>,
 }
 
 /// `kanban complete [ID]`: an empty completion is refused unless `allow_empty_completion` (the
@@ -119,6 +122,14 @@ pub(in crate::cli) fn complete(
     };
     let config = Config::load(&root(globals)?)?;
     let o = open(globals)?;
+    let acceptance = accept(
+        &o,
+        &config,
+        globals,
+        &target.task_id,
+        target.expected_run_id,
+        handoff.metadata.as_ref(),
+    )?;
     let staged = stage_artifacts(
         &o,
         globals,
@@ -135,6 +146,8 @@ pub(in crate::cli) fn complete(
         created_cards: handoff.created_cards,
         require_evidence: config.completion_requires_evidence(assignee.as_deref()),
         force,
+        evidence: handoff.evidence,
+        acceptance,
     };
     let completed = o
         .board
@@ -157,6 +170,38 @@ pub(in crate::cli) fn complete(
         }
         line
     })
+}
+
+/// The GitHub acceptance of completing `id` when its contract names a repository or a pull
+/// request, collected before the completion's transaction with the `gh` login of the task's
+/// profile (its assignee, else `[dispatch] default_profile`): its `gh_config_dir`, never the
+/// caller's own login.
+fn accept(
+    o: &Opened,
+    config: &Config,
+    globals: &Globals,
+    id: &str,
+    run_id: Option<i64>,
+    metadata: Option<&JsonObject>,
+) -> anyhow::Result<Option<Accepted>> {
+    let published = metadata
+        .and_then(|m| m.get("published_pr"))
+        .and_then(|v| v.as_str());
+    let request = match o.board.prepare_acceptance(id, run_id, published)? {
+        Preparation::NotNeeded => return Ok(None),
+        Preparation::Refused(r) => return Err(refused(r)),
+        Preparation::Collect(request) => request,
+    };
+    let profile = request
+        .assignee
+        .clone()
+        .unwrap_or_else(|| config.dispatch.default_profile.clone());
+    let gh = Gh::profile(&profile, config.gh_config_dir(&profile, &root(globals)?));
+    let receipt = acceptance::collect(&request.contract, request.published_pr.as_deref(), &gh);
+    Ok(Some(Accepted {
+        snapshot: request.snapshot,
+        receipt,
+    }))
 }
 
 /// The completion's deliverables, staged before it (see [`Artifacts::stage`]): `--artifact`

@@ -3,10 +3,10 @@
 //! agent-facing `claim`, `heartbeat`, `complete`, `block`, `comment`) and [`operator`] (`edit`,
 //! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`) and
 //! [`attach`] (`attach`, `attachments`, `attach-rm`), [`graph`] (`decompose`, `specify`,
-//! `schedule`, `reassign`) and [`observe`] (`stats`, `assignees`, `runs`, `watch`,
-//! `events --follow`). Each parses no flag itself (clap did, in `cli/board.rs`; `decompose`
-//! reads its children's JSON), calls [`crate::board`] and prints; the shared opening, fencing
-//! and printing is [`super::session`].
+//! `schedule`, `reassign`), [`observe`] (`stats`, `assignees`, `runs`, `watch`,
+//! `events --follow`) and [`proof`] (`authorize-existing-pr`). Each parses no flag itself (clap
+//! did, in `cli/board.rs`; `decompose` reads its children's JSON), calls [`crate::board`] and
+//! prints; the shared opening, fencing and printing is [`super::session`].
 
 pub(super) mod attach;
 pub(super) mod context;
@@ -15,5 +15,6 @@ pub(super) mod graph;
 pub(super) mod lifecycle;
 pub(super) mod observe;
 pub(super) mod operator;
+pub(super) mod proof;
 pub(super) mod read;
 pub(super) mod workspace;

@@ -249,6 +249,15 @@ fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
         task.priority,
         line(task.assignee.as_deref().unwrap_or("-"))
     );
+    println!(
+        "completion contract {}",
+        line(
+            task.completion_contract
+                .as_deref()
+                .filter(|c| !c.is_empty())
+                .unwrap_or(crate::acceptance::LOCAL_ONLY)
+        )
+    );
     if task.goal_mode {
         match task.goal_max_turns {
             Some(n) => println!("goal mode, at most {n} turns per run"),

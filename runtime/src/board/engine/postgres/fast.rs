@@ -203,6 +203,7 @@ fn complete_sql() -> &'static str {
                  worker_started_at = NULL, current_run_id = NULL, block_kind = NULL, \
                  block_recurrences = 0, consecutive_failures = 0, last_failure_error = NULL \
                WHERE id = $1 AND status = 'running' AND current_run_id = $4 \
+                 AND (completion_contract IS NULL OR completion_contract IN ('', 'local-only')) \
                  AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
                                  WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived')) \
                  AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id \
@@ -254,6 +255,7 @@ pub(crate) fn complete(
             summary: run_summary.map(summary_line),
             verified_cards: None,
             forced: completion.force.then_some(true),
+            evidence: None,
         },
         "result_len",
         &LEN_SLOT.to_string(),

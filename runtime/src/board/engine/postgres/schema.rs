@@ -24,7 +24,7 @@
 use kanban_pgwire::{Client, Value};
 
 /// The schema version this build writes (the same number as the SQLite board's).
-pub const LATEST: i64 = 6;
+pub const LATEST: i64 = 7;
 
 /// The table holding the schema version (shared with the SQL layer's PostgreSQL backend).
 pub const VERSION_TABLE: &str = "kanban_schema_version";
@@ -167,6 +167,10 @@ CREATE TABLE task_attachments (
 );
 "#,
     },
+    Migration {
+        version: 7,
+        sql: "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS completion_contract TEXT;",
+    },
 ];
 
 /// Indexes created after the migrations (idempotent): the SQLite board's `INDEXES`, by name and
@@ -252,6 +256,7 @@ pub const TABLES: &[(&str, &[&str])] = &[
             "block_kind",
             "block_recurrences",
             "workspace_base",
+            "completion_contract",
         ],
     ),
     ("task_links", &["parent_id", "child_id"]),

@@ -600,13 +600,18 @@ mod tests {
         drop(board);
         let path = dir.path().join("kanban.db");
         let old = Connection::open(&path).unwrap();
-        old.execute_batch("ALTER TABLE tasks DROP COLUMN workspace_base; PRAGMA user_version = 4;")
-            .unwrap();
+        // A version-4 board has neither column of versions 5 and 7.
+        old.execute_batch(
+            "ALTER TABLE tasks DROP COLUMN workspace_base; \
+             ALTER TABLE tasks DROP COLUMN completion_contract; PRAGMA user_version = 4;",
+        )
+        .unwrap();
         drop(old);
         let board = Board::open_path(&path, &OpenOptions::default()).unwrap();
         assert_eq!(board.user_version().unwrap(), schema::LATEST);
         let task = board.get_task(&id).unwrap();
         assert_eq!((task.title.as_str(), task.workspace_base), ("before", None));
+        assert_eq!(task.completion_contract, None, "gained, empty: local-only");
     }
 
     #[test]

@@ -146,6 +146,12 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
         version: 6,
         sql: ATTACHMENTS_TABLE,
     },
+    Migration {
+        version: 7,
+        // `kanban create --completion-contract` (issue 27 item 5), the original's column; as
+        // PostgreSQL's version 7.
+        sql: "ALTER TABLE tasks ADD COLUMN completion_contract TEXT;",
+    },
 ];
 
 /// The original's `task_attachments` table, as its `SCHEMA_SQL` declares it (version 6; created
@@ -196,7 +202,7 @@ CREATE INDEX IF NOT EXISTS idx_attachments_task ON task_attachments(task_id, cre
 "#;
 
 /// The schema version this build writes.
-pub(crate) const LATEST: i64 = 6;
+pub(crate) const LATEST: i64 = 7;
 
 /// Columns every version of the original's tables has (keys and `NOT NULL` columns without a
 /// default, which `ALTER TABLE … ADD COLUMN` could not add anyway). Adoption requires them.
@@ -253,6 +259,7 @@ pub(crate) const ADOPTED_COLUMNS: &[(&str, &str, &str)] = &[
     ("tasks", "block_kind", "TEXT"),
     ("tasks", "block_recurrences", "INTEGER NOT NULL DEFAULT 0"),
     ("tasks", "workspace_base", "TEXT"),
+    ("tasks", "completion_contract", "TEXT"),
     ("task_runs", "profile", "TEXT"),
     ("task_runs", "claim_lock", "TEXT"),
     ("task_runs", "claim_expires", "INTEGER"),
