@@ -404,3 +404,22 @@ fn board_override_is_isolated_per_concurrent_call() {
     assert_eq!(titles("alpha"), ["alpha-task"]);
     assert_eq!(titles("beta"), ["beta-task"]);
 }
+
+#[test]
+fn run_slash_context_output_format() {
+    let home = Home::new();
+    let tid = home.create(
+        "tech spec",
+        &["--assignee", "alice", "--body", "write an RFC"],
+    );
+    home.ok(&[
+        "comment",
+        &tid,
+        "--body",
+        "remember to include performance section",
+    ]);
+    let ctx = home.ok(&["context", &tid]);
+    assert!(ctx.contains("tech spec"), "{ctx}");
+    assert!(ctx.contains("write an RFC"), "{ctx}");
+    assert!(ctx.contains("performance section"), "{ctx}");
+}

@@ -638,7 +638,8 @@ fn run_created_on_claim() {
 
 #[test]
 fn run_closed_on_complete_with_summary() {
-    // Metadata on the run is not built yet (issue 27); the rest is.
+    // The original also appends `cost: {cost_status: unknown}` to the metadata; kanban stores
+    // the metadata as given (differences table).
     let home = Home::new();
     let tid = home.create("x", &["--assignee", "worker"]);
     home.json(&["claim", &tid]);
@@ -650,6 +651,8 @@ fn run_closed_on_complete_with_summary() {
         "shipped",
         "--summary",
         "implemented rate limiter, tests pass",
+        "--metadata",
+        r#"{"changed_files": ["limiter.py"], "tests_run": 12}"#,
     ]);
     let task = home.task(&tid);
     assert!(task["current_run_id"].is_null());
@@ -659,6 +662,11 @@ fn run_closed_on_complete_with_summary() {
     assert_eq!(runs[0]["status"], "done");
     assert_eq!(runs[0]["outcome"], "completed");
     assert_eq!(runs[0]["summary"], "implemented rate limiter, tests pass");
+    assert_eq!(
+        runs[0]["metadata"]["changed_files"],
+        serde_json::json!(["limiter.py"])
+    );
+    assert_eq!(runs[0]["metadata"]["tests_run"], 12);
     assert!(!runs[0]["ended_at"].is_null());
 }
 
@@ -1044,16 +1052,26 @@ fn completed_event_payload_summary_none_when_missing() {
 
 #[test]
 fn complete_never_claimed_task_synthesizes_run() {
-    // Metadata is not built yet (issue 27); the summary is kept.
     let home = Home::new();
     let tid = home.create("skip claim", &["--assignee", "worker"]);
     assert!(home.runs(&tid).is_empty());
-    home.ok(&["complete", &tid, "--summary", "did it manually"]);
+    home.ok(&[
+        "complete",
+        &tid,
+        "--summary",
+        "did it manually",
+        "--metadata",
+        r#"{"reason": "human intervention"}"#,
+    ]);
     let runs = home.runs(&tid);
     assert_eq!(runs.len(), 1);
     let r = &runs[0];
     assert_eq!(r["outcome"], "completed");
     assert_eq!(r["summary"], "did it manually");
+    assert_eq!(
+        r["metadata"],
+        serde_json::json!({"reason": "human intervention"})
+    );
     assert_eq!(r["started_at"], r["ended_at"]);
     assert!(home.task(&tid)["current_run_id"].is_null());
     assert_eq!(home.event(&tid, "completed")["run_id"], r["id"]);
@@ -1810,4 +1828,409 @@ fn cli_runs_json() {
     assert_eq!(data.as_array().unwrap().len(), 1);
     assert_eq!(data[0]["outcome"], "completed");
     assert_eq!(data[0]["metadata"], serde_json::json!({"files": 1}));
+}
+
+// The worker's prompt: the original's `build_worker_context` is `kanban context ID`, which prints
+// exactly the prompt the next worker of the task gets.
+
+#[test]
+fn build_worker_context_uses_parent_run_summary() {
+    let home = Home::new();
+    let parent = home.create("research", &["--assignee", "researcher"]);
+    let child = home.create("write", &["--assignee", "writer", "--parent", &parent]);
+    home.json(&["claim", &parent]);
+    home.ok(&[
+        "complete",
+        &parent,
+        "--force",
+        "--result",
+        "done",
+        "--summary",
+        "three angles explored; B looks strongest",
+        "--metadata",
+        r#"{"sources": ["paper A", "paper B", "paper C"]}"#,
+    ]);
+    let ctx = home.ok(&["context", &child]);
+    assert!(ctx.contains("Parent task results"), "{ctx}");
+    assert!(
+        ctx.contains("three angles explored; B looks strongest"),
+        "{ctx}"
+    );
+    assert!(ctx.contains("\"sources\""), "{ctx}");
+}
+
+#[test]
+fn build_worker_context_stamps_parent_freshness() {
+    let home = Home::new();
+    let parent = home.create("research", &["--assignee", "researcher"]);
+    let child = home.create("write", &["--assignee", "writer", "--parent", &parent]);
+    home.json(&["claim", &parent]);
+    home.ok(&[
+        "complete",
+        &parent,
+        "--force",
+        "--result",
+        "done",
+        "--summary",
+        "meeting ingest workflow finished; pipeline ready",
+    ]);
+    let old = now() - 18 * 3600;
+    home.sql(&format!(
+        "UPDATE tasks SET completed_at = {old} WHERE id = '{parent}'; \
+         UPDATE task_runs SET ended_at = {old} WHERE task_id = '{parent}'"
+    ));
+    let ctx = home.ok(&["context", &child]);
+    assert!(ctx.contains("meeting ingest workflow finished"), "{ctx}");
+    assert!(ctx.contains("completed 18h ago"), "{ctx}");
+    // Differences table: kanban words the caveat its own way ("a snapshot of that moment, not
+    // the current state"), not "point-in-time snapshots, not live state".
+    assert!(
+        ctx.contains("snapshot of that moment, not the current state"),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn build_worker_context_includes_role_history() {
+    let home = Home::new();
+    for (title, summary) in [
+        ("Review security PR #1", "approved, focus on CSRF"),
+        (
+            "Review security PR #2",
+            "requested changes: SQL injection vector",
+        ),
+        ("Review security PR #3", "approved, rate-limit added"),
+    ] {
+        let tid = home.create(title, &["--assignee", "reviewer"]);
+        home.json(&["claim", &tid]);
+        home.ok(&["complete", &tid, "--force", "--summary", summary]);
+    }
+    let new_tid = home.create("Review perf PR", &["--assignee", "reviewer"]);
+    let ctx = home.ok(&["context", &new_tid]);
+    assert!(ctx.contains("## Recent work by @reviewer"), "{ctx}");
+    assert!(ctx.contains("Review security PR #3"), "{ctx}");
+    assert!(ctx.contains("approved, rate-limit added"), "{ctx}");
+    let recent = ctx.split("## Recent work by").nth(1).unwrap();
+    assert!(!recent.contains("Review perf PR"), "{ctx}");
+}
+
+#[test]
+fn build_worker_context_role_history_skipped_when_no_assignee() {
+    let home = Home::new();
+    let done = home.create("earlier", &[]);
+    home.ok(&["complete", &done, "--summary", "unassigned work"]);
+    let tid = home.create("orphan task", &[]);
+    let ctx = home.ok(&["context", &tid]);
+    assert!(!ctx.contains("## Recent work by"), "{ctx}");
+}
+
+#[test]
+fn build_worker_context_role_history_bounded_to_5() {
+    let home = Home::new();
+    for i in 0..10 {
+        let tid = home.create(&format!("prior #{i}"), &["--assignee", "worker"]);
+        home.json(&["claim", &tid]);
+        home.ok(&[
+            "complete",
+            &tid,
+            "--force",
+            "--summary",
+            &format!("done #{i}"),
+        ]);
+    }
+    let new_tid = home.create("new", &["--assignee", "worker"]);
+    let ctx = home.ok(&["context", &new_tid]);
+    let section = ctx.split("## Recent work by @worker").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap();
+    let bullets = section.lines().filter(|l| l.starts_with("- ")).count();
+    assert_eq!(bullets, 5, "{ctx}");
+}
+
+#[test]
+fn cli_complete_with_summary_and_metadata() {
+    let home = Home::new();
+    let tid = home.create("x", &["--assignee", "worker"]);
+    home.json(&["claim", &tid]);
+    home.ok(&[
+        "complete",
+        &tid,
+        "--force",
+        "--summary",
+        "done it",
+        "--metadata",
+        r#"{"files": 3}"#,
+    ]);
+    let runs = home.runs(&tid);
+    let r = runs.last().unwrap();
+    assert_eq!(r["summary"], "done it");
+    assert_eq!(r["metadata"]["files"], 3);
+}
+
+#[test]
+fn cli_edit_backfills_result_on_done_task() {
+    let home = Home::new();
+    let tid = home.create("x", &["--assignee", "worker"]);
+    home.ok(&["complete", &tid, "--summary", "first"]);
+    home.ok(&[
+        "edit",
+        &tid,
+        "--result",
+        "DECIDED: done",
+        "--summary",
+        "DECIDED: done",
+        "--metadata",
+        r#"{"source": "dashboard-recovery"}"#,
+    ]);
+    assert_eq!(home.task(&tid)["result"], "DECIDED: done");
+    let runs = home.runs(&tid);
+    let run = runs.last().unwrap();
+    assert_eq!(run["summary"], "DECIDED: done");
+    assert_eq!(
+        run["metadata"],
+        serde_json::json!({"source": "dashboard-recovery"})
+    );
+    assert_eq!(home.kinds(&tid).last().unwrap(), "edited");
+}
+
+#[test]
+fn cli_edit_rejects_non_done_task() {
+    let home = Home::new();
+    let tid = home.create("x", &["--assignee", "worker"]);
+    let run = home.run(&["edit", &tid, "--result", "nope"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    // Differences table: kanban's refusal names the status it found and the one it needs.
+    assert!(
+        run.stderr.contains("is ready; this needs it done"),
+        "{}",
+        run.stderr
+    );
+    assert!(home.task(&tid)["result"].is_null());
+}
+
+#[test]
+fn cli_complete_bad_metadata_exits_nonzero() {
+    let home = Home::new();
+    let tid = home.create("x", &["--assignee", "worker"]);
+    home.json(&["claim", &tid]);
+    let run = home.run(&["complete", &tid, "--force", "--metadata", "not-json"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.to_lowercase().contains("metadata"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(home.status(&tid), "running");
+}
+
+// The hallucination gate. The original's tests pass `created_by` to its library; a card created
+// by `kanban create` in a worker records the worker's task, so these set `created_by` with SQL
+// to stand for the cards another principal made.
+
+fn created_by(home: &Home, card: &str, by: &str) {
+    home.sql(&format!(
+        "UPDATE tasks SET created_by = '{by}' WHERE id = '{card}'"
+    ));
+}
+
+#[test]
+fn complete_with_created_cards_all_verified_records_manifest() {
+    let home = Home::new();
+    let parent = home.create("parent", &["--assignee", "alice"]);
+    let c1 = home.create("c1", &["--assignee", "x"]);
+    let c2 = home.create("c2", &["--assignee", "y"]);
+    created_by(&home, &c1, "alice");
+    created_by(&home, &c2, "alice");
+    home.ok(&[
+        "complete",
+        &parent,
+        "--summary",
+        "done, created c1+c2",
+        "--created-cards",
+        &format!("{c1},{c2}"),
+    ]);
+    let payload = home.event(&parent, "completed")["payload"].clone();
+    assert_eq!(payload["verified_cards"], serde_json::json!([c1, c2]));
+}
+
+#[test]
+fn complete_with_phantom_created_cards_raises_and_audits() {
+    let home = Home::new();
+    let parent = home.create("parent", &["--assignee", "alice"]);
+    let real = home.create("real", &["--assignee", "x"]);
+    created_by(&home, &real, "alice");
+    let phantom = "t_deadbeefcafe";
+    let run = home.run(&[
+        "complete",
+        &parent,
+        "--summary",
+        "claimed phantom",
+        "--created-cards",
+        &format!("{real},{phantom}"),
+    ]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains(phantom), "{}", run.stderr);
+    assert!(!run.stderr.contains(&format!("{real},")), "{}", run.stderr);
+    assert_eq!(home.status(&parent), "ready");
+    let kinds = home.kinds(&parent);
+    assert!(
+        kinds
+            .iter()
+            .any(|k| k == "completion_blocked_hallucination"),
+        "{kinds:?}"
+    );
+    assert!(!kinds.iter().any(|k| k == "completed"), "{kinds:?}");
+    let audit = home.event(&parent, "completion_blocked_hallucination")["payload"].clone();
+    assert_eq!(
+        audit["phantom_cards"],
+        serde_json::json!([phantom]),
+        "{audit}"
+    );
+}
+
+#[test]
+fn complete_with_cross_worker_card_is_rejected() {
+    let home = Home::new();
+    let parent = home.create("parent", &["--assignee", "alice"]);
+    let other = home.create("other", &["--assignee", "x"]);
+    created_by(&home, &other, "bob");
+    let run = home.run(&[
+        "complete",
+        &parent,
+        "--summary",
+        "claiming someone else's card",
+        "--created-cards",
+        &other,
+    ]);
+    assert_eq!(run.code, 3, "{run:?}");
+    let audit = home.event(&parent, "completion_blocked_hallucination")["payload"].clone();
+    assert_eq!(
+        audit["phantom_cards"],
+        serde_json::json!([other]),
+        "{audit}"
+    );
+}
+
+#[test]
+fn complete_accepts_cross_worker_card_when_linked_as_child() {
+    let home = Home::new();
+    let parent = home.create("parent", &["--assignee", "alice"]);
+    let other = home.create("other", &["--assignee", "x", "--parent", &parent]);
+    created_by(&home, &other, "bob");
+    home.ok(&[
+        "complete",
+        &parent,
+        "--summary",
+        "completed with linked child",
+        "--created-cards",
+        &other,
+    ]);
+    let payload = home.event(&parent, "completed")["payload"].clone();
+    assert!(
+        payload["verified_cards"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(other)),
+        "{payload}"
+    );
+}
+
+#[test]
+fn complete_can_retry_after_phantom_rejection() {
+    let home = Home::new();
+    let parent_a = home.create("retry-empty", &["--assignee", "alice"]);
+    home.json(&["claim", &parent_a]);
+    let parent_b = home.create("retry-corrected", &["--assignee", "alice"]);
+    home.json(&["claim", &parent_b]);
+    let real = home.create("real-child", &["--assignee", "x"]);
+    created_by(&home, &real, "alice");
+
+    let first = home.run(&[
+        "complete",
+        &parent_a,
+        "--force",
+        "--summary",
+        "oops",
+        "--created-cards",
+        "t_phantomdeadbeef",
+    ]);
+    assert_eq!(first.code, 3, "{first:?}");
+    assert_eq!(home.status(&parent_a), "running");
+    // No cards claimed: the gate is skipped.
+    home.ok(&[
+        "complete",
+        &parent_a,
+        "--force",
+        "--summary",
+        "retry without claims",
+    ]);
+    assert_eq!(home.status(&parent_a), "done");
+
+    let first = home.run(&[
+        "complete",
+        &parent_b,
+        "--force",
+        "--summary",
+        "oops",
+        "--created-cards",
+        &format!("{real},t_anotherphantom"),
+    ]);
+    assert_eq!(first.code, 3, "{first:?}");
+    assert_eq!(home.status(&parent_b), "running");
+    home.ok(&[
+        "complete",
+        &parent_b,
+        "--force",
+        "--summary",
+        "retry with corrected list",
+        "--created-cards",
+        &real,
+    ]);
+    assert_eq!(home.status(&parent_b), "done");
+    for parent in [&parent_a, &parent_b] {
+        let kinds = home.kinds(parent);
+        let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+        assert_eq!(count("completion_blocked_hallucination"), 1, "{kinds:?}");
+        assert_eq!(count("completed"), 1, "{kinds:?}");
+    }
+}
+
+#[test]
+fn complete_prose_scan_flags_nonexistent_ids() {
+    let home = Home::new();
+    let parent = home.create("parent", &["--assignee", "x"]);
+    home.ok(&[
+        "complete",
+        &parent,
+        "--summary",
+        "also saw t_abcd1234ffff failing in CI",
+    ]);
+    assert_eq!(home.status(&parent), "done");
+    let susp = home.event(&parent, "suspected_hallucinated_references")["payload"].clone();
+    assert!(
+        susp["phantom_refs"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("t_abcd1234ffff")),
+        "{susp}"
+    );
+}
+
+#[test]
+fn complete_prose_scan_ignores_existing_ids() {
+    let home = Home::new();
+    let other = home.create("other", &["--assignee", "x"]);
+    let parent = home.create("parent", &["--assignee", "x"]);
+    home.ok(&[
+        "complete",
+        &parent,
+        "--summary",
+        &format!("depended on {other}, now done"),
+    ]);
+    let kinds = home.kinds(&parent);
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| k == "suspected_hallucinated_references"),
+        "{kinds:?}"
+    );
 }

@@ -832,3 +832,121 @@ fn unblock_scheduled_rechecks_parent_gate() {
     home.ok(&["unblock", &child]);
     assert_eq!(home.status(&child), "ready");
 }
+
+// Scratch artifacts. The original's worker declares them in `metadata.artifacts` (library
+// call); kanban's declares them with `complete --artifact PATH` (differences table). Each body
+// runs in the task's scratch workspace under the `sh` profile; the worker's `kanban` is given
+// the home (a worker's agent finds the home only through the environment: README "Not built
+// yet", and this harness's environment is cleared).
+
+fn attachment_list(home: &Home, id: &str) -> Vec<serde_json::Value> {
+    home.json(&["attachments", id]).as_array().unwrap().clone()
+}
+
+#[test]
+fn complete_task_persists_scratch_artifacts_before_cleanup() {
+    let home = Home::new();
+    let kanban = format!(
+        "{}' --home '{}",
+        env!("CARGO_BIN_EXE_kanban"),
+        home.k.home().display()
+    );
+    let body = format!(
+        "printf png-bytes > chart.png && '{kanban}' complete --result ok --artifact chart.png"
+    );
+    let t = home.create("render chart", &["--assignee", "sh", "--body", &body]);
+    assert_eq!(home.until_idle().code, 0);
+    assert_eq!(home.status(&t), "done");
+    let ws = home.workspace(&t);
+    assert!(!ws.exists(), "scratch workspace should still be cleaned up");
+    let list = attachment_list(&home, &t);
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["filename"], "chart.png");
+    let persisted = std::path::PathBuf::from(list[0]["stored_path"].as_str().unwrap());
+    assert_eq!(std::fs::read(&persisted).unwrap(), b"png-bytes");
+    assert_ne!(persisted, ws.join("chart.png"));
+    assert_eq!(persisted.parent().unwrap().file_name().unwrap(), t.as_str());
+}
+
+#[test]
+fn complete_task_rejects_missing_declared_scratch_artifact() {
+    let home = Home::new();
+    let kanban = format!(
+        "{}' --home '{}",
+        env!("CARGO_BIN_EXE_kanban"),
+        home.k.home().display()
+    );
+    // The refused completion leaves the task running: the body then blocks it, so the test can
+    // see that the workspace was kept for a retry.
+    let body = format!(
+        "! '{kanban}' complete --result 'report complete' --artifact report.md && \
+         '{kanban}' block --reason 'no report'"
+    );
+    let t = home.create("missing report", &["--assignee", "sh", "--body", &body]);
+    assert_eq!(home.until_idle().code, 0);
+    assert_eq!(home.status(&t), "blocked");
+    // Blocked by the body after the refusal, not by crashes.
+    assert_eq!(home.event(&t, "blocked")["payload"]["reason"], "no report");
+    assert!(!home.kinds(&t).iter().any(|k| k == "completed"));
+    assert!(attachment_list(&home, &t).is_empty());
+    assert!(
+        home.workspace(&t).exists(),
+        "a failed completion keeps the scratch workspace"
+    );
+}
+
+#[test]
+fn complete_task_preserves_legacy_artifact_path_from_summary() {
+    let home = Home::new();
+    let kanban = format!(
+        "{}' --home '{}",
+        env!("CARGO_BIN_EXE_kanban"),
+        home.k.home().display()
+    );
+    let body = format!(
+        "printf 'legacy deliverable' > report.md && \
+         '{kanban}' complete --summary \"Task complete — delivered $PWD/report.md\""
+    );
+    let t = home.create("legacy report", &["--assignee", "sh", "--body", &body]);
+    assert_eq!(home.until_idle().code, 0);
+    assert_eq!(home.status(&t), "done");
+    assert!(!home.workspace(&t).exists());
+    let list = attachment_list(&home, &t);
+    assert_eq!(list.len(), 1, "{list:?}");
+    let persisted = std::path::PathBuf::from(list[0]["stored_path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(persisted).unwrap(),
+        "legacy deliverable"
+    );
+}
+
+#[test]
+fn complete_task_persists_duplicate_scratch_artifact_names() {
+    let home = Home::new();
+    let kanban = format!(
+        "{}' --home '{}",
+        env!("CARGO_BIN_EXE_kanban"),
+        home.k.home().display()
+    );
+    let body = format!(
+        "mkdir a b && printf first > a/report.txt && printf second > b/report.txt && \
+         '{kanban}' complete --result ok --artifact a/report.txt --artifact b/report.txt"
+    );
+    let t = home.create("render reports", &["--assignee", "sh", "--body", &body]);
+    assert_eq!(home.until_idle().code, 0);
+    assert_eq!(home.status(&t), "done");
+    assert!(!home.workspace(&t).exists());
+    let list = attachment_list(&home, &t);
+    let names: Vec<&str> = list
+        .iter()
+        .map(|a| a["filename"].as_str().unwrap())
+        .collect();
+    // Differences table: a second `report.txt` is stored as `report (1).txt` (kanban's
+    // attachment naming), not `report_1.txt`.
+    assert_eq!(names, ["report.txt", "report (1).txt"], "{list:?}");
+    let contents: Vec<String> = list
+        .iter()
+        .map(|a| std::fs::read_to_string(a["stored_path"].as_str().unwrap()).unwrap())
+        .collect();
+    assert_eq!(contents, ["first", "second"]);
+}
