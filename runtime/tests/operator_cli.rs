@@ -319,8 +319,27 @@ fn boards_rm_removes_an_idle_board_and_refuses_a_busy_one() {
     assert_eq!(bad.code, 1, "{}", bad.stderr);
 
     k.ok(&["complete", &id, "--force", "--summary", "done"]);
+    // The board's attachments go with it; the default board's stay.
+    let file = k.home().join("spec.md");
+    std::fs::write(&file, "# spec\n").unwrap();
+    k.ok(&["attach", &id, file.to_str().unwrap()]);
+    let attachments = k.home().join("kanban").join("attachments").join("side");
+    assert!(attachments.join(&id).join("spec.md").is_file());
+    k.ok(&["--board", "default", "init"]);
+    let kept = k.create("kept", &["--board", "default"]);
+    k.ok(&[
+        "--board",
+        "default",
+        "attach",
+        &kept,
+        file.to_str().unwrap(),
+    ]);
     let removed = k.ok(&["boards", "rm", "side"]);
     assert!(removed.starts_with("removed board side"), "{removed}");
+    assert!(removed.contains("and its attachments"), "{removed}");
+    assert!(!attachments.exists());
+    let default_attachment = k.home().join("kanban").join("attachments").join(&kept);
+    assert!(default_attachment.join("spec.md").is_file());
     assert!(
         removed.contains("the current board is now default"),
         "{removed}"

@@ -1,6 +1,7 @@
 //! Removing a board from the home (`kanban boards rm`): which boards may go, the checks, and the
-//! removal of the board's folder. A PostgreSQL board loses only its folder (the recorded URL, its
-//! workspaces), never its database.
+//! removal of the board's folder and, for a SQLite board, its attachments. A PostgreSQL board
+//! loses only its folder (the recorded URL, its workspaces), never its database or the
+//! attachments the database lists.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,9 @@ use crate::home::DEFAULT_BOARD;
 pub(crate) struct Removed {
     /// The board's folder, `<root>/kanban/boards/<slug>/`, now gone.
     pub folder: PathBuf,
+    /// The board's attachments folder, removed with a SQLite board (whose rows went with its
+    /// file); a PostgreSQL board keeps it, since its database still lists the files.
+    pub attachments: Option<PathBuf>,
     /// The removed board was the current one (the default board is current now).
     pub was_current: bool,
     /// The current board after the removal.
@@ -114,6 +118,14 @@ pub(crate) fn remove_board(root: &Path, slug: &str, now: i64) -> Result<Removed,
         move |source| RemoveError::Io { path, source }
     };
     std::fs::remove_dir_all(&folder).map_err(gone(&folder))?;
+    let attachments = paths::attachments_root(root, slug);
+    let attachments = match location.postgres() {
+        None if attachments.is_dir() => {
+            std::fs::remove_dir_all(&attachments).map_err(gone(&attachments))?;
+            Some(attachments)
+        }
+        _ => None,
+    };
     let was_current = paths::current_slug(root).as_deref() == Some(slug);
     if was_current {
         let file = paths::current_file(root);
@@ -125,6 +137,7 @@ pub(crate) fn remove_board(root: &Path, slug: &str, now: i64) -> Result<Removed,
     };
     Ok(Removed {
         folder,
+        attachments,
         was_current,
         current,
     })

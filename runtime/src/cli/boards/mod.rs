@@ -228,6 +228,7 @@ fn rm(root: &Path, slug: &str, globals: &Globals) -> CmdResult {
     struct Removed<'a> {
         slug: &'a str,
         path: &'a Path,
+        attachments: Option<&'a Path>,
         current: &'a str,
     }
     print_out(
@@ -235,10 +236,14 @@ fn rm(root: &Path, slug: &str, globals: &Globals) -> CmdResult {
         &Removed {
             slug,
             path: &removed.folder,
+            attachments: removed.attachments.as_deref(),
             current: &removed.current,
         },
         || {
             let mut text = format!("removed board {slug} ({})", removed.folder.display());
+            if let Some(attachments) = &removed.attachments {
+                text.push_str(&format!(" and its attachments ({})", attachments.display()));
+            }
             if removed.was_current {
                 text.push_str("; the current board is now default");
             }
