@@ -40,6 +40,7 @@ pub mod gates;
 pub mod home;
 pub mod identity;
 pub mod proc;
+pub mod recipe;
 pub mod sync;
 /// Not API: crate internals for the runtime's own integration tests (feature `test-support`).
 #[cfg(feature = "test-support")]

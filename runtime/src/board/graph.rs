@@ -377,7 +377,44 @@ pub(crate) fn specify_in(
     }))
 }
 
+/// One task of a graph created at once ([`Board::create_graph`]: a recipe, a swarm): `parents`
+/// are indices into the same list, the rest is what `create` takes.
+#[derive(Debug, Clone, Default)]
+pub struct GraphTask {
+    pub new: NewTask,
+    pub parents: Vec<usize>,
+}
+
+/// Creates every task of `tasks` with its links in one write transaction, parents first
+/// ([`check_children`]'s order and checks), and returns their ids in the order given. A task
+/// whose parents are all new waits in `todo`; one with none is `ready` (as `create` decides).
+pub(crate) fn create_graph_in(tx: &Tx<'_>, tasks: &[GraphTask], now: i64) -> Result<Vec<String>> {
+    let shape: Vec<NewChild> = tasks
+        .iter()
+        .map(|t| NewChild {
+            title: t.new.title.clone(),
+            parents: t.parents.clone(),
+            workspace: Some(t.new.workspace.clone()).filter(|w| w.kind.is_some()),
+            ..NewChild::default()
+        })
+        .collect();
+    let order = check_children(&shape)?;
+    let mut ids: Vec<Option<String>> = vec![None; tasks.len()];
+    for i in order {
+        let mut new = tasks[i].new.clone();
+        new.parents
+            .extend(tasks[i].parents.iter().filter_map(|&p| ids[p].clone()));
+        ids[i] = Some(create_task_in(tx, &new, now)?.id);
+    }
+    Ok(ids.into_iter().flatten().collect())
+}
+
 impl Board {
+    /// See [`create_graph_in`]: all of it, or nothing.
+    pub fn create_graph(&self, tasks: &[GraphTask], now: i64) -> Result<Vec<String>> {
+        self.retry_taken_id(|| self.write(|tx| create_graph_in(tx, tasks, now)))
+    }
+
     /// See [`decompose_in`]: all of it in one write transaction, or nothing.
     pub fn decompose(
         &self,

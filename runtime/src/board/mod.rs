@@ -59,7 +59,7 @@ pub use edit::{Edit, Edited, ID_PREFIX_MIN};
 pub use error::{BoardError, Result, StorageError};
 pub use events::{Event, StoredEvent, Termination};
 pub use fsck::Violation;
-pub use graph::{Decomposition, NewChild, Specification, check_children};
+pub use graph::{Decomposition, GraphTask, NewChild, Specification, check_children};
 pub use input::{ClaimOrigin, ClaimSpec, Completion, Fence, NewTask, WorkspaceSpec};
 pub(crate) use input::{check_seconds, default_claim_lock};
 pub use limits::{

@@ -27,6 +27,7 @@ use super::tasks::graph::{self, DecomposeArgs, ScheduleArgs, SpecifyArgs};
 use super::tasks::observe::{self, RunsArgs, WatchArgs};
 use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
+use super::tasks::recipe::{self, RecipeCommand, SwarmArgs};
 use super::tasks::workspace;
 use super::tasks::{context, lifecycle, proof};
 use super::{CmdResult, Globals};
@@ -62,6 +63,13 @@ pub enum BoardCommand {
         #[arg(long)]
         follow: bool,
     },
+    /// Task-graph templates: check, preview, create or export a recipe.
+    Recipe {
+        #[command(subcommand)]
+        command: RecipeCommand,
+    },
+    /// Create a swarm: parallel worker cards → a verifier → a synthesizer, in one transaction.
+    Swarm(SwarmArgs),
     /// Counts by status and by assignee, and the age of the oldest ready task.
     Stats,
     /// This home's profiles and every assignee on the board, with their tasks per status.
@@ -351,6 +359,8 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             follow: true,
         } => observe::follow_events(&id, limit, g),
         BoardCommand::Events { id, limit, .. } => read::events(&id, limit, g),
+        BoardCommand::Recipe { command } => recipe::run(command, g),
+        BoardCommand::Swarm(args) => recipe::swarm(args, g),
         BoardCommand::Stats => observe::print_stats(g),
         BoardCommand::Assignees => observe::print_assignees(g),
         BoardCommand::Runs(args) => observe::print_runs(args, g),
@@ -488,7 +498,13 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
             }
             ReviewCommand::Reopen { id } => ids.push(id),
         },
+        BoardCommand::Recipe { command } => {
+            if let RecipeCommand::Export { id, .. } = command {
+                ids.push(id);
+            }
+        }
         BoardCommand::Init
+        | BoardCommand::Swarm(_)
         | BoardCommand::Stats
         | BoardCommand::Assignees
         | BoardCommand::Watch(_)
