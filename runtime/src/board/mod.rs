@@ -17,6 +17,7 @@ mod block;
 mod claim;
 mod complete;
 mod create;
+pub mod diagnostics;
 mod dispatcher;
 mod dispatcher_reads;
 mod edit;

@@ -24,7 +24,7 @@ use super::session::{JsonObject, is_full_id, open_read, parse_metadata, parse_se
 use super::tasks::attach;
 use super::tasks::create::{self, CreateArgs};
 use super::tasks::graph::{self, DecomposeArgs, ScheduleArgs, SpecifyArgs};
-use super::tasks::observe::{self, RunsArgs, WatchArgs};
+use super::tasks::observe::{self, DiagnosticsArgs, RunsArgs, WatchArgs};
 use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::recipe::{self, RecipeCommand, SwarmArgs};
@@ -72,6 +72,9 @@ pub enum BoardCommand {
     Swarm(SwarmArgs),
     /// Counts by status and by assignee, and the age of the oldest ready task.
     Stats,
+    /// What is wrong with the board's tasks (seven rules), worst first, with the commands that
+    /// recover them. --json: {diagnostics: [{task_id, …, diagnostics}], count}.
+    Diagnostics(DiagnosticsArgs),
     /// This home's profiles and every assignee on the board, with their tasks per status.
     Assignees,
     /// Runs of every task, newest first (--json: an array of runs).
@@ -362,6 +365,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Recipe { command } => recipe::run(command, g),
         BoardCommand::Swarm(args) => recipe::swarm(args, g),
         BoardCommand::Stats => observe::print_stats(g),
+        BoardCommand::Diagnostics(args) => observe::print_diagnostics(&args, g),
         BoardCommand::Assignees => observe::print_assignees(g),
         BoardCommand::Runs(args) => observe::print_runs(args, g),
         BoardCommand::Watch(args) => observe::watch_board(&args, g),
@@ -478,6 +482,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         | BoardCommand::AttachRm { id, .. } => ids.push(id),
         BoardCommand::Edit(args) => ids.push(&mut args.id),
         BoardCommand::Runs(args) => ids.extend(args.task.as_mut()),
+        BoardCommand::Diagnostics(args) => ids.extend(args.task.as_mut()),
         BoardCommand::Decompose(args) => ids.push(&mut args.id),
         BoardCommand::Specify(args) => ids.push(&mut args.id),
         BoardCommand::Schedule(args) => ids.push(&mut args.id),

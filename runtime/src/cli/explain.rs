@@ -169,6 +169,24 @@ pub(super) fn event_line(e: &StoredEvent, now: i64) -> String {
     line(&format!("{at} {}{run}{payload}", e.kind)).into_owned()
 }
 
+/// A diagnostic as `diagnostics` and `show` print it: severity, kind and title, then the
+/// suggested command (or the first).
+pub(super) fn diagnostic_lines(d: &crate::board::diagnostics::Diagnostic) -> Vec<String> {
+    let mut out = vec![
+        line(&format!(
+            "  [{}] {}: {}",
+            d.severity.as_str(),
+            d.kind,
+            d.title
+        ))
+        .into_owned(),
+    ];
+    if let Some(a) = d.actions.iter().find(|a| a.suggested).or(d.actions.first()) {
+        out.push(line(&format!("    try: {}", a.command)).into_owned());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
 //! The operator's terminal views of a whole board: `kanban stats`, `kanban assignees`,
-//! `kanban runs`, `kanban watch` and `kanban events ID --follow`. They only read; the live ones
+//! `kanban runs`, `kanban diagnostics`, `kanban watch` and `kanban events ID --follow`. They only read; the live ones
 //! wait on the board's change watch and print what was appended since their cursor.
 
 use std::collections::BTreeMap;
@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::board::diagnostics::{Severity, TaskDiagnostics, Thresholds};
 use crate::board::{Board, RunFilter, StoredEvent};
 use crate::cli::explain;
 use crate::cli::session::{now, open_read, print_out, root};
@@ -293,4 +294,72 @@ fn print_event(json: bool, event: &StoredEvent, with_task: bool) -> anyhow::Resu
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(e.into()),
     }
+}
+
+/// What `kanban diagnostics` was asked for.
+#[derive(Debug, clap::Args)]
+pub struct DiagnosticsArgs {
+    /// Only diagnostics at this severity or worse (warning, error, critical).
+    #[arg(long, value_name = "SEVERITY", default_value = "warning")]
+    pub severity: Severity,
+    /// Only this task.
+    #[arg(long, value_name = "ID")]
+    pub task: Option<String>,
+}
+
+/// `kanban diagnostics --json`: the original's shape.
+#[derive(Serialize)]
+struct DiagnosticsReport {
+    diagnostics: Vec<TaskDiagnostics>,
+    count: usize,
+}
+
+/// `kanban diagnostics`: what is wrong with the board's tasks and the commands that fix it.
+pub(in crate::cli) fn print_diagnostics(args: &DiagnosticsArgs, globals: &Globals) -> CmdResult {
+    let o = open_read(globals)?;
+    let thresholds = Thresholds::default();
+    let found = match &args.task {
+        Some(id) => {
+            let task = o.board.get_task(id)?;
+            let mut d = o.board.task_diagnostics(id, now(), &thresholds)?;
+            d.retain(|d| d.severity >= args.severity);
+            if d.is_empty() {
+                vec![]
+            } else {
+                vec![TaskDiagnostics {
+                    task_id: task.id,
+                    task_title: task.title,
+                    task_status: task.status,
+                    task_assignee: task.assignee,
+                    diagnostics: d,
+                }]
+            }
+        }
+        None => o
+            .board
+            .board_diagnostics(args.severity, now(), &thresholds)?,
+    };
+    let report = DiagnosticsReport {
+        count: found.iter().map(|t| t.diagnostics.len()).sum(),
+        diagnostics: found,
+    };
+    print_out(globals.json, &report, || {
+        if report.diagnostics.is_empty() {
+            return "no diagnostics".to_owned();
+        }
+        let mut out = Vec::new();
+        for t in &report.diagnostics {
+            out.push(format!(
+                "{} {} ({}, @{})",
+                t.task_id,
+                t.task_title,
+                t.task_status,
+                t.task_assignee.as_deref().unwrap_or("-")
+            ));
+            for d in &t.diagnostics {
+                out.extend(explain::diagnostic_lines(d));
+            }
+        }
+        out.join("\n")
+    })
 }

@@ -184,6 +184,16 @@ pub(in crate::cli) fn show(id: Option<String>, events: usize, globals: &Globals)
     print_state(&o, &id, &s, at)?;
     print_history(&s, at);
     print_handoffs(&o, &s.task, at)?;
+    let thresholds = crate::board::diagnostics::Thresholds::default();
+    let diagnostics = o.board.task_diagnostics(&id, at, &thresholds)?;
+    if !diagnostics.is_empty() {
+        println!("diagnostics:");
+        for d in &diagnostics {
+            for l in explain::diagnostic_lines(d) {
+                println!("{l}");
+            }
+        }
+    }
     Ok(Exit::OK)
 }
 
