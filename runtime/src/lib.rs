@@ -45,6 +45,7 @@ pub mod sync;
 /// Not API: crate internals for the runtime's own integration tests (feature `test-support`).
 #[cfg(feature = "test-support")]
 pub mod test_support;
+pub mod triage;
 pub mod worker;
 pub mod workspace;
 

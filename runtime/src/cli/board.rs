@@ -483,7 +483,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         BoardCommand::Edit(args) => ids.push(&mut args.id),
         BoardCommand::Runs(args) => ids.extend(args.task.as_mut()),
         BoardCommand::Diagnostics(args) => ids.extend(args.task.as_mut()),
-        BoardCommand::Decompose(args) => ids.push(&mut args.id),
+        BoardCommand::Decompose(args) => ids.extend(args.id.as_mut()),
         BoardCommand::Specify(args) => ids.push(&mut args.id),
         BoardCommand::Schedule(args) => ids.push(&mut args.id),
         BoardCommand::Reassign { id, .. } => ids.push(id),

@@ -155,6 +155,10 @@ impl Default for DispatchConfig {
 pub struct ProfileConfig {
     /// `command`, `builtin:complete`, `builtin:shell` or `builtin:probe`.
     pub agent: String,
+    /// What this profile is for, in a sentence: an agent that decomposes or specifies a triage
+    /// task reads it to route the work (`decompose --with`, `specify --with`).
+    #[serde(default)]
+    pub description: Option<String>,
     /// For `agent = "command"`: argv of the external agent (prompt on stdin).
     #[serde(default)]
     pub command: Vec<String>,

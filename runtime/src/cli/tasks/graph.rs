@@ -11,22 +11,37 @@ use serde_json::{Map, Value};
 use crate::board::{Decomposition, NewChild, Outcome, Refusal, Specification, WorkspaceSpec};
 use crate::cli::escape::line;
 use crate::cli::session::{
-    authorize, done, now, open, parse_seconds, parse_time, print_out, read_body,
+    authorize, done, now, open, open_read, parse_seconds, parse_time, print_out, read_body, root,
 };
-use crate::cli::{CmdResult, Globals, Refused};
+use crate::cli::{CmdResult, Exit, Globals, Refused};
+use crate::config::Config;
 use crate::gates;
+use crate::triage;
 
 /// `kanban decompose ID --children FILE|-`.
 #[derive(Debug, clap::Args)]
 pub struct DecomposeArgs {
     /// The triage task to fan out (the root: it waits on every child).
-    pub id: String,
+    #[arg(required_unless_present = "all")]
+    pub id: Option<String>,
     /// A JSON list of children (`-`: standard input): each {"title", "body", "assignee",
     /// "parents": [indices into the list], "workspace": "scratch|dir:PATH|worktree|worktree:PATH"
     /// (or the original's "workspace_kind" and "workspace_path"), "branch", "base"}; only the
     /// title is required.
-    #[arg(long, value_name = "FILE|-")]
-    pub children: String,
+    #[arg(
+        long,
+        value_name = "FILE|-",
+        required_unless_present = "with",
+        conflicts_with = "with"
+    )]
+    pub children: Option<String>,
+    /// Let this profile's agent write the children (one turn, outside any task's identity; an
+    /// answer that is not a valid graph changes nothing).
+    #[arg(long, value_name = "PROFILE")]
+    pub with: Option<String>,
+    /// Every triage task of the board, one after the other (with --with; no ID).
+    #[arg(long, requires = "with", conflicts_with = "id")]
+    pub all: bool,
     /// Hand the root to this profile (the orchestrator that wakes when every child is done).
     #[arg(long, value_name = "PROFILE")]
     pub root_assignee: Option<String>,
@@ -53,6 +68,10 @@ pub struct SpecifyArgs {
     /// Leave a comment by this author naming what changed (none without it).
     #[arg(long, value_name = "NAME")]
     pub author: Option<String>,
+    /// Let this profile's agent write the title, body and assignee (one turn, outside any
+    /// task's identity).
+    #[arg(long, value_name = "PROFILE", conflicts_with_all = ["title", "body", "body_file", "assignee"])]
+    pub with: Option<String>,
 }
 
 /// `kanban schedule ID --at TIME | --in DURATION`.
@@ -205,10 +224,32 @@ fn parse_children(text: &str) -> anyhow::Result<Vec<NewChild>> {
         .map_err(|e| anyhow::anyhow!("{e}; nothing was changed"))
 }
 
-/// `kanban decompose ID --children FILE|- [--root-assignee P] [--no-promote]`.
+/// `kanban decompose ID --children FILE|- | --with PROFILE`, `kanban decompose --all --with
+/// PROFILE`.
 pub(in crate::cli) fn decompose(args: DecomposeArgs, globals: &Globals) -> CmdResult {
-    authorize(&args.id)?;
-    let children = parse_children(&read_children_text(&args.children)?)?;
+    match (&args.id, &args.with) {
+        (None, Some(profile)) => decompose_all(&args, profile, globals),
+        (Some(id), Some(profile)) => {
+            authorize(id)?;
+            let children = children_from_agent(id, profile, globals)?;
+            decompose_one(id, &children, &args, globals)
+        }
+        (Some(id), None) => {
+            authorize(id)?;
+            let source = args.children.as_deref().unwrap_or("-");
+            let children = parse_children(&read_children_text(source)?)?;
+            decompose_one(id, &children, &args, globals)
+        }
+        (None, None) => anyhow::bail!("decompose needs a task id, or --all --with PROFILE"),
+    }
+}
+
+fn decompose_one(
+    id: &str,
+    children: &[NewChild],
+    args: &DecomposeArgs,
+    globals: &Globals,
+) -> CmdResult {
     let o = open(globals)?;
     let author = gates::default_task_id(None);
     let how = Decomposition {
@@ -216,7 +257,7 @@ pub(in crate::cli) fn decompose(args: DecomposeArgs, globals: &Globals) -> CmdRe
         promote: !args.no_promote,
         author: Some(author.as_deref().unwrap_or("operator")),
     };
-    let d = done(o.board.decompose(&args.id, &children, &how, now())?)?;
+    let d = done(o.board.decompose(id, children, &how, now())?)?;
     print_out(globals.json, &d, || {
         let mut out = format!(
             "decomposed {} into {} children; it waits on them ({}, assignee {})",
@@ -232,17 +273,94 @@ pub(in crate::cli) fn decompose(args: DecomposeArgs, globals: &Globals) -> CmdRe
     })
 }
 
-/// `kanban specify ID [--title T] [--body B] [--assignee P]`.
+/// The triage task `id`, checked before an agent is asked about it.
+fn triage_task(id: &str, globals: &Globals) -> anyhow::Result<crate::board::Task> {
+    let task = open_read(globals)?.board.get_task(id)?;
+    if task.status != crate::board::Status::Triage {
+        return Err(Refused(format!(
+            "task `{id}` is {}; only a triage task is decomposed or specified by an agent",
+            task.status
+        ))
+        .into());
+    }
+    Ok(task)
+}
+
+/// Asks `profile`'s agent for the children of the triage task `id`.
+fn children_from_agent(
+    id: &str,
+    profile: &str,
+    globals: &Globals,
+) -> anyhow::Result<Vec<NewChild>> {
+    let task = triage_task(id, globals)?;
+    let root = root(globals)?;
+    let config = Config::load(&root)?;
+    let answer = triage::ask(
+        &root,
+        &config,
+        profile,
+        &triage::decomposition_prompt(&task, &config),
+    )?;
+    let list = match triage::json_in(&answer, '{') {
+        Some(Value::Object(mut o)) if o.contains_key("children") => o.remove("children"),
+        _ => triage::json_in(&answer, '['),
+    };
+    let Some(list) = list else {
+        return Err(triage::TriageError::NoJson {
+            profile: profile.to_owned(),
+            wanted: "list of children",
+        }
+        .into());
+    };
+    parse_children(&list.to_string())
+        .map_err(|e| e.context(format!("the answer of profile `{profile}`'s agent")))
+}
+
+/// `decompose --all --with PROFILE`: each triage task in turn; a task that fails is reported
+/// and the sweep goes on (exit 1 when any failed).
+fn decompose_all(args: &DecomposeArgs, profile: &str, globals: &Globals) -> CmdResult {
+    let filter = crate::board::TaskFilter {
+        statuses: vec![crate::board::Status::Triage],
+        ..crate::board::TaskFilter::default()
+    };
+    let ids: Vec<String> = open_read(globals)?
+        .board
+        .list_tasks(&filter)?
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    let mut failed = 0;
+    for id in &ids {
+        let outcome = authorize(id)
+            .and_then(|()| children_from_agent(id, profile, globals))
+            .and_then(|children| decompose_one(id, &children, args, globals));
+        if let Err(e) = outcome {
+            failed += 1;
+            eprintln!("kanban: {id}: {}", crate::error_chain(e.as_ref()));
+        }
+    }
+    if !globals.json {
+        println!(
+            "decompose --all: {} triage task(s), {failed} failed",
+            ids.len()
+        );
+    }
+    Ok(if failed == 0 { Exit::OK } else { Exit(1) })
+}
+
+/// `kanban specify ID [--title T] [--body B] [--assignee P] | --with PROFILE`.
 pub(in crate::cli) fn specify(args: SpecifyArgs, globals: &Globals) -> CmdResult {
     authorize(&args.id)?;
-    let body = read_body(args.body, args.body_file.as_deref())?;
-    let o = open(globals)?;
-    let spec = Specification {
-        title: args.title,
-        body,
-        assignee: args.assignee,
-        author: args.author,
+    let spec = match &args.with {
+        Some(profile) => specification_from_agent(&args.id, profile, args.author.clone(), globals)?,
+        None => Specification {
+            title: args.title,
+            body: read_body(args.body, args.body_file.as_deref())?,
+            assignee: args.assignee,
+            author: args.author,
+        },
     };
+    let o = open(globals)?;
     let s = done(o.board.specify(&args.id, &spec, now())?)?;
     print_out(globals.json, &s, || {
         let changed = if s.changed_fields.is_empty() {
@@ -252,6 +370,52 @@ pub(in crate::cli) fn specify(args: SpecifyArgs, globals: &Globals) -> CmdResult
         };
         format!("specified {} ({changed}); now {}", s.task_id, s.status)
     })
+}
+
+/// Asks `profile`'s agent for the title, body and assignee of the triage task `id`.
+fn specification_from_agent(
+    id: &str,
+    profile: &str,
+    author: Option<String>,
+    globals: &Globals,
+) -> anyhow::Result<Specification> {
+    let task = triage_task(id, globals)?;
+    let root = root(globals)?;
+    let config = Config::load(&root)?;
+    let answer = triage::ask(
+        &root,
+        &config,
+        profile,
+        &triage::specification_prompt(&task, &config),
+    )?;
+    let Some(Value::Object(o)) = triage::json_in(&answer, '{') else {
+        return Err(triage::TriageError::NoJson {
+            profile: profile.to_owned(),
+            wanted: "object {title, body, assignee}",
+        }
+        .into());
+    };
+    let field = |key: &str| -> anyhow::Result<Option<String>> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+            Some(other) => anyhow::bail!(
+                "the answer of profile `{profile}`'s agent: `{key}` must be a non-empty string, not {other}; nothing was changed"
+            ),
+        }
+    };
+    let spec = Specification {
+        title: field("title")?,
+        body: field("body")?,
+        assignee: field("assignee")?,
+        author,
+    };
+    if spec.title.is_none() && spec.body.is_none() {
+        anyhow::bail!(
+            "the answer of profile `{profile}`'s agent has neither a title nor a body; nothing was changed"
+        );
+    }
+    Ok(spec)
 }
 
 /// `kanban schedule ID (--at TIME | --in DURATION) [--reason R]`.
