@@ -399,6 +399,15 @@ impl Lines {
 
 /// The lines of one report, except completions (see [`Lines`]).
 fn report_lines(report: &TickReport, out: &mut Vec<String>) {
+    for h in &report.hooks_failed {
+        out.push(format!(
+            "hook       {} for {} (event {}) failed: {}",
+            h.hook,
+            h.task_id,
+            h.event_id,
+            h.failure.as_deref().unwrap_or("")
+        ));
+    }
     for id in &report.woken {
         out.push(format!("woke       {id}: its scheduled time came"));
     }

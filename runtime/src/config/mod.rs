@@ -57,6 +57,64 @@ pub struct Config {
     /// `[boards.<slug>]`: boards that live in PostgreSQL (see [`boards`]).
     pub boards: BTreeMap<String, BoardConfig>,
     pub gc: GcConfig,
+    pub hooks: HooksConfig,
+}
+
+/// `[hooks]`: commands the dispatcher runs after a transition commits, each with the event as
+/// JSON on its standard input (argv, like a profile's `command`; empty: no hook).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// After a claim (`claimed`).
+    pub on_claimed: Vec<String>,
+    /// After a completion (`completed`).
+    pub on_completed: Vec<String>,
+    /// After a block (`blocked`).
+    pub on_blocked: Vec<String>,
+    /// After the failure limit blocked a task (`gave_up`).
+    pub on_gave_up: Vec<String>,
+    /// After a worker ended without finishing its task (`crashed`, `protocol_violation`,
+    /// `rate_limited`, `timed_out`, `worker_result`).
+    pub on_worker_exited: Vec<String>,
+    /// After a hand-over to review (`review_requested`).
+    pub on_review: Vec<String>,
+    /// A hook still running after this long is killed (0.1 to 600 s).
+    pub timeout_seconds: f64,
+    /// At most this many hooks run at once; later events wait their turn (1 to 64).
+    pub max_running: usize,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self {
+            on_claimed: Vec::new(),
+            on_completed: Vec::new(),
+            on_blocked: Vec::new(),
+            on_gave_up: Vec::new(),
+            on_worker_exited: Vec::new(),
+            on_review: Vec::new(),
+            timeout_seconds: 30.0,
+            max_running: 4,
+        }
+    }
+}
+
+impl HooksConfig {
+    /// The hook (its name and argv) an event of `kind` fires, if one is set.
+    pub fn for_kind(&self, kind: &str) -> Option<(&'static str, &[String])> {
+        let (name, argv) = match kind {
+            "claimed" => ("on_claimed", &self.on_claimed),
+            "completed" => ("on_completed", &self.on_completed),
+            "blocked" => ("on_blocked", &self.on_blocked),
+            "gave_up" => ("on_gave_up", &self.on_gave_up),
+            "crashed" | "protocol_violation" | "rate_limited" | "timed_out" | "worker_result" => {
+                ("on_worker_exited", &self.on_worker_exited)
+            }
+            "review_requested" => ("on_review", &self.on_review),
+            _ => return None,
+        };
+        Some((name, argv.as_slice())).filter(|(_, a)| !a.is_empty())
+    }
 }
 
 /// `[gc]`: what `kanban gc` keeps (the original's 30-day defaults).

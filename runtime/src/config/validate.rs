@@ -93,8 +93,40 @@ fn seconds(key: &str, value: i64, min: i64) -> Result<i64, Problem> {
     check_int(key, value, (min, MAX_SECONDS), "of seconds ")
 }
 
+/// `[hooks] timeout_seconds`.
+pub(crate) const HOOK_TIMEOUT_SECONDS: (f64, f64) = (0.1, 600.0);
+/// `[hooks] max_running`.
+pub(crate) const HOOK_MAX_RUNNING: (usize, usize) = (1, 64);
+
+fn check_hooks(h: &super::HooksConfig) -> Result<(), Problem> {
+    check_float(
+        "[hooks] timeout_seconds",
+        h.timeout_seconds,
+        HOOK_TIMEOUT_SECONDS,
+    )?;
+    check_int("[hooks] max_running", h.max_running, HOOK_MAX_RUNNING, "")?;
+    for (name, argv) in [
+        ("on_claimed", &h.on_claimed),
+        ("on_completed", &h.on_completed),
+        ("on_blocked", &h.on_blocked),
+        ("on_gave_up", &h.on_gave_up),
+        ("on_worker_exited", &h.on_worker_exited),
+        ("on_review", &h.on_review),
+    ] {
+        if argv.first().is_some_and(|p| p.trim().is_empty()) {
+            return Err(Problem::new(
+                format!("[hooks] {name}"),
+                format!("{argv:?}"),
+                "expected a command line whose first word is the program",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Every check of a parsed configuration; the first problem found.
 pub(super) fn check(config: &Config) -> Result<(), Problem> {
+    check_hooks(&config.hooks)?;
     let d = &config.dispatch;
     check_int("[dispatch] max_spawn", d.max_spawn, MAX_SPAWN, "")?;
     if let Some(n) = d.max_in_progress {

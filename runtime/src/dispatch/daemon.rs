@@ -27,6 +27,7 @@ use crate::board::{Board, ChangeWatch, OpenOptions, Wake};
 use crate::clock::Clock;
 use crate::proc::backoff::{Streak, backoff};
 
+use super::hooks::Hooks;
 use super::settings::Settings;
 use super::tick::{TickError, TickReport, tick};
 use super::workers::Workers;
@@ -123,12 +124,18 @@ pub fn run(
 ) -> Result<(), TickError> {
     let mut streak = Streak::default();
     let mut watch = board.watch_changes();
+    let mut hooks = Hooks::new(settings.hooks.clone(), board.last_event_id().unwrap_or(0));
     loop {
         // What other connections committed before this tick is seen by it; a commit during the
         // tick wakes the wait after it at once.
         let _ = watch.mark_seen(board);
         let report = match run_tick(board, settings, clock, workers) {
-            Ok(report) => {
+            Ok(mut report) => {
+                report.hooks_failed = hooks
+                    .pump(board)
+                    .into_iter()
+                    .filter(|h| h.failure.is_some())
+                    .collect();
                 if let Some(failed_ticks) = streak.succeeded() {
                     on_health(Health::Recovered { failed_ticks });
                 }

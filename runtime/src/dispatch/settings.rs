@@ -78,6 +78,8 @@ pub struct Settings {
     /// `[dispatch] owner_lost_turn = "pause"`: a turn whose owner died is held for the operator
     /// (else it is released by the usual rules once its owner is gone).
     pub owner_lost_turn_pauses: bool,
+    /// `[hooks]`: what the daemon loop runs after transitions.
+    pub hooks: crate::config::HooksConfig,
 }
 
 fn env_seconds(setting: Setting, min: i64) -> Result<Option<i64>, SettingsError> {
@@ -138,6 +140,7 @@ impl Settings {
             dry_run: false,
             review_dispatch: d.review_dispatch,
             owner_mode: d.mode == "owner",
+            hooks: config.hooks.clone(),
             owner_lost_turn_pauses: d.owner_lost_turn == "pause",
         })
     }

@@ -158,6 +158,10 @@ pub struct TickReport {
     pub reaped: Vec<Reaped>,
     /// Tasks whose worker lingered after its run closed and was terminated.
     pub reaped_terminal: Vec<String>,
+    /// Lifecycle hooks that failed since the previous report (`[hooks]`; the daemon loop fills
+    /// it, a tick never runs hooks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks_failed: Vec<super::hooks::HookEnded>,
     pub extended: Vec<String>,
     pub deferred: Vec<String>,
     pub reclaimed: Vec<String>,
