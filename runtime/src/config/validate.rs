@@ -33,7 +33,16 @@ pub(crate) const AGENTS: &[&str] = &[
     "builtin:complete",
     "builtin:shell",
     "builtin:probe",
+    "claude-code",
+    "codex",
+    "gemini",
+    "aider",
+    "hermes",
 ];
+
+/// The agents that drive a known CLI (`agent/preset.rs`); their `command`, when given,
+/// replaces the preset's program and fixed arguments.
+pub(crate) const PRESET_AGENTS: &[&str] = &["claude-code", "codex", "gemini", "aider", "hermes"];
 
 /// One value that is not accepted: where it is, what it is, and what would be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -243,7 +252,7 @@ fn check_profile(name: &str, profile: &ProfileConfig) -> Result<(), Problem> {
             }
             Some(_) => {}
         }
-    } else if !profile.command.is_empty() {
+    } else if !profile.command.is_empty() && !PRESET_AGENTS.contains(&profile.agent.as_str()) {
         return Err(Problem::new(
             key("command"),
             format!("{:?}", profile.command),
