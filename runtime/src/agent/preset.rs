@@ -267,14 +267,12 @@ impl Stream {
         }
         let mut out = Vec::new();
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "system" => {
-                if v.get("subtype").and_then(Value::as_str) == Some("init") {
-                    out.push(format!(
-                        "session {} (model {})",
-                        self.session_id.as_deref().unwrap_or("?"),
-                        s(v, "model").unwrap_or_else(|| "?".into())
-                    ));
-                }
+            "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
+                out.push(format!(
+                    "session {} (model {})",
+                    self.session_id.as_deref().unwrap_or("?"),
+                    s(v, "model").unwrap_or_else(|| "?".into())
+                ));
             }
             "assistant" | "user" => {
                 let items = v
