@@ -120,7 +120,24 @@ struct Presets {
 /// A home with one profile per `(name, agent)` and the fakes `claude`, `codex` and `hermes` in
 /// `bin/`; `plan` is what each turn replays.
 fn setup(dispatch: &str, profiles: &[(&str, &str)], plan: &[&str]) -> Presets {
-    let home = Home::new(&config(dispatch));
+    setup_in(Home::new(&config(dispatch)), profiles, plan)
+}
+
+/// [`setup`] with the default board in a fresh database of the test's PostgreSQL server.
+fn setup_on_postgres(profiles: &[(&str, &str)], plan: &[&str]) -> Presets {
+    let cluster = kanban_pgwire::cluster::TestCluster::shared().expect("a PostgreSQL test server");
+    let name = cluster
+        .fresh_database("agent_presets")
+        .expect("create a database");
+    let url = cluster.url(&name);
+    let home = Home::new(&format!(
+        "{}\n[boards.default]\nurl = \"{url}\"\n",
+        config("")
+    ));
+    setup_in(home, profiles, plan)
+}
+
+fn setup_in(home: Home, profiles: &[(&str, &str)], plan: &[&str]) -> Presets {
     let ctl = home.root.join("ctl");
     let bin = home.root.join("bin");
     std::fs::create_dir_all(&ctl).unwrap();
@@ -465,7 +482,26 @@ fn hermes_runs_chat_q_with_its_profile_and_the_terminal_timeout() {
 
 #[test]
 fn a_comment_posted_during_a_long_goal_turn_reaches_the_next_turn_exactly_once() {
-    let p = setup("", &[("cc", "claude-code")], &["wait", "continue", "ok"]);
+    comment_steering(&setup(
+        "",
+        &[("cc", "claude-code")],
+        &["wait", "continue", "ok"],
+    ));
+}
+
+#[test]
+fn on_a_postgres_board_comments_steer_the_agent_and_usage_lands_on_the_run() {
+    let p = setup_on_postgres(&[("cc", "claude-code")], &["wait", "continue", "ok"]);
+    let id = comment_steering(&p);
+    let agent = agent_of_run(&p, &id, 0);
+    assert_eq!(agent["session_id"], "sess-claude-1");
+    assert_eq!(agent["turns"], 3);
+    assert_eq!(agent["usage"]["input_tokens"], 3000);
+}
+
+/// A goal task whose first turn holds until a comment was posted: the comment reaches the
+/// second turn's prompt once, the third's not at all. Returns the task id.
+fn comment_steering(p: &Presets) -> String {
     let id = p.ok(&["create", "reach the goal", "--assignee", "cc", "--goal"]);
     p.ok(&["comment", &id, "--body", "an early note"]);
     let child = p
@@ -509,4 +545,5 @@ fn a_comment_posted_during_a_long_goal_turn_reaches_the_next_turn_exactly_once()
         .collect();
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0].payload.as_ref().unwrap()["turn"], 2);
+    id
 }
