@@ -446,7 +446,7 @@ impl Stream {
         let mut out = Vec::new();
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "init" => {
-                self.session_id = s(v, "session_id");
+                self.session_id = s(v, "session_id").or_else(|| s(v, "sessionId"));
                 out.push(format!(
                     "session {} (model {})",
                     self.session_id.as_deref().unwrap_or("?"),
