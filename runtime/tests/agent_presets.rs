@@ -27,7 +27,7 @@ const WAIT: Duration = Duration::from_secs(90);
 /// What every fake does first: count the turn, keep argv, environment and stdin, pick the mode.
 const PRELUDE: &str = r#"#!/bin/sh
 n=$(cat "$CTL/turns" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$CTL/turns"
-for a in "$@"; do printf '%s\n' "$a"; done > "$CTL/argv.$n"
+for a in "$@"; do printf '%s\0' "$a"; done > "$CTL/argv.$n"
 env > "$CTL/env.$n"
 cat > "$CTL/prompt.$n"
 j() { printf '%s\n' "$1"; }
@@ -104,6 +104,25 @@ malformed)
 esac
 "#;
 
+/// Gemini CLI, `gemini --output-format stream-json` (documented event shapes).
+const GEMINI: &str = r#"
+j '{"type":"init","timestamp":"2026-12-02T06:00:00.000Z","session_id":"gem-1","model":"gemini-2.5-pro"}'
+case $mode in
+ok|continue)
+  j '{"type":"message","timestamp":"2026-12-02T06:00:01.000Z","role":"user","content":"(prompt)"}'
+  j '{"type":"tool_use","timestamp":"2026-12-02T06:00:02.000Z","tool_name":"run_shell_command","tool_id":"t1","parameters":{"command":"ls"}}'
+  j '{"type":"tool_result","timestamp":"2026-12-02T06:00:03.000Z","tool_id":"t1","status":"success","output":"README.md"}'
+  if [ $mode = ok ]; then "$KANBAN" complete --summary "done by gemini" >/dev/null; fi
+  j '{"type":"message","timestamp":"2026-12-02T06:00:04.000Z","role":"assistant","content":"Gemini turn ","delta":true}'
+  j '{"type":"message","timestamp":"2026-12-02T06:00:04.100Z","role":"assistant","content":"'$n' finished.","delta":true}'
+  j '{"type":"result","timestamp":"2026-12-02T06:00:05.000Z","status":"success","stats":{"total_tokens":700,"input_tokens":600,"output_tokens":100,"duration_ms":4000,"tool_calls":1}}'
+  ;;
+ratelimit)
+  j '{"type":"error","timestamp":"2026-12-02T06:00:01.000Z","severity":"error","message":"[API Error: You have exhausted your capacity on this model. Your quota will reset after 2s.]"}'
+  exit 1 ;;
+esac
+"#;
+
 /// The original's own agent, `hermes -p <profile> chat -q <prompt>` (plain text).
 const HERMES: &str = r#"
 echo "hermes: working"
@@ -142,7 +161,13 @@ fn setup_in(home: Home, profiles: &[(&str, &str)], plan: &[&str]) -> Presets {
     let bin = home.root.join("bin");
     std::fs::create_dir_all(&ctl).unwrap();
     std::fs::create_dir_all(&bin).unwrap();
-    for (name, body) in [("claude", CLAUDE), ("codex", CODEX), ("hermes", HERMES)] {
+    for (name, body) in [
+        ("claude", CLAUDE),
+        ("codex", CODEX),
+        ("gemini", GEMINI),
+        ("hermes", HERMES),
+        ("aider", HERMES),
+    ] {
         let path = bin.join(name);
         std::fs::write(&path, format!("{PRELUDE}{body}")).unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -201,7 +226,7 @@ impl Presets {
 
     fn argv(&self, n: u32) -> Vec<String> {
         self.file(&format!("argv.{n}"))
-            .lines()
+            .split_terminator('\0')
             .map(str::to_owned)
             .collect()
     }
@@ -465,6 +490,82 @@ fn codex_failures_map_to_requeue_block_and_retry() {
     p.until_idle();
     assert_eq!(p.status(&id), Status::Done);
     assert_eq!(p.turn_kinds(&id), ["first", "recovery", "recovery"]);
+}
+
+#[test]
+fn a_gemini_goal_streams_books_usage_and_starts_each_turn_cold() {
+    let p = setup("", &[("gm", "gemini")], &["continue", "ok"]);
+    let id = p.ok(&["create", "reach the goal", "--assignee", "gm", "--goal"]);
+    steer(&p, &id, "gemini-2.5-flash", "high");
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    let first = p.argv(1);
+    assert_eq!(
+        first[..4],
+        ["--output-format", "stream-json", "--yolo", "--model"]
+    );
+    assert_eq!(first[first.len() - 2], "--prompt");
+    assert!(first.last().unwrap().contains(&id));
+    // No resume: the follow-up carries the nudge and the whole task prompt.
+    let second = p.argv(2);
+    assert!(second.last().unwrap().starts_with("Same task, next turn"));
+    assert!(second.last().unwrap().contains(&id));
+    let log = p.log(&id);
+    for line in [
+        "[gemini] session gem-1 (model gemini-2.5-pro)",
+        "[gemini] tool run_shell_command: {\"command\":\"ls\"}",
+        "[gemini] tool result (success): README.md",
+        "[gemini] usage: 600 input, 100 output, 0 cached tokens",
+    ] {
+        assert!(log.contains(line), "{line} not in\n{log}");
+    }
+    let agent = agent_of_run(&p, &id, 0);
+    assert_eq!(agent["usage"]["input_tokens"], 1200);
+    // The streamed deltas make up the final response.
+    let result = p
+        .home
+        .events(&id)
+        .into_iter()
+        .find(|e| e.kind == "worker_result")
+        .unwrap();
+    assert_eq!(
+        result.payload.unwrap()["last_output"],
+        "Gemini turn 2 finished."
+    );
+}
+
+#[test]
+fn a_gemini_quota_error_requeues_without_counting() {
+    let p = setup("", &[("gm", "gemini")], &["ratelimit", "ok"]);
+    let id = p.ok(&["create", "t", "--assignee", "gm"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    let runs = p.home.board().runs(&id).unwrap();
+    assert_eq!(runs[0].outcome.as_deref(), Some("rate_limited"), "{runs:?}");
+}
+
+#[test]
+fn aider_gets_the_prompt_as_its_message_and_the_tasks_model() {
+    let p = setup("", &[("ai", "aider")], &["ok"]);
+    let id = p.ok(&["create", "t", "--assignee", "ai"]);
+    steer(&p, &id, "sonnet", "high");
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    let argv = p.argv(1);
+    assert_eq!(
+        argv[..7],
+        [
+            "--yes-always",
+            "--no-pretty",
+            "--no-check-update",
+            "--model",
+            "sonnet",
+            "--reasoning-effort",
+            "high"
+        ]
+    );
+    assert_eq!(argv[7], "--message");
+    assert!(argv[8].contains(&id));
 }
 
 #[test]
