@@ -601,7 +601,11 @@ pub(crate) fn turn_exit(
     stderr: &str,
 ) -> TurnExit {
     let exit = TurnExit::from_status(status);
-    if exit == TurnExit::Interrupted {
+    if matches!(
+        exit,
+        TurnExit::Interrupted | TurnExit::RateLimited | TurnExit::TerminalProvider
+    ) {
+        // The CLI's own 75 / 78 (and a signal) keep their meaning.
         return exit;
     }
     let failed = exit != TurnExit::Success || stream.error.is_some();
@@ -737,7 +741,8 @@ impl PresetAgent {
                     Ok(0) => break,
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(AgentError::Io(e)),
+                    // Stop reading; the child is still reaped below.
+                    Err(_) => break,
                 }
                 let text = String::from_utf8_lossy(&line);
                 raw.push_str(&text);
@@ -831,6 +836,39 @@ mod tests {
             Some(FailureClass::Transient)
         );
         assert_eq!(classify("the tests failed"), None);
+    }
+
+    #[test]
+    fn the_clis_own_exit_classes_win_over_its_text() {
+        use std::os::unix::process::ExitStatusExt;
+        let stream = Stream {
+            error: Some("request timed out".into()),
+            finished: true,
+            ..Default::default()
+        };
+        let status = |code: i32| std::process::ExitStatus::from_raw(code << 8);
+        assert_eq!(
+            turn_exit(Preset::Hermes, status(75), &stream, ""),
+            TurnExit::RateLimited
+        );
+        assert_eq!(
+            turn_exit(Preset::Hermes, status(78), &stream, ""),
+            TurnExit::TerminalProvider
+        );
+        assert_eq!(
+            turn_exit(Preset::Hermes, status(1), &stream, ""),
+            TurnExit::Failed(RETRYABLE_EXIT)
+        );
+        // A successful stream that mentions a status code stays a success.
+        let fine = Stream {
+            final_text: Some("fixed the 429 handling".into()),
+            finished: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            turn_exit(Preset::ClaudeCode, status(0), &fine, ""),
+            TurnExit::Success
+        );
     }
 
     #[test]

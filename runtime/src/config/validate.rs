@@ -370,6 +370,15 @@ mod tests {
         assert!(err.contains("command"), "{err}");
         let err = problem("[profiles.a]\nagent = \"builtin:shell\"\ncommand = [\"x\"]");
         assert!(err.contains("only agent = \"command\""), "{err}");
+        // A preset runs without `command`, or with one replacing its program and fixed args.
+        for ok in [
+            "[profiles.a]\nagent = \"claude-code\"",
+            "[profiles.a]\nagent = \"codex\"\ncommand = [\"my-codex\", \"exec\", \"--json\"]",
+        ] {
+            Config::parse(ok, Path::new("k.toml")).expect(ok);
+        }
+        let err = problem("[profiles.a]\nagent = \"claude\"");
+        assert!(err.contains("\"claude-code\""), "{err}");
         let err = problem(
             "[profiles.a]\nagent = \"builtin:shell\"\nenv = { HERMES_KANBAN_TASK = \"t\" }",
         );
