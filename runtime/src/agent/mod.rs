@@ -15,6 +15,7 @@
 
 mod builtin;
 mod command;
+mod preset;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -113,7 +114,7 @@ pub struct Reply {
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error(
-        "unknown agent kind `{0}`: use `command`, `builtin:complete`, `builtin:shell` or `builtin:probe`"
+        "unknown agent kind `{0}`: use `command`, a preset (`claude-code`, `codex`, `gemini`, `aider`, `hermes`), `builtin:complete`, `builtin:shell` or `builtin:probe`"
     )]
     UnknownKind(String),
     #[error("profile uses agent = \"command\" but its `command` is empty")]
@@ -124,6 +125,67 @@ pub enum AgentError {
     Io(#[source] std::io::Error),
     #[error("{0}")]
     Other(String),
+}
+
+/// Token usage (and cost, when the CLI reports it) summed over a run's turns.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cache_read_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    pub(crate) fn add(&mut self, input: u64, output: u64, cached: u64) {
+        self.input_tokens += input;
+        self.output_tokens += output;
+        self.cache_read_tokens += cached;
+    }
+
+    pub(crate) fn add_cost(&mut self, cost: f64) {
+        self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+    }
+
+    pub(crate) fn merge(&mut self, other: &Usage) {
+        self.add(
+            other.input_tokens,
+            other.output_tokens,
+            other.cache_read_tokens,
+        );
+        if let Some(cost) = other.cost_usd {
+            self.add_cost(cost);
+        }
+    }
+}
+
+/// What a preset agent knows of its CLI's conversation in this run: stored on the run (its
+/// metadata's `agent` object) after every turn, shown by `show` and the run's JSON.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AgentSession {
+    /// The preset (`claude-code`, `codex`, …).
+    pub agent: String,
+    /// The CLI's own session (conversation) id, which follow-up turns resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub usage: Usage,
+    /// Turns run with this agent in the run.
+    pub turns: u32,
+}
+
+/// What the task asks of the agent beyond the prompt: the task's model, provider, reasoning
+/// effort and skills (read from the task as they are), the profile's name and the runtime cap.
+/// Each preset maps it to its CLI's own flags in one function (`steering_args`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Steering {
+    pub profile: String,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub skills: Vec<String>,
+    pub max_runtime_seconds: Option<i64>,
 }
 
 /// An agent runs turns.
@@ -146,6 +208,17 @@ pub trait Agent: Send {
         }
         Ok(reply)
     }
+
+    /// The CLI's session and usage so far in this run (a preset agent), else `None`.
+    fn session(&self) -> Option<&AgentSession> {
+        None
+    }
+
+    /// Whether the next turn resumes the agent's own conversation, so a follow-up turn needs
+    /// only the new instructions, not the whole task prompt again.
+    fn resumes_session(&self) -> bool {
+        false
+    }
 }
 
 /// Receives an agent process's stdout and stderr chunk by chunk, as they are read (the worker's
@@ -163,6 +236,19 @@ pub(crate) const RETRYABLE_EXIT: i32 = 76;
 /// Builds the agent a profile names (`agent = "command" | "builtin:complete" | "builtin:shell" |
 /// "builtin:probe"`). Construction starts nothing and reads no identity.
 pub fn build(profile: &ProfileConfig) -> Result<Box<dyn Agent>, AgentError> {
+    build_for(profile, &Steering::default())
+}
+
+/// [`build`] with the task's steering (a preset maps it to its CLI's flags).
+pub fn build_for(
+    profile: &ProfileConfig,
+    steering: &Steering,
+) -> Result<Box<dyn Agent>, AgentError> {
+    if let Some(preset) = preset::Preset::parse(&profile.agent) {
+        return Ok(Box::new(preset::PresetAgent::new(
+            preset, profile, steering,
+        )));
+    }
     match profile.agent.as_str() {
         "command" => Ok(Box::new(CommandAgent::new(profile)?)),
         "builtin:complete" => Ok(Box::new(CompleteAgent)),

@@ -488,6 +488,12 @@ pub enum Event {
         /// How long the turn took, in whole seconds.
         seconds: i64,
     },
+    /// Comments added while the run was active, handed to its agent at a turn boundary (each
+    /// comment once per run). `comment_ids` in the order they were given.
+    CommentDelivered {
+        turn: u32,
+        comment_ids: Vec<i64>,
+    },
     /// An owner admitted this run (owner mode): written once per run, in the board transaction
     /// that re-proves the claim. `db` is the owner's `state.db`; `pid`/`birth` name the owner.
     OwnerAdmitted {

@@ -150,3 +150,71 @@ pub(crate) fn record_turn_in(
     append_event(tx, task_id, Some(run_id), event, now)?;
     Ok(Outcome::Done(()))
 }
+
+impl Board {
+    /// Comments of `task_id` with an id above `after_id`, oldest first (by id, so a burst in
+    /// one second is never skipped): what a running agent has not been given yet.
+    pub fn comments_after(
+        &self,
+        task_id: &str,
+        after_id: i64,
+    ) -> Result<Vec<super::model::Comment>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT id, task_id, author, body, created_at FROM task_comments \
+             WHERE task_id = ?1 AND id > ?2 ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![task_id, after_id], |r| {
+            Ok(super::model::Comment {
+                id: r.get(0)?,
+                task_id: r.get(1)?,
+                author: r.get(2)?,
+                body: r.get(3)?,
+                created_at: r.get(4)?,
+            })
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(row?);
+        }
+        Ok(out)
+    }
+
+    /// Stores what the run's agent reported (its CLI session id, token usage, cost) as the
+    /// `agent` key of run `run_id`'s metadata, keeping every other key (the completion's
+    /// handoff), while the run is still the caller's (as [`Board::record_turn`]).
+    pub fn record_agent_session(
+        &self,
+        task_id: &str,
+        run_id: i64,
+        claim_lock: &str,
+        session: &serde_json::Value,
+    ) -> Result<Outcome<()>> {
+        self.write(|tx| {
+            if run_status(tx, task_id, run_id, claim_lock)? == RunStatus::Superseded {
+                return Ok(Outcome::Refused(Refusal::StaleRun {
+                    task_id: task_id.to_owned(),
+                    expected: run_id,
+                    current: None,
+                }));
+            }
+            let stored: Option<String> = tx
+                .prepare_cached("SELECT metadata FROM task_runs WHERE id = ?1")?
+                .query_row(params![run_id], |r| r.get(0))
+                .optional()?
+                .flatten();
+            let mut metadata = stored
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| match v {
+                    serde_json::Value::Object(map) => Some(map),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            metadata.insert("agent".to_owned(), session.clone());
+            tx.execute(
+                "UPDATE task_runs SET metadata = ?2 WHERE id = ?1",
+                params![run_id, serde_json::to_string(&metadata)?],
+            )?;
+            Ok(Outcome::Done(()))
+        })
+    }
+}

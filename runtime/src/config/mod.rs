@@ -23,6 +23,8 @@ mod validate;
 
 pub(crate) use boards::BoardConfig;
 pub(crate) use turns::TURN_RECOVERY_MAX;
+#[cfg(test)]
+pub(crate) use validate::PRESET_AGENTS;
 pub(crate) use validate::{
     CRON_INTERVAL_SECONDS, DISPATCH_INTERVAL_SECONDS, MAX_SECONDS, MAX_SPAWN, Problem, check_float,
     check_int,

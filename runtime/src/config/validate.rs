@@ -33,7 +33,16 @@ pub(crate) const AGENTS: &[&str] = &[
     "builtin:complete",
     "builtin:shell",
     "builtin:probe",
+    "claude-code",
+    "codex",
+    "gemini",
+    "aider",
+    "hermes",
 ];
+
+/// The agents that drive a known CLI (`agent/preset.rs`); their `command`, when given,
+/// replaces the preset's program and fixed arguments.
+pub(crate) const PRESET_AGENTS: &[&str] = &["claude-code", "codex", "gemini", "aider", "hermes"];
 
 /// One value that is not accepted: where it is, what it is, and what would be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -275,7 +284,7 @@ fn check_profile(name: &str, profile: &ProfileConfig) -> Result<(), Problem> {
             }
             Some(_) => {}
         }
-    } else if !profile.command.is_empty() {
+    } else if !profile.command.is_empty() && !PRESET_AGENTS.contains(&profile.agent.as_str()) {
         return Err(Problem::new(
             key("command"),
             format!("{:?}", profile.command),
@@ -393,6 +402,15 @@ mod tests {
         assert!(err.contains("command"), "{err}");
         let err = problem("[profiles.a]\nagent = \"builtin:shell\"\ncommand = [\"x\"]");
         assert!(err.contains("only agent = \"command\""), "{err}");
+        // A preset runs without `command`, or with one replacing its program and fixed args.
+        for ok in [
+            "[profiles.a]\nagent = \"claude-code\"",
+            "[profiles.a]\nagent = \"codex\"\ncommand = [\"my-codex\", \"exec\", \"--json\"]",
+        ] {
+            Config::parse(ok, Path::new("k.toml")).expect(ok);
+        }
+        let err = problem("[profiles.a]\nagent = \"claude\"");
+        assert!(err.contains("\"claude-code\""), "{err}");
         let err = problem(
             "[profiles.a]\nagent = \"builtin:shell\"\nenv = { HERMES_KANBAN_TASK = \"t\" }",
         );

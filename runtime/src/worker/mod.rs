@@ -236,6 +236,7 @@ pub(crate) fn prompt_input(
         .comments(task_id)?
         .into_iter()
         .map(|c| CommentView {
+            id: c.id,
             author: c.author,
             body: c.body,
             created_at: c.created_at,
@@ -689,6 +690,21 @@ impl TurnHost for DirectHost<'_> {
     fn sink(&self) -> &Arc<dyn OutputSink> {
         &self.sink
     }
+
+    fn comments_after(&self, after_id: i64) -> Result<Vec<crate::board::Comment>, BoardError> {
+        self.bound.board.comments_after(&self.bound.task, after_id)
+    }
+
+    fn record_agent_session(&self, session: &agent::AgentSession) -> Result<bool, BoardError> {
+        let value = serde_json::to_value(session).map_err(BoardError::from)?;
+        let outcome = self.bound.board.record_agent_session(
+            &self.bound.task,
+            self.bound.run_id,
+            &self.bound.claim_lock,
+            &value,
+        )?;
+        Ok(outcome.is_done())
+    }
 }
 
 /// How often the backoff wait wakes to check the interrupt flag.
@@ -701,6 +717,31 @@ const BACKOFF_PROOF_EVERY: Duration = Duration::from_millis(500);
 struct Behaviour {
     goal_mode: bool,
     goal_max_turns: Option<u32>,
+}
+
+/// What the task asks of its agent beyond the prompt, read from the task as it is stored (the
+/// model, provider, reasoning effort and skills columns, the runtime cap); each preset maps it to
+/// its CLI's flags.
+fn steering(board: &Board, task_id: &str, profile: &str) -> Result<agent::Steering, BoardError> {
+    let task = board.get_task(task_id)?;
+    let skills = match task.skills {
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str())
+            .filter(|s| !s.is_empty() && *s != "kanban-worker")
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let text = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    Ok(agent::Steering {
+        profile: profile.to_owned(),
+        model: text(task.model_override),
+        provider: text(task.provider_override),
+        reasoning_effort: text(task.reasoning_effort),
+        skills,
+        max_runtime_seconds: task.max_runtime_seconds,
+    })
 }
 
 fn turns(
@@ -717,7 +758,8 @@ fn turns(
     let profile = config.profile(&profile_name, &settings.root)?;
     let prompt = prompt::build(&input, now);
     let script = input.task.body.clone().unwrap_or_default();
-    let mut agent = match agent::build(profile) {
+    let steering = steering(&bound.board, &bound.task, &profile_name).map_err(bound.err())?;
+    let mut agent = match agent::build_for(profile, &steering) {
         Ok(agent) => agent,
         Err(err) => {
             let message = format!("profile `{profile_name}`: {}", crate::error_chain(&err));
@@ -769,6 +811,8 @@ fn turns(
             backoff_seconds: config.dispatch.turn_recovery_backoff_seconds.clone(),
         },
         stop_nudges: gates::stop_nudge_enabled(),
+        comments_seen: input.comments.iter().map(|c| c.id).max().unwrap_or(0),
+        own_author: input.task.assignee.as_deref(),
     };
     let host = DirectHost {
         bound,

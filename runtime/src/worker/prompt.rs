@@ -69,6 +69,8 @@ pub struct RecentWorkView {
 /// One comment on the task.
 #[derive(Debug, Clone, Default)]
 pub struct CommentView {
+    /// The comment's id (what a running agent has been given is tracked by it).
+    pub id: i64,
     pub author: String,
     pub body: String,
     pub created_at: i64,
@@ -115,6 +117,25 @@ pub(crate) const RECOVERY_NUDGE: &str = "\
 Same task: your previous turn failed with a transient error and is being retried. Continue from \
 where you stopped; do not start over. End with `kanban complete --summary \"<what you did>\"` or \
 `kanban block --reason \"<why>\"`.";
+
+/// Frames comments added while the run was active, as the original frames an operator's notes
+/// delivered mid-run: one line per comment, its author and its body (each cut to
+/// [`MAX_COMMENT`]).
+pub(crate) fn delivered_comments(comments: &[(String, String)]) -> String {
+    let mut text = format!(
+        "New note{} on your kanban task from the operator (delivered mid-run):",
+        if comments.len() > 1 { "s" } else { "" }
+    );
+    for (author, body) in comments {
+        let author = if author.trim().is_empty() {
+            "operator"
+        } else {
+            author.trim()
+        };
+        let _ = write!(text, "\n- {author}: {}", truncate(body.trim(), MAX_COMMENT));
+    }
+    text
+}
 
 /// Cuts `text` to `max` bytes on a char boundary, saying how much was omitted.
 pub fn truncate(text: &str, max: usize) -> String {
@@ -376,6 +397,7 @@ mod tests {
         }
         for n in 0..40 {
             i.comments.push(CommentView {
+                id: n,
                 author: "op".into(),
                 body: format!("note {n}"),
                 created_at: n,

@@ -25,8 +25,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::agent::{Agent, OutputSink, Reply, Request, TurnExit};
-use crate::board::{BoardError, Event, RunStatus, TurnKind};
+use crate::agent::{Agent, AgentSession, OutputSink, Reply, Request, TurnExit};
+use crate::board::{BoardError, Comment, Event, RunStatus, TurnKind};
 use crate::identity;
 use crate::proc::exit::code;
 
@@ -61,6 +61,11 @@ pub trait TurnHost {
     fn backoff(&self, seconds: f64) -> Result<bool, BoardError>;
     /// The task log: agent output is streamed to it, the loop's own lines go there too.
     fn sink(&self) -> &Arc<dyn OutputSink>;
+    /// The task's comments with an id above `after_id`, oldest first.
+    fn comments_after(&self, after_id: i64) -> Result<Vec<Comment>, BoardError>;
+    /// Stores the agent's session and usage on the run, fenced by the run; `false` when the
+    /// run was no longer ours.
+    fn record_agent_session(&self, session: &AgentSession) -> Result<bool, BoardError>;
 }
 
 /// A goal: what the judge is told, the turn budget and the judge's argv (empty: no judge).
@@ -103,6 +108,11 @@ pub struct Plan<'a> {
     pub recovery: Recovery,
     /// Whether the stop nudge is on (classic mode).
     pub stop_nudges: bool,
+    /// The newest comment id the first prompt already holds: later comments are delivered at
+    /// the next turn boundary, each once.
+    pub comments_seen: i64,
+    /// The author of the worker's own comments (the task's assignee), never delivered back.
+    pub own_author: Option<&'a str>,
 }
 
 /// How the loop ended.
@@ -159,6 +169,8 @@ struct Loop<'a> {
     turns: u32,
     /// In-place retries used so far.
     recoveries: u32,
+    /// The newest comment id the agent has been given (or that was skipped as its own).
+    comments_seen: i64,
     /// The host's log, remembering whether it is at the start of a line.
     sink: Arc<LineSink>,
 }
@@ -254,6 +266,10 @@ impl Loop<'_> {
         if !self.host.record_turn(&event)? {
             self.log("kanban worker: the run is no longer this worker's; turn not recorded");
         }
+        if let Some(session) = self.agent.session() {
+            let session = session.clone();
+            self.host.record_agent_session(&session)?;
+        }
         let last = if reply.final_response.is_empty() {
             reply.output.clone()
         } else {
@@ -297,10 +313,51 @@ impl Loop<'_> {
                 return Err(Stop::Superseded);
             }
             self.recoveries = n;
-            let retry = format!("{RECOVERY_NUDGE}\n\n{}", self.plan.prompt);
+            let retry = self.follow_up(RECOVERY_NUDGE)?;
             turn = self.one(TurnKind::Recovery, &retry)?;
         }
         Ok(turn)
+    }
+
+    /// The prompt of a turn after the first: the nudge, then the task prompt again unless the
+    /// agent resumes its own conversation (which already holds it), then the comments added
+    /// since the last turn began (each once per run, with a `comment_delivered` event).
+    fn follow_up(&mut self, nudge: &str) -> Result<String, BoardError> {
+        let mut text = if self.agent.resumes_session() {
+            nudge.to_owned()
+        } else {
+            format!("{nudge}\n\n{}", self.plan.prompt)
+        };
+        let comments = self.host.comments_after(self.comments_seen)?;
+        let Some(newest) = comments.iter().map(|c| c.id).max() else {
+            return Ok(text);
+        };
+        self.comments_seen = newest;
+        let fresh: Vec<&Comment> = comments
+            .iter()
+            .filter(|c| !c.body.trim().is_empty())
+            .filter(|c| Some(c.author.trim()) != self.plan.own_author.map(str::trim))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(text);
+        }
+        let pairs: Vec<(String, String)> = fresh
+            .iter()
+            .map(|c| (c.author.clone(), c.body.clone()))
+            .collect();
+        text.push_str("\n\n");
+        text.push_str(&super::prompt::delivered_comments(&pairs));
+        let event = Event::CommentDelivered {
+            turn: self.turns + 1,
+            comment_ids: fresh.iter().map(|c| c.id).collect(),
+        };
+        if self.host.record_turn(&event)? {
+            self.log(&format!(
+                "kanban worker: {} new comment(s) delivered to the agent",
+                fresh.len()
+            ));
+        }
+        Ok(text)
     }
 
     /// The worker's exit for a turn, or `None` when it settled (exit 0) and work may go on.
@@ -340,7 +397,7 @@ impl Loop<'_> {
             }
             nudges += 1;
             self.log(&format!("kanban worker: stop nudge {nudges}/{MAX_NUDGES}"));
-            let text = format!("{STOP_NUDGE}\n\n{}", self.plan.prompt);
+            let text = self.follow_up(STOP_NUDGE)?;
             turn = self.run_turn(TurnKind::Continuation, &text)?;
         }
     }
@@ -400,7 +457,7 @@ impl Loop<'_> {
             } else {
                 CONTINUATION_NUDGE
             };
-            let text = format!("{nudge}\n\n{}", self.plan.prompt);
+            let text = self.follow_up(nudge)?;
             turn = self.run_turn(kind, &text)?;
             goal_turns += 1;
         }
@@ -498,6 +555,7 @@ pub fn drive(
         plan,
         turns: 0,
         recoveries: 0,
+        comments_seen: plan.comments_seen,
         sink: Arc::new(LineSink {
             inner: host.sink().clone(),
             at_line_start: AtomicBool::new(true),
@@ -595,6 +653,7 @@ mod tests {
         blocks: RefCell<Vec<String>>,
         turns: RefCell<Vec<Event>>,
         waits: RefCell<Vec<f64>>,
+        comments: RefCell<Vec<Comment>>,
         sink: Arc<dyn OutputSink>,
     }
 
@@ -606,6 +665,7 @@ mod tests {
                 blocks: RefCell::default(),
                 turns: RefCell::default(),
                 waits: RefCell::default(),
+                comments: RefCell::default(),
                 sink: Arc::new(Collect::default()),
             }
         }
@@ -613,9 +673,9 @@ mod tests {
             self.turns
                 .borrow()
                 .iter()
-                .map(|e| match e {
-                    Event::Turn { kind, .. } => *kind,
-                    other => panic!("{other:?}"),
+                .filter_map(|e| match e {
+                    Event::Turn { kind, .. } => Some(*kind),
+                    _ => None,
                 })
                 .collect()
         }
@@ -653,6 +713,18 @@ mod tests {
         fn sink(&self) -> &Arc<dyn OutputSink> {
             &self.sink
         }
+        fn comments_after(&self, after_id: i64) -> Result<Vec<Comment>, BoardError> {
+            Ok(self
+                .comments
+                .borrow()
+                .iter()
+                .filter(|c| c.id > after_id)
+                .cloned()
+                .collect())
+        }
+        fn record_agent_session(&self, _session: &AgentSession) -> Result<bool, BoardError> {
+            Ok(true)
+        }
     }
 
     fn plan(goal: Option<u32>, budget: u32) -> Plan<'static> {
@@ -671,6 +743,8 @@ mod tests {
                 backoff_seconds: vec![15.0, 45.0, 90.0],
             },
             stop_nudges: true,
+            comments_seen: 0,
+            own_author: Some("bot"),
         }
     }
 
@@ -832,5 +906,47 @@ mod tests {
         assert!(matches!(end, LoopEnd::Exit { code: 0, .. }));
         assert_eq!(host.turns.borrow().len(), 1 + MAX_NUDGES);
         assert!(prompts.lock().unwrap()[2].starts_with(STOP_NUDGE));
+    }
+
+    fn comment(id: i64, author: &str, body: &str) -> Comment {
+        Comment {
+            id,
+            task_id: "t_1".into(),
+            author: author.into(),
+            body: body.into(),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_comment_reaches_the_next_turn_once_and_the_agents_own_never() {
+        let (mut a, prompts) = agent(&[]);
+        let host = Fake::new(
+            &[RunStatus::Running, RunStatus::Running, RunStatus::Done],
+            &[],
+        );
+        host.comments.borrow_mut().extend([
+            comment(1, "op", "old, in the first prompt"),
+            comment(2, "op", "use the staging db"),
+            comment(3, "bot", "my own note"),
+        ]);
+        let mut p = plan(Some(20), 3);
+        p.comments_seen = 1;
+        drive(&mut a, &host, &p).unwrap();
+        let prompts = prompts.lock().unwrap();
+        assert!(!prompts[0].contains("staging"));
+        assert!(prompts[1].contains("New note on your kanban task from the operator (delivered mid-run):\n- op: use the staging db"), "{}", prompts[1]);
+        assert!(!prompts[1].contains("my own note") && !prompts[1].contains("old, in"));
+        assert!(!prompts[2].contains("staging"), "{}", prompts[2]);
+        let delivered: Vec<_> = host
+            .turns
+            .borrow()
+            .iter()
+            .filter_map(|e| match e {
+                Event::CommentDelivered { turn, comment_ids } => Some((*turn, comment_ids.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(delivered, [(2, vec![2])]);
     }
 }

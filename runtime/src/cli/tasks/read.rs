@@ -240,6 +240,36 @@ fn print_handoffs(o: &Opened, task: &Task, at: i64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A run's agent session (its metadata's `agent` object) as one line: the preset, the CLI's
+/// session id, the tokens and the cost.
+fn agent_line(agent: &serde_json::Value) -> String {
+    let text = |k: &str| {
+        agent
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let n = |k: &str| {
+        agent
+            .pointer(&format!("/usage/{k}"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
+    let mut out = format!(
+        "agent {} session {}: {} input, {} output, {} cached tokens",
+        text("agent"),
+        text("session_id"),
+        n("input_tokens"),
+        n("output_tokens"),
+        n("cache_read_tokens")
+    );
+    if let Some(cost) = agent.pointer("/usage/cost_usd").and_then(|v| v.as_f64()) {
+        out.push_str(&format!(", ${cost:.4}"));
+    }
+    out
+}
+
 /// `null` or `{}`: metadata that says nothing.
 fn is_empty_json(value: &serde_json::Value) -> bool {
     match value {
@@ -365,6 +395,9 @@ fn print_history(s: &Shown, at: i64) {
         );
         if let Some(metadata) = r.metadata.as_ref().filter(|m| !is_empty_json(m)) {
             println!("  metadata {}", line(&metadata.to_string()));
+        }
+        if let Some(agent) = r.metadata.as_ref().and_then(|m| m.get("agent")) {
+            println!("  {}", agent_line(agent));
         }
     }
     for t in &s.turns {
