@@ -40,6 +40,7 @@ pub(crate) mod rows;
 mod schedule;
 pub mod slug;
 pub mod stats;
+pub mod steering;
 pub mod store;
 pub mod turns;
 pub mod views;
@@ -73,6 +74,7 @@ pub use outcome::{
     ReclaimedTask, Refusal, Reopened, ReviewRequested, ScheduledTask, Specified,
 };
 pub use query::{RecentWork, TaskFilter};
+pub use steering::{ModelOverride, ModelSet};
 pub use stats::{BoardMetrics, BoardStats, Histogram, RunFilter};
 pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;

@@ -29,6 +29,7 @@
 pub mod daemon;
 pub mod demo;
 pub mod guard;
+pub mod memory;
 pub mod settings;
 pub mod spawn;
 pub mod tick;

@@ -715,8 +715,33 @@ fn turns(
     let input = bound.prompt_input()?;
     let profile_name = settings.profile_for(input.task.assignee.as_deref());
     let profile = config.profile(&profile_name, &settings.root)?;
-    let prompt = prompt::build(&input, now);
+    let task = bound.board.get_task(&bound.task).map_err(bound.err())?;
+    let review = bound
+        .board
+        .is_review_run(&bound.task, bound.run_id)
+        .map_err(bound.err())?;
+    let steering = crate::home::steering::task_steering(
+        &task,
+        &config.skills_dir(&profile_name, &settings.root),
+        review,
+    );
+    if !steering.missing.is_empty() {
+        let _ = writeln!(
+            log,
+            "kanban worker: requested skills not found in {}: {}",
+            steering.skills_dir.display(),
+            steering.missing.join(", ")
+        );
+    }
+    let prompt = format!("{}{}", steering.prompt_preamble(), prompt::build(&input, now));
     let script = input.task.body.clone().unwrap_or_default();
+    // A `command` profile's argv gets the task's model, provider and reasoning effort through
+    // its placeholders (an argument whose placeholder is unset is left out).
+    let steered = crate::config::ProfileConfig {
+        command: steering.expand_argv(&profile.command),
+        ..profile.clone()
+    };
+    let profile = &steered;
     let mut agent = match agent::build(profile) {
         Ok(agent) => agent,
         Err(err) => {

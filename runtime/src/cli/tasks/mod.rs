@@ -4,7 +4,7 @@
 //! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`) and
 //! [`attach`] (`attach`, `attachments`, `attach-rm`), [`graph`] (`decompose`, `specify`,
 //! `schedule`, `reassign`), [`observe`] (`stats`, `assignees`, `runs`, `watch`,
-//! `events --follow`) and [`proof`] (`authorize-existing-pr`). Each parses no flag itself (clap
+//! `events --follow`) and [`proof`] (`authorize-existing-pr`), [`steering`] (`set-model`, `profiles`). Each parses no flag itself (clap
 //! did, in `cli/board.rs`; `decompose` reads its children's JSON), calls [`crate::board`] and
 //! prints; the shared opening, fencing and printing is [`super::session`].
 
@@ -17,4 +17,5 @@ pub(super) mod observe;
 pub(super) mod operator;
 pub(super) mod proof;
 pub(super) mod read;
+pub(super) mod steering;
 pub(super) mod workspace;
