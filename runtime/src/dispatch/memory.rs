@@ -180,8 +180,8 @@ mod tests {
         assert_eq!(kib(8192, 4096).pressure(), Pressure::Ok);
         assert_eq!(kib(8192, 1000).pressure(), Pressure::Elevated);
         assert_eq!(kib(8192, 300).pressure(), Pressure::Critical);
-        assert_eq!(kib(100_000, 100).pressure(), Pressure::Elevated);
-        assert_eq!(kib(100_000, 60).pressure(), Pressure::Critical);
+        assert_eq!(kib(1000, 100).pressure(), Pressure::Elevated);
+        assert_eq!(kib(1000, 60).pressure(), Pressure::Critical);
         assert_eq!(MemoryReading::default().pressure(), Pressure::Unknown);
     }
 
