@@ -136,8 +136,20 @@ fn model_provider_reasoning_and_skills_reach_the_agents_argv_prompt_and_profiles
     let steered = k.create(
         "steered",
         &[
-            "--assignee", "rec", "--model", "m-large", "--provider", "p-one", "--reasoning",
-            "HIGH", "--skill", "tone", "--skill", " tone ", "--skill", "absent",
+            "--assignee",
+            "rec",
+            "--model",
+            "m-large",
+            "--provider",
+            "p-one",
+            "--reasoning",
+            "HIGH",
+            "--skill",
+            "tone",
+            "--skill",
+            " tone ",
+            "--skill",
+            "absent",
         ],
     );
     let plain = k.create("plain", &["--assignee", "rec"]);
@@ -150,7 +162,10 @@ fn model_provider_reasoning_and_skills_reach_the_agents_argv_prompt_and_profiles
     assert_eq!(task["skills"], serde_json::json!(["tone", "absent"]));
     let shown = k.ok(&["show", &steered]);
     assert!(shown.contains("skills: tone, absent"), "{shown}");
-    assert!(shown.contains("model m-large  provider p-one  reasoning high"), "{shown}");
+    assert!(
+        shown.contains("model m-large  provider p-one  reasoning high"),
+        "{shown}"
+    );
 
     // `profiles --json`: the raw argv, and with --task the placeholders filled.
     let profiles = k.json(&["profiles"]);
@@ -167,7 +182,13 @@ fn model_provider_reasoning_and_skills_reach_the_agents_argv_prompt_and_profiles
         .collect();
     assert_eq!(
         &argv[3..],
-        ["sh", "--model=m-large", "--provider=p-one", "--reasoning=high", "--fixed"]
+        [
+            "sh",
+            "--model=m-large",
+            "--provider=p-one",
+            "--reasoning=high",
+            "--fixed"
+        ]
     );
 
     dispatch(&k, &["--until-idle"]);
@@ -220,7 +241,15 @@ fn bad_steering_inputs_exit_with_a_clear_message_and_create_nothing() {
 fn set_model_updates_validates_and_clears() {
     let k = home("", "");
     let id = k.create("t", &[]);
-    let set = k.json(&["set-model", &id, "m2", "--provider", "p2", "--reasoning", "low"]);
+    let set = k.json(&[
+        "set-model",
+        &id,
+        "m2",
+        "--provider",
+        "p2",
+        "--reasoning",
+        "low",
+    ]);
     assert_eq!(set["model_override"], "m2");
     let task = &k.json(&["show", &id])["task"];
     assert_eq!(task["provider_override"], "p2");
@@ -229,10 +258,19 @@ fn set_model_updates_validates_and_clears() {
 
     let run = k.run(&["set-model", &id, "--provider", "p3"]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("a provider override needs a model override"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("a provider override needs a model override"),
+        "{}",
+        run.stderr
+    );
     let run = k.run(&["set-model", &id, "m3", "--reasoning", "ultra"]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("unknown reasoning level"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("unknown reasoning level"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(k.json(&["show", &id])["task"]["model_override"], "m2");
 
     k.ok(&["set-model", &id]);
@@ -248,9 +286,8 @@ fn a_review_run_loads_sdlc_review() {
         "cat >/dev/null; if [ -e '{d}/once' ]; then '{KANBAN}' complete --summary done; \
          else touch '{d}/once' && '{KANBAN}' review request --reviewer rev --summary first; fi"
     );
-    let reviewer = format!(
-        "cat > '{d}/review-prompt'; '{KANBAN}' review changes --reason 'needs tests'"
-    );
+    let reviewer =
+        format!("cat > '{d}/review-prompt'; '{KANBAN}' review changes --reason 'needs tests'");
     let k = home(
         "max_spawn = 2",
         &format!(
@@ -278,7 +315,10 @@ fn a_task_whose_skills_are_all_missing_is_blocked_skills_unavailable() {
     let task = &k.json(&["show", &id])["task"];
     assert_eq!(task["block_kind"], "needs_input");
     let blocked = events_of(&k, &id, "blocked");
-    let reason = blocked.last().unwrap()["payload"]["reason"].as_str().unwrap().to_owned();
+    let reason = blocked.last().unwrap()["payload"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(reason.starts_with("kanban_skills_unavailable"), "{reason}");
     assert!(reason.contains("nowhere"), "{reason}");
     // The agent never ran.
@@ -350,7 +390,10 @@ fn a_per_profile_cap_holds_while_another_profile_still_spawns() {
 /// a pressure stall file with `some avg10`.
 fn memory_home(total_mib: u64, available_mib: u64, psi_some: Option<f64>) -> Kanban {
     let dispatch = "max_spawn = 4\nmeminfo_path = \"meminfo\"\nmemory_pressure_path = \"psi\"";
-    let k = home(dispatch, "\n[profiles.default]\nagent = \"builtin:complete\"\n");
+    let k = home(
+        dispatch,
+        "\n[profiles.default]\nagent = \"builtin:complete\"\n",
+    );
     std::fs::write(
         k.home().join("meminfo"),
         format!(
@@ -405,7 +448,10 @@ fn memory_pressure_readings_change_spawning() {
 
     // A pressure stall file wins over MemAvailable: plenty available, but stalled.
     let k = memory_home(8192, 4096, Some(25.0));
-    assert_eq!(k.json(&["profiles"])["limits"]["memory_pressure"], "elevated");
+    assert_eq!(
+        k.json(&["profiles"])["limits"]["memory_pressure"],
+        "elevated"
+    );
     let (n, out) = running_after_one_tick(&k);
     assert_eq!(n, 1, "{out}");
 }
@@ -421,7 +467,11 @@ fn an_unset_max_in_progress_is_derived_from_memory() {
         k.create(&format!("t{i}"), &["--assignee", "default"]);
     }
     let dry = stdout(&dispatch(&k, &["--dry-run"]));
-    assert_eq!(dry.lines().filter(|l| l.contains("would spawn")).count(), 2, "{dry}");
+    assert_eq!(
+        dry.lines().filter(|l| l.contains("would spawn")).count(),
+        2,
+        "{dry}"
+    );
     // 64 GiB: 8.
     let k = memory_home(65_536, 60_000, None);
     assert_eq!(k.json(&["profiles"])["limits"]["max_in_progress"], 8);

@@ -337,7 +337,10 @@ impl Board {
 
     /// Running tasks claimed on this host (lock starting with `host_prefix`), counted by
     /// assignee (`None`: unassigned), for the per-profile cap.
-    pub fn running_by_assignee_on_host(&self, host_prefix: &str) -> Result<Vec<(Option<String>, i64)>> {
+    pub fn running_by_assignee_on_host(
+        &self,
+        host_prefix: &str,
+    ) -> Result<Vec<(Option<String>, i64)>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT NULLIF(LOWER(TRIM(assignee)), ''), COUNT(*) FROM tasks WHERE status = 'running' \
              AND substr(claim_lock, 1, length(?1)) = ?1 GROUP BY NULLIF(LOWER(TRIM(assignee)), '')",

@@ -74,8 +74,8 @@ pub use outcome::{
     ReclaimedTask, Refusal, Reopened, ReviewRequested, ScheduledTask, Specified,
 };
 pub use query::{RecentWork, TaskFilter};
-pub use steering::{ModelOverride, ModelSet};
 pub use stats::{BoardMetrics, BoardStats, Histogram, RunFilter};
+pub use steering::{ModelOverride, ModelSet};
 pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;
 pub use views::BoardCard;

@@ -148,7 +148,12 @@ pub struct ModelSet {
     pub reasoning_effort: Option<String>,
 }
 
-fn set_model_in(tx: &Tx<'_>, id: &str, over: &ModelOverride, now: i64) -> Result<Outcome<ModelSet>> {
+fn set_model_in(
+    tx: &Tx<'_>,
+    id: &str,
+    over: &ModelOverride,
+    now: i64,
+) -> Result<Outcome<ModelSet>> {
     let task = load_task(tx, id)?;
     if matches!(task.status, Status::Archived) {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
@@ -228,14 +233,26 @@ mod tests {
         let err = normalize_skills(Some(&names(&["a,b"]))).unwrap_err();
         assert!(err.to_string().contains("cannot contain a comma"), "{err}");
         let err = normalize_skills(Some(&names(&["web", "browser", "x"]))).unwrap_err();
-        assert!(err.to_string().contains("'web', 'browser' are toolset names"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("'web', 'browser' are toolset names"),
+            "{err}"
+        );
         assert!(normalize_skills(Some(&names(&["../x"]))).is_err());
     }
 
     #[test]
     fn reasoning_levels_are_the_original_s() {
-        assert_eq!(normalize_reasoning_effort(Some(" HIGH ")).unwrap().as_deref(), Some("high"));
-        assert_eq!(normalize_reasoning_effort(Some("none")).unwrap().as_deref(), Some("none"));
+        assert_eq!(
+            normalize_reasoning_effort(Some(" HIGH "))
+                .unwrap()
+                .as_deref(),
+            Some("high")
+        );
+        assert_eq!(
+            normalize_reasoning_effort(Some("none")).unwrap().as_deref(),
+            Some("none")
+        );
         assert_eq!(normalize_reasoning_effort(Some("")).unwrap(), None);
         assert!(normalize_reasoning_effort(Some("extreme")).is_err());
     }
@@ -246,6 +263,9 @@ mod tests {
             provider: Some("p".into()),
             ..ModelOverride::default()
         };
-        assert!(matches!(over.checked(), Err(BoardError::ProviderWithoutModel)));
+        assert!(matches!(
+            over.checked(),
+            Err(BoardError::ProviderWithoutModel)
+        ));
     }
 }

@@ -40,7 +40,7 @@ pub enum BoardCommand {
     /// Create the board database (the default board, or --board SLUG) if it does not exist.
     Init,
     /// Create a task; prints its id ({"id": …} with --json).
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// List tasks (highest priority first). --json: an array of tasks.
     List(ListArgs),
     /// Show a task with its parents, children, runs, comments and recent events.
@@ -360,7 +360,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
     let g = globals;
     match command {
         BoardCommand::Init => create::init(g),
-        BoardCommand::Create(args) => create::create(args, g),
+        BoardCommand::Create(args) => create::create(*args, g),
         BoardCommand::List(args) => read::list(args, g),
         BoardCommand::Show { id, events } => read::show(id, events, g),
         BoardCommand::Events {

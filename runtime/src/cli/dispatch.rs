@@ -345,7 +345,11 @@ fn budget_wait_line(report: &TickReport) -> Option<String> {
     if !report.spawned.is_empty() {
         return None;
     }
-    if startable > 0 && report.spawned.is_empty() && !report.skipped_per_profile_capped.is_empty() && report.budget > 0 {
+    if startable > 0
+        && report.spawned.is_empty()
+        && !report.skipped_per_profile_capped.is_empty()
+        && report.budget > 0
+    {
         let mut profiles: Vec<&str> = report
             .skipped_per_profile_capped
             .iter()

@@ -1188,9 +1188,11 @@ impl Tick<'_> {
         };
         let running = self.profile_running(profile)?;
         if running >= cap {
-            self.report
-                .skipped_per_profile_capped
-                .push((id.to_owned(), profile.to_owned(), running));
+            self.report.skipped_per_profile_capped.push((
+                id.to_owned(),
+                profile.to_owned(),
+                running,
+            ));
             return Ok(true);
         }
         Ok(false)
@@ -1208,7 +1210,10 @@ impl Tick<'_> {
                 }
             };
             let prefix = &self.settings.host_prefix;
-            add(self.board.running_by_assignee_on_host(prefix)?, self.settings);
+            add(
+                self.board.running_by_assignee_on_host(prefix)?,
+                self.settings,
+            );
             for location in &self.settings.other_boards {
                 if let Ok(other) = Board::open(location, &board::OpenOptions::default())
                     && let Ok(rows) = other.running_by_assignee_on_host(prefix)
@@ -1229,7 +1234,11 @@ impl Tick<'_> {
     fn count_pick(&mut self, profile: &str, picked: bool) {
         if let Some(load) = self.profile_load.as_mut() {
             let n = load.entry(profile.to_owned()).or_default();
-            *n = if picked { n.saturating_add(1) } else { n.saturating_sub(1) };
+            *n = if picked {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            };
         }
     }
 
@@ -1244,7 +1253,10 @@ impl Tick<'_> {
         for (mut c, profile) in chosen.drain(..) {
             let unassigned = c.assignee.as_deref().is_none_or(|a| a.trim().is_empty());
             if c.lane == Status::Ready && unassigned {
-                if !self.board.save_default_assignee(&c.id, &profile, self.now)? {
+                if !self
+                    .board
+                    .save_default_assignee(&c.id, &profile, self.now)?
+                {
                     continue;
                 }
                 c.assignee = Some(profile.clone());
@@ -1265,8 +1277,7 @@ impl Tick<'_> {
     ) -> Result<Option<String>, BoardError> {
         let task = self.board.get_task(&c.id)?;
         let dir = self.settings.skills_dir(profile);
-        let steering =
-            crate::home::steering::task_steering(&task, &dir, c.lane == Status::Review);
+        let steering = crate::home::steering::task_steering(&task, &dir, c.lane == Status::Review);
         Ok(steering.all_skills_missing().then(|| {
             format!(
                 "{}: none of the requested skills ({}) is in {}",

@@ -137,7 +137,11 @@ impl TaskSteering {
         let mut text = String::new();
         for skill in &self.skills {
             let body = std::fs::read_to_string(&skill.path).unwrap_or_default();
-            text.push_str(&format!("## Skill: {}\n\n{}\n\n", skill.name, body.trim_end()));
+            text.push_str(&format!(
+                "## Skill: {}\n\n{}\n\n",
+                skill.name,
+                body.trim_end()
+            ));
         }
         if !self.missing.is_empty() {
             text.push_str(&format!(
@@ -167,10 +171,16 @@ mod tests {
 
     #[test]
     fn unset_placeholders_drop_their_argument() {
-        let argv: Vec<String> = ["agent", "--model={model}", "--provider={provider}", "-r", "{reasoning}"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+        let argv: Vec<String> = [
+            "agent",
+            "--model={model}",
+            "--provider={provider}",
+            "-r",
+            "{reasoning}",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
         assert_eq!(
             steering(Some("m1")).expand_argv(&argv),
             ["agent", "--model=m1", "-r", "high"]

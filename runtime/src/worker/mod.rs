@@ -733,7 +733,11 @@ fn turns(
             steering.missing.join(", ")
         );
     }
-    let prompt = format!("{}{}", steering.prompt_preamble(), prompt::build(&input, now));
+    let prompt = format!(
+        "{}{}",
+        steering.prompt_preamble(),
+        prompt::build(&input, now)
+    );
     let script = input.task.body.clone().unwrap_or_default();
     // A `command` profile's argv gets the task's model, provider and reasoning effort through
     // its placeholders (an argument whose placeholder is unset is left out).

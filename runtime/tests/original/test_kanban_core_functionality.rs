@@ -1822,7 +1822,14 @@ fn create_task_persists_skills() {
     let home = Home::new();
     let id = home.create(
         "skilled task",
-        &["--assignee", "linguist", "--skill", "translation", "--skill", "github-code-review"],
+        &[
+            "--assignee",
+            "linguist",
+            "--skill",
+            "translation",
+            "--skill",
+            "github-code-review",
+        ],
     );
     assert_eq!(
         home.task(&id)["skills"],
@@ -1843,8 +1850,16 @@ fn create_task_skills_deduplicates_and_strips() {
     let id = home.create(
         "dedupe",
         &[
-            "--assignee", "x", "--skill", "  translation  ", "--skill", "translation", "--skill",
-            "", "--skill", "review",
+            "--assignee",
+            "x",
+            "--skill",
+            "  translation  ",
+            "--skill",
+            "translation",
+            "--skill",
+            "",
+            "--skill",
+            "review",
         ],
     );
     assert_eq!(
@@ -1858,7 +1873,11 @@ fn create_task_skills_rejects_comma_embedded() {
     let home = Home::new();
     let run = home.run(&["create", "bad", "--assignee", "x", "--skill", "a,b"]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("cannot contain a comma"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot contain a comma"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(home.json(&["list"]).as_array().unwrap().len(), 0);
 }
 
@@ -1866,7 +1885,13 @@ fn create_task_skills_rejects_comma_embedded() {
 fn create_task_skills_rejects_toolset_names() {
     let home = Home::new();
     let run = home.run(&[
-        "create", "bad toolset skill", "--assignee", "x", "--skill", "web", "--skill",
+        "create",
+        "bad toolset skill",
+        "--assignee",
+        "x",
+        "--skill",
+        "web",
+        "--skill",
         "translation",
     ]);
     assert_eq!(run.code, 1);
@@ -1878,8 +1903,16 @@ fn create_task_skills_rejects_toolset_names() {
 fn create_task_skills_lists_all_toolset_typos() {
     let home = Home::new();
     let run = home.run(&[
-        "create", "three bad", "--assignee", "x", "--skill", "web", "--skill", "browser",
-        "--skill", "terminal",
+        "create",
+        "three bad",
+        "--assignee",
+        "x",
+        "--skill",
+        "web",
+        "--skill",
+        "browser",
+        "--skill",
+        "terminal",
     ]);
     assert_eq!(run.code, 1);
     for name in ["'web'", "'browser'", "'terminal'"] {
@@ -1899,14 +1932,24 @@ fn default_spawn_appends_per_task_skills() {
     std::fs::write(skills.join("github-code-review.md"), "SKILL-REVIEW").unwrap();
     let id = home.create(
         "multi-skill worker",
-        &["--assignee", "capture", "--skill", "translation", "--skill", "github-code-review"],
+        &[
+            "--assignee",
+            "capture",
+            "--skill",
+            "translation",
+            "--skill",
+            "github-code-review",
+        ],
     );
     home.ok(&["dispatch", "--until-idle"]);
     assert_eq!(home.status(&id), "done");
     let prompt = home.prompt(&id);
     let a = prompt.find("SKILL-TRANSLATION").expect(&prompt);
     let b = prompt.find("SKILL-REVIEW").expect(&prompt);
-    assert!(a < b && b < prompt.find("multi-skill worker").unwrap(), "{prompt}");
+    assert!(
+        a < b && b < prompt.find("multi-skill worker").unwrap(),
+        "{prompt}"
+    );
 }
 
 #[test]
@@ -1914,7 +1957,14 @@ fn cli_create_skill_flag_repeatable() {
     let home = Home::new();
     let id = home.create(
         "multi-skill",
-        &["--assignee", "default", "--skill", "translation", "--skill", "github-code-review"],
+        &[
+            "--assignee",
+            "default",
+            "--skill",
+            "translation",
+            "--skill",
+            "github-code-review",
+        ],
     );
     assert_eq!(
         home.task(&id)["skills"],
@@ -1932,16 +1982,25 @@ fn cli_create_without_skill_flag_leaves_none() {
 #[test]
 fn cli_create_rejects_toolset_names_in_skills() {
     let home = Home::new();
-    let run = home.run(&["create", "toolsets", "--skill", "terminal", "--skill", "file"]);
+    let run = home.run(&[
+        "create", "toolsets", "--skill", "terminal", "--skill", "file",
+    ]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("'terminal', 'file' are toolset names"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("'terminal', 'file' are toolset names"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(home.json(&["list"]).as_array().unwrap().len(), 0);
 }
 
 #[test]
 fn cli_show_renders_skills() {
     let home = Home::new();
-    let id = home.create("show-test", &["--assignee", "default", "--skill", "translation"]);
+    let id = home.create(
+        "show-test",
+        &["--assignee", "default", "--skill", "translation"],
+    );
     let shown = home.ok(&["show", &id]);
     assert!(shown.contains("skills:"), "{shown}");
     assert!(shown.contains("translation"), "{shown}");

@@ -12,11 +12,7 @@ use crate::dispatch::memory::MemorySource;
 use crate::home::steering::{TaskSteering, task_steering};
 
 /// `kanban set-model ID MODEL [--provider P] [--reasoning LEVEL]`.
-pub(in crate::cli) fn set_model(
-    id: &str,
-    over: ModelOverride,
-    globals: &Globals,
-) -> CmdResult {
+pub(in crate::cli) fn set_model(id: &str, over: ModelOverride, globals: &Globals) -> CmdResult {
     authorize(id)?;
     let o = open(globals)?;
     let set = done(o.board.set_model(id, &over, now())?)?;
