@@ -2005,3 +2005,36 @@ fn cli_show_renders_skills() {
     assert!(shown.contains("skills:"), "{shown}");
     assert!(shown.contains("translation"), "{shown}");
 }
+
+#[test]
+fn cli_edit_clear_skills_on_non_running_task() {
+    let home = Home::new();
+    let id = home.create("skilled", &["--skill", "translation"]);
+    let out = home.ok(&["edit", &id, "--clear-skills"]);
+    assert!(out.contains("skills"), "{out}");
+    assert!(home.task(&id)["skills"].is_null());
+    assert_eq!(
+        home.event(&id, "edited")["payload"]["fields"],
+        serde_json::json!(["skills"])
+    );
+}
+
+#[test]
+fn cli_edit_clear_skills_rejects_running_task() {
+    let home = Home::new();
+    let id = home.create("skilled", &["--skill", "translation"]);
+    home.ok(&["claim", &id]);
+    let run = home.run(&["edit", &id, "--clear-skills"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("running"), "{}", run.stderr);
+    assert_eq!(home.task(&id)["skills"], serde_json::json!(["translation"]));
+}
+
+#[test]
+fn cli_edit_clear_skills_rejects_result_fields() {
+    let home = Home::new();
+    let id = home.create("skilled", &["--skill", "translation"]);
+    let run = home.run(&["edit", &id, "--clear-skills", "--result", "r"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(home.task(&id)["skills"], serde_json::json!(["translation"]));
+}
