@@ -191,6 +191,10 @@ fn model_provider_reasoning_and_skills_reach_the_agents_argv_prompt_and_profiles
         ]
     );
 
+    // `kanban context` shows the prompt with its skills first, as the worker gets it.
+    let context = k.ok(&["context", &steered]);
+    assert!(context.starts_with("## Skill: tone"), "{context}");
+
     dispatch(&k, &["--until-idle"]);
     assert_done(&k, &steered);
     assert_done(&k, &plain);
