@@ -410,19 +410,20 @@ fn show_says_why_a_task_is_blocked_and_how_its_last_run_crashed() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let shown = k.ok(&["show", &crashy]);
     let lines: Vec<&str> = shown.lines().collect();
+    // lines[2] is the completion contract (issue 27).
     assert_eq!(
-        lines[2], "blocked: gave up after 2 failed attempt(s) (limit 2)",
+        lines[3], "blocked: gave up after 2 failed attempt(s) (limit 2)",
         "{shown}"
     );
     assert_eq!(
-        lines[3], "last run 2 crashed: nonzero_exit, exit 1",
+        lines[4], "last run 2 crashed: nonzero_exit, exit 1",
         "{shown}"
     );
-    assert_eq!(lines[4], "  | the disk is on fire", "{shown}");
+    assert_eq!(lines[5], "  | the disk is on fire", "{shown}");
     // Then where it worked (issue 26), then the runs: only the last run's lines above.
-    assert!(lines[5].starts_with("workspace scratch @ "), "{shown}");
+    assert!(lines[6].starts_with("workspace scratch @ "), "{shown}");
     assert!(
-        lines[6].starts_with("run 1 "),
+        lines[7].starts_with("run 1 "),
         "only the last run's lines: {shown}"
     );
 

@@ -20,6 +20,7 @@ mod original {
     mod test_kanban_core_functionality;
     mod test_kanban_db;
     mod test_kanban_decompose_db;
+    mod test_kanban_default_assignee;
     mod test_kanban_dispatch_lock;
     mod test_kanban_promote;
     mod test_kanban_specify_db;

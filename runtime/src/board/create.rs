@@ -112,7 +112,9 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         Status::Ready
     };
     let assignee = normalize_assignee(new.assignee.as_deref());
-    let skills = match &new.skills {
+    let skill_names = super::steering::normalize_skills(new.skills.as_deref())?;
+    let model = new.model.checked()?;
+    let skills = match &skill_names {
         Some(s) => Some(serde_json::to_string(s)?),
         None => None,
     };
@@ -126,9 +128,10 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         tx,
         "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
          tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
-         goal_max_turns, workspace_kind, workspace_path, workspace_base, completion_contract) \
+         goal_max_turns, workspace_kind, workspace_path, workspace_base, completion_contract, \
+         model_override, provider_override, reasoning_effort) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-         ?20)",
+         ?20, ?21, ?22, ?23)",
         params![
             id,
             title,
@@ -149,7 +152,10 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             new.workspace.kind().as_str(),
             new.workspace.path_text(),
             new.workspace.base,
-            contract
+            contract,
+            model.model,
+            model.provider,
+            model.reasoning
         ],
     )?;
     for p in &parents {
@@ -174,10 +180,10 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
             workspace_path: new.workspace.path_text(),
             branch_name: new.workspace.branch.clone(),
             project_id: None,
-            skills: new.skills.clone(),
+            skills: skill_names.clone(),
             goal_mode: new.goal_mode.then_some(true),
-            model_override: None,
-            provider_override: None,
+            model_override: model.model.clone(),
+            provider_override: model.provider.clone(),
             idempotency_key: key.map(str::to_owned),
             workspace_base: new.workspace.base.clone(),
             from_decompose_of: new.from_decompose_of.clone(),

@@ -335,6 +335,20 @@ impl Board {
         Ok(stmt.query_row([host_prefix], |r| r.get(0))?)
     }
 
+    /// Running tasks claimed on this host (lock starting with `host_prefix`), counted by
+    /// assignee (`None`: unassigned), for the per-profile cap.
+    pub fn running_by_assignee_on_host(
+        &self,
+        host_prefix: &str,
+    ) -> Result<Vec<(Option<String>, i64)>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT NULLIF(LOWER(TRIM(assignee)), ''), COUNT(*) FROM tasks WHERE status = 'running' \
+             AND substr(claim_lock, 1, length(?1)) = ?1 GROUP BY NULLIF(LOWER(TRIM(assignee)), '')",
+        )?;
+        let rows = stmt.query_map([host_prefix], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<crate::db::Result<_>>()?)
+    }
+
     /// How many of the task's newest closed runs in a row (rate-limited runs skipped) were
     /// protocol violations: outcome `crashed` with `protocol_violation: true` in the run's
     /// metadata, the rows the original counts (and writes) too.

@@ -33,6 +33,8 @@ pub struct Edit {
     /// A new workspace (kind, path, branch, base), replacing the old one whole; refused once the
     /// task has run (its work is in the old one).
     pub workspace: Option<super::input::WorkspaceSpec>,
+    /// Clear the task's skills (the original's `edit --clear-skills`); refused while it runs.
+    pub clear_skills: bool,
 }
 
 impl Edit {
@@ -42,6 +44,7 @@ impl Edit {
             && self.priority.is_none()
             && self.max_retries.is_none()
             && self.workspace.is_none()
+            && !self.clear_skills
     }
 }
 
@@ -75,6 +78,13 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
             task_id: id.to_owned(),
             status: task.status,
             expected: "any status but archived",
+        }));
+    }
+    if edit.clear_skills && task.status == Status::Running {
+        return Ok(Outcome::Refused(Refusal::WrongStatus {
+            task_id: id.to_owned(),
+            status: task.status,
+            expected: "not running to clear its skills",
         }));
     }
     if edit.workspace.is_some() {
@@ -119,6 +129,10 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
     if new_retries != task.max_retries {
         fields.push("max_retries".to_owned());
     }
+    let clear_skills = edit.clear_skills && task.skills.is_some();
+    if clear_skills {
+        fields.push("skills".to_owned());
+    }
     for (name, changed) in [
         ("workspace_kind", new_workspace.0 != old_workspace.0),
         ("workspace_path", new_workspace.1 != old_workspace.1),
@@ -137,7 +151,8 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
     }
     let changed = tx.execute(
         "UPDATE tasks SET title = ?2, body = ?3, priority = ?4, max_retries = ?5, \
-         workspace_kind = ?7, workspace_path = ?8, branch_name = ?9, workspace_base = ?10 \
+         workspace_kind = ?7, workspace_path = ?8, branch_name = ?9, workspace_base = ?10, \
+         skills = CASE WHEN ?11 <> 0 THEN NULL ELSE skills END \
          WHERE id = ?1 AND status = ?6",
         params![
             id,
@@ -149,7 +164,8 @@ pub(crate) fn edit_in(tx: &Tx<'_>, id: &str, edit: &Edit, now: i64) -> Result<Ou
             new_workspace.0,
             new_workspace.1,
             new_workspace.2,
-            new_workspace.3
+            new_workspace.3,
+            i64::from(clear_skills)
         ],
     )?;
     if changed != 1 {

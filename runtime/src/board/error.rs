@@ -80,6 +80,25 @@ pub enum BoardError {
     #[error(transparent)]
     Workspace(#[from] crate::workspace::SpecError),
 
+    #[error("a provider override needs a model override; name the model too")]
+    ProviderWithoutModel,
+
+    #[error(
+        "unknown reasoning level {value:?}; use one of: none, minimal, low, medium, high, xhigh"
+    )]
+    InvalidReasoning { value: String },
+
+    #[error(
+        "skill name cannot contain a comma: {name:?} (pass each skill as its own name instead of a comma-joined string)"
+    )]
+    SkillWithComma { name: String },
+
+    #[error("{names}, not skills: toolsets configure a profile; pass skill names only")]
+    SkillIsToolset { names: String },
+
+    #[error("skill name {name:?} is not a plain name (no path separators, no leading dot)")]
+    SkillNotAName { name: String },
+
     #[error("{what} is only for a worktree workspace, and this one is {kind}")]
     NotAWorktree {
         what: &'static str,

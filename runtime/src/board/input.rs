@@ -25,7 +25,10 @@ pub struct NewTask {
     /// Soft namespace; inherited from the first parent that has one when `None`.
     pub tenant: Option<String>,
     pub max_retries: Option<i64>,
+    /// Skills loaded into the worker's prompt (normalised as [`super::steering::normalize_skills`]).
     pub skills: Option<Vec<String>>,
+    /// The model, provider and reasoning effort pinned for the task's agent.
+    pub model: super::steering::ModelOverride,
     /// The workspace: kind, path, branch and base ([`WorkspaceSpec`]); the default is scratch.
     pub workspace: WorkspaceSpec,
     pub goal_mode: bool,

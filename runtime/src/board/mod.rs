@@ -41,6 +41,7 @@ pub(crate) mod rows;
 mod schedule;
 pub mod slug;
 pub mod stats;
+pub mod steering;
 pub mod store;
 pub mod turns;
 pub mod views;
@@ -75,6 +76,7 @@ pub use outcome::{
 };
 pub use query::{RecentWork, TaskFilter};
 pub use stats::{BoardMetrics, BoardStats, Histogram, RunFilter};
+pub use steering::{ModelOverride, ModelSet};
 pub use store::{Board, Durability, OpenOptions};
 pub use turns::RunStatus;
 pub use views::BoardCard;

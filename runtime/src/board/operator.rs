@@ -562,6 +562,34 @@ impl Board {
     }
 
     /// See [`assign_in`].
+    /// Saves the default profile as the assignee of an unassigned `ready` task the dispatcher
+    /// is about to claim for it (the original's `_apply_default_assignee`), with an `assigned`
+    /// event whose `source` says so. `false` when the task is no longer ready and unassigned.
+    pub fn save_default_assignee(&self, id: &str, assignee: &str, now: i64) -> Result<bool> {
+        self.write(|tx| {
+            let applied = cas(
+                tx,
+                "UPDATE tasks SET assignee = ?2 WHERE id = ?1 AND status = 'ready' \
+                 AND claim_lock IS NULL AND (assignee IS NULL OR TRIM(assignee) = '')",
+                params![id, assignee],
+            )?;
+            if applied {
+                append_event(
+                    tx,
+                    id,
+                    None,
+                    &Event::Assigned {
+                        assignee: Some(assignee.to_owned()),
+                        from: None,
+                        source: Some("kanban.default_assignee".to_owned()),
+                    },
+                    now,
+                )?;
+            }
+            Ok(applied)
+        })
+    }
+
     pub fn assign(
         &self,
         id: &str,

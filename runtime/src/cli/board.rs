@@ -29,7 +29,7 @@ use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::recipe::{self, RecipeCommand, SwarmArgs};
 use super::tasks::workspace;
-use super::tasks::{context, lifecycle, proof};
+use super::tasks::{context, lifecycle, proof, steering};
 use super::{CmdResult, Globals};
 use crate::acceptance::{Evidence, PrRef};
 use crate::board::StorageError;
@@ -41,7 +41,7 @@ pub enum BoardCommand {
     /// Create the board database (the default board, or --board SLUG) if it does not exist.
     Init,
     /// Create a task; prints its id ({"id": …} with --json).
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// List tasks (highest priority first). --json: an array of tasks.
     List(ListArgs),
     /// Show a task with its parents, children, runs, comments and recent events.
@@ -288,6 +288,24 @@ pub enum BoardCommand {
         #[arg(long, requires = "reclaim")]
         reason: Option<String>,
     },
+    /// Pin a task's model (and provider, reasoning effort) for its next run; no MODEL clears
+    /// all three.
+    SetModel {
+        id: String,
+        model: Option<String>,
+        /// The model's provider (needs MODEL).
+        #[arg(long, value_name = "PROVIDER")]
+        provider: Option<String>,
+        /// Reasoning effort: none, minimal, low, medium, high or xhigh.
+        #[arg(long, value_name = "LEVEL")]
+        reasoning: Option<String>,
+    },
+    /// The profiles of kanban.toml: agent, limits and the argv a command profile runs
+    /// (--task ID: with that task's placeholders filled).
+    Profiles {
+        #[arg(long, value_name = "ID")]
+        task: Option<String>,
+    },
     /// List, create, remove, migrate and switch boards.
     Boards {
         #[command(subcommand)]
@@ -353,7 +371,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
     let g = globals;
     match command {
         BoardCommand::Init => create::init(g),
-        BoardCommand::Create(args) => create::create(args, g),
+        BoardCommand::Create(args) => create::create(*args, g),
         BoardCommand::List(args) => read::list(args, g),
         BoardCommand::Show { id, events } => read::show(id, events, g),
         BoardCommand::Events {
@@ -455,6 +473,21 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
             reclaim.then(|| reason.unwrap_or_default()).as_deref(),
             g,
         ),
+        BoardCommand::SetModel {
+            id,
+            model,
+            provider,
+            reasoning,
+        } => steering::set_model(
+            &id,
+            crate::board::ModelOverride {
+                model,
+                provider,
+                reasoning,
+            },
+            g,
+        ),
+        BoardCommand::Profiles { task } => steering::profiles(task.as_deref(), g),
         BoardCommand::Review { command } => review::run(command, g),
         BoardCommand::Boards { command } => boards::run(command, g),
     }
@@ -487,6 +520,8 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         BoardCommand::Specify(args) => ids.push(&mut args.id),
         BoardCommand::Schedule(args) => ids.push(&mut args.id),
         BoardCommand::Reassign { id, .. } => ids.push(id),
+        BoardCommand::SetModel { id, .. } => ids.push(id),
+        BoardCommand::Profiles { task } => ids.extend(task.as_mut()),
         // Several ids: each is resolved on its own by [`each`], so one bad id spoils no other.
         BoardCommand::Unblock { .. }
         | BoardCommand::Archive { .. }

@@ -323,8 +323,44 @@ fn wait_line(report: &TickReport) -> Option<String> {
 fn budget_wait_line(report: &TickReport) -> Option<String> {
     let w = report.workload;
     let startable = w.ready - w.cooling_down;
-    if report.dry_run || report.skipped_locked || !report.spawned.is_empty() {
+    if report.dry_run || report.skipped_locked {
         return None;
+    }
+    if startable > 0 {
+        use crate::dispatch::memory::Pressure;
+        match report.memory_pressure {
+            Some(Pressure::Critical) => {
+                return Some(format!(
+                    "waiting: memory pressure critical; nothing is spawned until it eases ({startable} ready)"
+                ));
+            }
+            Some(Pressure::Elevated) => {
+                return Some(format!(
+                    "waiting: memory pressure elevated; at most one worker is spawned per tick ({startable} ready)"
+                ));
+            }
+            _ => {}
+        }
+    }
+    if !report.spawned.is_empty() {
+        return None;
+    }
+    if startable > 0
+        && report.spawned.is_empty()
+        && !report.skipped_per_profile_capped.is_empty()
+        && report.budget > 0
+    {
+        let mut profiles: Vec<&str> = report
+            .skipped_per_profile_capped
+            .iter()
+            .map(|(_, p, _)| p.as_str())
+            .collect();
+        profiles.sort_unstable();
+        profiles.dedup();
+        return Some(format!(
+            "waiting: per-profile cap reached for {}; a worker of that profile must finish first",
+            profiles.join(", ")
+        ));
     }
     if startable > 0 && report.budget == 0 {
         return Some(format!(
@@ -413,6 +449,9 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
     }
     for id in &report.promoted {
         out.push(format!("promoted   {id}"));
+    }
+    for id in &report.auto_assigned_default {
+        out.push(format!("assigned   {id}: to the default profile"));
     }
     for id in &report.extended {
         out.push(format!("extended   {id}: worker alive, claim extended"));

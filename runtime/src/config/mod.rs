@@ -145,8 +145,17 @@ impl Default for GcConfig {
 pub struct DispatchConfig {
     /// Workers spawned per board per tick, and running per board at once.
     pub max_spawn: u32,
-    /// Workers running on this host across boards (None = unlimited).
+    /// Workers running on this host across boards (None: derived from memory,
+    /// clamp(MemTotal / 512 MiB, 2, 8), or unlimited when memory is unknown).
     pub max_in_progress: Option<u32>,
+    /// Workers running at once per profile on this host (None = no per-profile cap); a
+    /// profile's own `max_in_progress` wins.
+    pub max_in_progress_per_profile: Option<u32>,
+    /// Where the memory guard reads `MemTotal` / `MemAvailable` (default `/proc/meminfo`).
+    pub meminfo_path: Option<PathBuf>,
+    /// Where the memory guard reads pressure stall information (default
+    /// `/proc/pressure/memory`; a missing file falls back to `MemAvailable`).
+    pub memory_pressure_path: Option<PathBuf>,
     /// Consecutive failures before a task is blocked with `gave_up` (a task's `max_retries` wins).
     pub failure_limit: u32,
     pub claim_ttl_seconds: i64,
@@ -190,6 +199,9 @@ impl Default for DispatchConfig {
         Self {
             max_spawn: 4,
             max_in_progress: None,
+            max_in_progress_per_profile: None,
+            meminfo_path: None,
+            memory_pressure_path: None,
             failure_limit: 2,
             claim_ttl_seconds: 900,
             crash_grace_seconds: 30,
@@ -242,6 +254,14 @@ pub struct ProfileConfig {
     /// requests for a completion contract (default `<root>/profiles/<name>/gh`).
     #[serde(default)]
     pub gh_config_dir: Option<PathBuf>,
+    /// Workers of this profile running at once on this host (None: `[dispatch]
+    /// max_in_progress_per_profile`).
+    #[serde(default)]
+    pub max_in_progress: Option<u32>,
+    /// Where this profile's skills (`NAME.md`) live (default `<root>/skills`; relative to the
+    /// root).
+    #[serde(default)]
+    pub skills_dir: Option<PathBuf>,
 }
 
 /// `[cron]`.
@@ -320,6 +340,25 @@ impl Config {
             .and_then(|p| p.gh_config_dir.as_ref())
             .map(|dir| root.join(dir))
             .unwrap_or_else(|| root.join("profiles").join(name).join("gh"))
+    }
+
+    /// The per-profile cap of profile `name`: its own `max_in_progress`, else `[dispatch]
+    /// max_in_progress_per_profile`.
+    pub fn profile_cap(&self, name: &str) -> Option<u32> {
+        self.profiles
+            .get(name)
+            .and_then(|p| p.max_in_progress)
+            .or(self.dispatch.max_in_progress_per_profile)
+    }
+
+    /// The skills folder of profile `name`: its `skills_dir` (under `root` when relative), else
+    /// `<root>/skills`.
+    pub fn skills_dir(&self, name: &str, root: &Path) -> PathBuf {
+        self.profiles
+            .get(name)
+            .and_then(|p| p.skills_dir.as_ref())
+            .map(|dir| root.join(dir))
+            .unwrap_or_else(|| root.join("skills"))
     }
 
     /// The profile called `name`, or an error listing the known ones.

@@ -141,6 +141,14 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     if let Some(n) = d.max_in_progress {
         check_int("[dispatch] max_in_progress", n, MAX_IN_PROGRESS, "")?;
     }
+    if let Some(n) = d.max_in_progress_per_profile {
+        check_int(
+            "[dispatch] max_in_progress_per_profile",
+            n,
+            MAX_IN_PROGRESS,
+            "",
+        )?;
+    }
     check_int(
         "[dispatch] failure_limit",
         d.failure_limit,
@@ -259,6 +267,9 @@ fn check_profiles(profiles: &BTreeMap<String, ProfileConfig>) -> Result<(), Prob
 
 fn check_profile(name: &str, profile: &ProfileConfig) -> Result<(), Problem> {
     let key = |k: &str| format!("[profiles.{name}] {k}");
+    if let Some(n) = profile.max_in_progress {
+        check_int(&key("max_in_progress"), n, MAX_IN_PROGRESS, "")?;
+    }
     if !AGENTS.contains(&profile.agent.as_str()) {
         return Err(Problem::new(
             key("agent"),

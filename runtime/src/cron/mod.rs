@@ -122,7 +122,13 @@ impl AgentSource for ConfigAgents {
             .config
             .profile(profile, &self.root)
             .map_err(|e| AgentError::Other(crate::error_chain(&e)))?;
-        agent::build(profile)
+        // A job has no task to steer it: every placeholder argument of a `command` profile is
+        // left out, as for a task that sets none.
+        let unsteered = crate::config::ProfileConfig {
+            command: crate::home::steering::TaskSteering::default().expand_argv(&profile.command),
+            ..profile.clone()
+        };
+        agent::build(&unsteered)
     }
 }
 

@@ -30,6 +30,7 @@ pub mod daemon;
 pub mod demo;
 pub mod guard;
 pub mod hooks;
+pub mod memory;
 pub mod settings;
 pub mod spawn;
 pub mod tick;

@@ -46,8 +46,17 @@ pub struct Settings {
     pub location: BoardLocation,
     /// Running workers per board (running + this tick's spawns).
     pub max_spawn: u32,
-    /// Running workers on this host across boards (`None` = unlimited).
+    /// Running workers on this host across boards: `[dispatch] max_in_progress`, else derived
+    /// from the host's memory ([`super::memory`]); `None` = unlimited (memory unknown).
     pub max_in_progress: Option<u32>,
+    /// Running workers per profile on this host (lower-cased profile → cap): each profile's
+    /// `max_in_progress`, else `[dispatch] max_in_progress_per_profile`.
+    pub profile_caps: std::collections::BTreeMap<String, u32>,
+    /// Where the memory guard reads the host's memory.
+    pub memory: super::memory::MemorySource,
+    /// Each profile's skills folder (lower-cased profile → folder); a profile not listed uses
+    /// `<root>/skills`.
+    pub skills_dirs: std::collections::BTreeMap<String, PathBuf>,
     /// The other boards of this home, whose tasks claimed on this host (claim lock
     /// `"<hostname>:…"`) count against `max_in_progress`: SQLite and PostgreSQL boards alike.
     pub other_boards: Vec<BoardLocation>,
@@ -119,11 +128,32 @@ impl Settings {
             after_term: Duration::from_secs_f64(d.kill_wait_seconds),
             ..KillWait::default()
         };
+        let memory = super::memory::MemorySource::with_paths(
+            &root,
+            d.meminfo_path.as_deref(),
+            d.memory_pressure_path.as_deref(),
+        );
+        let max_in_progress = d
+            .max_in_progress
+            .or_else(|| memory.read().derived_max_in_progress());
+        let profile_caps = config
+            .profiles
+            .keys()
+            .filter_map(|name| config.profile_cap(name).map(|n| (name.to_lowercase(), n)))
+            .collect();
+        let skills_dirs = config
+            .profiles
+            .keys()
+            .map(|name| (name.to_lowercase(), config.skills_dir(name, &root)))
+            .collect();
         Ok(Settings {
+            max_in_progress,
+            profile_caps,
+            memory,
+            skills_dirs,
             root,
             location,
             max_spawn: d.max_spawn,
-            max_in_progress: d.max_in_progress,
             other_boards: Vec::new(),
             failure_limit: i64::from(d.failure_limit),
             claim_ttl_seconds,
@@ -151,6 +181,14 @@ impl Settings {
             .map(|a| a.trim().to_lowercase())
             .filter(|a| !a.is_empty())
             .unwrap_or_else(|| self.default_profile.clone())
+    }
+
+    /// The skills folder of `profile` (lower-cased).
+    pub fn skills_dir(&self, profile: &str) -> PathBuf {
+        self.skills_dirs
+            .get(profile)
+            .cloned()
+            .unwrap_or_else(|| self.root.join("skills"))
     }
 
     /// How often a worker heartbeats: a third of the claim TTL, at most 60 s, at least 1 s.

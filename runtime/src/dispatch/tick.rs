@@ -194,6 +194,14 @@ pub struct TickReport {
     pub claim_failed: Vec<(String, String)>,
     /// (task id, profile) — tasks whose profile is not defined in kanban.toml (those looked at).
     pub skipped_nonspawnable: Vec<(String, String)>,
+    /// (task id, profile, running) — tasks left ready because their profile already runs its
+    /// `max_in_progress` workers on this host.
+    pub skipped_per_profile_capped: Vec<(String, String, u32)>,
+    /// Unassigned tasks given the default profile this tick (saved, with an `assigned` event).
+    pub auto_assigned_default: Vec<String>,
+    /// The memory guard's reading when it limited this tick (`elevated`: at most one spawn;
+    /// `critical`: none).
+    pub memory_pressure: Option<super::memory::Pressure>,
     /// The subset of `skipped_nonspawnable` noted on the board for the first time this tick.
     pub noted_nonspawnable: Vec<(String, String)>,
     /// Tasks the respawn guard held back this tick (each noted once on the board as
@@ -291,6 +299,9 @@ struct Tick<'a> {
     /// Tasks an operator's `existing_pr_authorized` grant let through the `active_pr` guard:
     /// their claim spends it.
     authorized: HashSet<String>,
+    /// Workers running per profile on this host, this tick's picks included (loaded when a
+    /// per-profile cap exists).
+    profile_load: Option<HashMap<String, u32>>,
 }
 
 /// Runs one tick (see the module doc). The caller holds the board's tick lock.
@@ -313,6 +324,7 @@ pub fn tick(
         handled: HashSet::new(),
         hold: HashSet::new(),
         authorized: HashSet::new(),
+        profile_load: None,
     };
     t.run().map_err(|source| TickError::Board {
         board: slug,
@@ -1157,7 +1169,127 @@ impl Tick<'_> {
             }
             budget = budget.min(cap.saturating_sub(total));
         }
+        use super::memory::Pressure;
+        match self.settings.memory.read().pressure() {
+            Pressure::Critical => {
+                self.report.memory_pressure = Some(Pressure::Critical);
+                budget = 0;
+            }
+            Pressure::Elevated => {
+                self.report.memory_pressure = Some(Pressure::Elevated);
+                budget = budget.min(1);
+            }
+            Pressure::Ok | Pressure::Unknown => {}
+        }
         Ok(budget)
+    }
+
+    /// Whether `profile` already runs its per-profile cap of workers on this host (this tick's
+    /// picks included); records the skip.
+    fn profile_capped(&mut self, id: &str, profile: &str) -> Result<bool, BoardError> {
+        let Some(&cap) = self.settings.profile_caps.get(profile) else {
+            return Ok(false);
+        };
+        let running = self.profile_running(profile)?;
+        if running >= cap {
+            self.report.skipped_per_profile_capped.push((
+                id.to_owned(),
+                profile.to_owned(),
+                running,
+            ));
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Workers of `profile` running on this host (across this home's boards, failing open per
+    /// board), plus the ones this tick picked.
+    fn profile_running(&mut self, profile: &str) -> Result<u32, BoardError> {
+        if self.profile_load.is_none() {
+            let mut load: HashMap<String, u32> = HashMap::new();
+            let mut add = |rows: Vec<(Option<String>, i64)>, s: &super::Settings| {
+                for (assignee, n) in rows {
+                    let p = s.profile_for(assignee.as_deref());
+                    *load.entry(p).or_default() += u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+                }
+            };
+            let prefix = &self.settings.host_prefix;
+            add(
+                self.board.running_by_assignee_on_host(prefix)?,
+                self.settings,
+            );
+            for location in &self.settings.other_boards {
+                if let Ok(other) = Board::open(location, &board::OpenOptions::default())
+                    && let Ok(rows) = other.running_by_assignee_on_host(prefix)
+                {
+                    add(rows, self.settings);
+                }
+            }
+            self.profile_load = Some(load);
+        }
+        Ok(self
+            .profile_load
+            .as_ref()
+            .and_then(|l| l.get(profile).copied())
+            .unwrap_or(0))
+    }
+
+    /// Counts a pick (or, with `-1`, an unpicked one) against its profile's load.
+    fn count_pick(&mut self, profile: &str, picked: bool) {
+        if let Some(load) = self.profile_load.as_mut() {
+            let n = load.entry(profile.to_owned()).or_default();
+            *n = if picked {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            };
+        }
+    }
+
+    /// Saves the default profile as the assignee of each unassigned ready task about to be
+    /// claimed for it (the original's `_apply_default_assignee`); a task that changed meanwhile
+    /// is left for the next tick.
+    fn save_default_assignees(
+        &mut self,
+        chosen: &mut Vec<(Candidate, String)>,
+    ) -> Result<(), BoardError> {
+        let mut kept = Vec::with_capacity(chosen.len());
+        for (mut c, profile) in chosen.drain(..) {
+            let unassigned = c.assignee.as_deref().is_none_or(|a| a.trim().is_empty());
+            if c.lane == Status::Ready && unassigned {
+                if !self
+                    .board
+                    .save_default_assignee(&c.id, &profile, self.now)?
+                {
+                    continue;
+                }
+                c.assignee = Some(profile.clone());
+                self.report.auto_assigned_default.push(c.id.clone());
+            }
+            kept.push((c, profile));
+        }
+        *chosen = kept;
+        Ok(())
+    }
+
+    /// The block reason of a claimed task none of whose requested skills exists in its
+    /// profile's skills folder (it must not run without them), else `None`.
+    fn skills_unavailable(
+        &self,
+        c: &Candidate,
+        profile: &str,
+    ) -> Result<Option<String>, BoardError> {
+        let task = self.board.get_task(&c.id)?;
+        let dir = self.settings.skills_dir(profile);
+        let steering = crate::home::steering::task_steering(&task, &dir, c.lane == Status::Review);
+        Ok(steering.all_skills_missing().then(|| {
+            format!(
+                "{}: none of the requested skills ({}) is in {}",
+                crate::home::steering::SKILLS_UNAVAILABLE,
+                steering.missing.join(", "),
+                dir.display()
+            )
+        }))
     }
 
     /// Up to `want` spawnable candidates of one lane, in dispatch order. A task whose profile is
@@ -1177,6 +1309,9 @@ impl Tick<'_> {
             }
             let profile = s.profile_for(c.assignee.as_deref());
             if s.profiles.contains(&profile) {
+                if self.profile_capped(&c.id, &profile)? {
+                    continue;
+                }
                 let facts = if c.has_history {
                     self.board.guard_facts(&c.id, pr_since)?
                 } else {
@@ -1205,6 +1340,7 @@ impl Tick<'_> {
                 if facts.authorized_pr.is_some() && !facts.pr_comments.is_empty() {
                     self.authorized.insert(c.id.clone());
                 }
+                self.count_pick(&profile, true);
                 chosen.push((c, profile));
             } else {
                 if !s.dry_run && self.board.note_nonspawnable(&c.id, &profile, self.now)? {
@@ -1241,7 +1377,11 @@ impl Tick<'_> {
         };
         let mut chosen = self.pick(Status::Ready, ready_budget)?;
         let room = budget - chosen.len();
-        chosen.extend(review.into_iter().take(room));
+        let mut review = review.into_iter();
+        chosen.extend(review.by_ref().take(room));
+        for (_, profile) in review {
+            self.count_pick(&profile, false);
+        }
         if s.dry_run {
             for (c, profile) in chosen {
                 self.report.spawned.push(SpawnedWorker {
@@ -1263,7 +1403,8 @@ impl Tick<'_> {
                 clear.push((c, profile));
             }
         }
-        let chosen = clear;
+        let mut chosen = clear;
+        self.save_default_assignees(&mut chosen)?;
         if chosen.is_empty() {
             return Ok(());
         }
@@ -1298,6 +1439,10 @@ impl Tick<'_> {
             if self.authorized.contains(&c.id) {
                 self.board
                     .record_pr_authorization_consumed(&c.id, claimed.run_id, self.now)?;
+            }
+            if let Some(error) = self.skills_unavailable(&c, &profile)? {
+                self.spawn_failed(&c.id, &claimed, error, SpawnFailure::NeedsInput)?;
+                continue;
             }
             let prepared = match super::workspace::prepare(&s.root, slug, &c) {
                 Ok(prepared) => prepared,

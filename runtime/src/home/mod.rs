@@ -48,6 +48,7 @@ pub mod meta;
 pub mod migrate;
 pub mod migrate_plan;
 pub mod remove;
+pub mod steering;
 
 pub(crate) use error::HomeError;
 pub use error::Result;

@@ -719,31 +719,6 @@ struct Behaviour {
     goal_max_turns: Option<u32>,
 }
 
-/// What the task asks of its agent beyond the prompt, read from the task as it is stored (the
-/// model, provider, reasoning effort and skills columns, the runtime cap); each preset maps it to
-/// its CLI's flags.
-fn steering(board: &Board, task_id: &str, profile: &str) -> Result<agent::Steering, BoardError> {
-    let task = board.get_task(task_id)?;
-    let skills = match task.skills {
-        Some(serde_json::Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| v.as_str())
-            .filter(|s| !s.is_empty() && *s != "kanban-worker")
-            .map(str::to_owned)
-            .collect(),
-        _ => Vec::new(),
-    };
-    let text = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
-    Ok(agent::Steering {
-        profile: profile.to_owned(),
-        model: text(task.model_override),
-        provider: text(task.provider_override),
-        reasoning_effort: text(task.reasoning_effort),
-        skills,
-        max_runtime_seconds: task.max_runtime_seconds,
-    })
-}
-
 fn turns(
     config: &Config,
     settings: &Settings,
@@ -756,10 +731,47 @@ fn turns(
     let input = bound.prompt_input()?;
     let profile_name = settings.profile_for(input.task.assignee.as_deref());
     let profile = config.profile(&profile_name, &settings.root)?;
-    let prompt = prompt::build(&input, now);
+    let task = bound.board.get_task(&bound.task).map_err(bound.err())?;
+    let review = bound
+        .board
+        .is_review_run(&bound.task, bound.run_id)
+        .map_err(bound.err())?;
+    let steering = crate::home::steering::task_steering(
+        &task,
+        &config.skills_dir(&profile_name, &settings.root),
+        review,
+    );
+    if !steering.missing.is_empty() {
+        let _ = writeln!(
+            log,
+            "kanban worker: requested skills not found in {}: {}",
+            steering.skills_dir.display(),
+            steering.missing.join(", ")
+        );
+    }
+    let prompt = format!(
+        "{}{}",
+        steering.prompt_preamble(),
+        prompt::build(&input, now)
+    );
     let script = input.task.body.clone().unwrap_or_default();
-    let steering = steering(&bound.board, &bound.task, &profile_name).map_err(bound.err())?;
-    let mut agent = match agent::build_for(profile, &steering) {
+    // A `command` profile's argv gets the task's model, provider and reasoning effort through
+    // its placeholders (an argument whose placeholder is unset is left out); a preset maps the
+    // same steering to its CLI's own flags.
+    let agent_steering = agent::Steering {
+        profile: profile_name.clone(),
+        model: steering.model.clone(),
+        provider: steering.provider.clone(),
+        reasoning_effort: steering.reasoning.clone(),
+        skills: steering.requested.clone(),
+        max_runtime_seconds: task.max_runtime_seconds,
+    };
+    let steered = crate::config::ProfileConfig {
+        command: steering.expand_argv(&profile.command),
+        ..profile.clone()
+    };
+    let profile = &steered;
+    let mut agent = match agent::build_for(profile, &agent_steering) {
         Ok(agent) => agent,
         Err(err) => {
             let message = format!("profile `{profile_name}`: {}", crate::error_chain(&err));

@@ -1124,6 +1124,7 @@ fn script(b: &Board) -> Vec<String> {
         priority: Some(7),
         max_retries: Some(9),
         workspace: None,
+        clear_skills: false,
     };
     s.done("edit", b.edit(&h, &edit, t(822)));
     s.error("edit nothing", b.edit(&h, &Edit::default(), t(823)));

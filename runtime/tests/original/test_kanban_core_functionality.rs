@@ -2234,3 +2234,230 @@ fn complete_prose_scan_ignores_existing_ids() {
         "{kinds:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Per-task skills (issue 28 item 2): skills are files `<root>/skills/NAME.md` put before the
+// worker's prompt, not `--skills` flags of the original's `hermes` argv.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn create_task_persists_skills() {
+    let home = Home::new();
+    let id = home.create(
+        "skilled task",
+        &[
+            "--assignee",
+            "linguist",
+            "--skill",
+            "translation",
+            "--skill",
+            "github-code-review",
+        ],
+    );
+    assert_eq!(
+        home.task(&id)["skills"],
+        serde_json::json!(["translation", "github-code-review"])
+    );
+}
+
+#[test]
+fn create_task_skills_none_stays_none() {
+    let home = Home::new();
+    let id = home.create("plain task", &["--assignee", "someone"]);
+    assert!(home.task(&id)["skills"].is_null());
+}
+
+#[test]
+fn create_task_skills_deduplicates_and_strips() {
+    let home = Home::new();
+    let id = home.create(
+        "dedupe",
+        &[
+            "--assignee",
+            "x",
+            "--skill",
+            "  translation  ",
+            "--skill",
+            "translation",
+            "--skill",
+            "",
+            "--skill",
+            "review",
+        ],
+    );
+    assert_eq!(
+        home.task(&id)["skills"],
+        serde_json::json!(["translation", "review"])
+    );
+}
+
+#[test]
+fn create_task_skills_rejects_comma_embedded() {
+    let home = Home::new();
+    let run = home.run(&["create", "bad", "--assignee", "x", "--skill", "a,b"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("cannot contain a comma"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(home.json(&["list"]).as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn create_task_skills_rejects_toolset_names() {
+    let home = Home::new();
+    let run = home.run(&[
+        "create",
+        "bad toolset skill",
+        "--assignee",
+        "x",
+        "--skill",
+        "web",
+        "--skill",
+        "translation",
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("toolset name"), "{}", run.stderr);
+    assert_eq!(home.json(&["list"]).as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn create_task_skills_lists_all_toolset_typos() {
+    let home = Home::new();
+    let run = home.run(&[
+        "create",
+        "three bad",
+        "--assignee",
+        "x",
+        "--skill",
+        "web",
+        "--skill",
+        "browser",
+        "--skill",
+        "terminal",
+    ]);
+    assert_eq!(run.code, 1);
+    for name in ["'web'", "'browser'", "'terminal'"] {
+        assert!(run.stderr.contains(name), "{}", run.stderr);
+    }
+    assert!(run.stderr.contains("are toolset names"), "{}", run.stderr);
+}
+
+/// The original checks one `--skills X` pair per task skill in declared order in the worker's
+/// argv; kanban's skills are files put before the prompt, in the declared order.
+#[test]
+fn default_spawn_appends_per_task_skills() {
+    let home = Home::new();
+    let skills = home.k.home().join("skills");
+    std::fs::create_dir_all(&skills).unwrap();
+    std::fs::write(skills.join("translation.md"), "SKILL-TRANSLATION").unwrap();
+    std::fs::write(skills.join("github-code-review.md"), "SKILL-REVIEW").unwrap();
+    let id = home.create(
+        "multi-skill worker",
+        &[
+            "--assignee",
+            "capture",
+            "--skill",
+            "translation",
+            "--skill",
+            "github-code-review",
+        ],
+    );
+    home.ok(&["dispatch", "--until-idle"]);
+    assert_eq!(home.status(&id), "done");
+    let prompt = home.prompt(&id);
+    let a = prompt.find("SKILL-TRANSLATION").expect(&prompt);
+    let b = prompt.find("SKILL-REVIEW").expect(&prompt);
+    assert!(
+        a < b && b < prompt.find("multi-skill worker").unwrap(),
+        "{prompt}"
+    );
+}
+
+#[test]
+fn cli_create_skill_flag_repeatable() {
+    let home = Home::new();
+    let id = home.create(
+        "multi-skill",
+        &[
+            "--assignee",
+            "default",
+            "--skill",
+            "translation",
+            "--skill",
+            "github-code-review",
+        ],
+    );
+    assert_eq!(
+        home.task(&id)["skills"],
+        serde_json::json!(["translation", "github-code-review"])
+    );
+}
+
+#[test]
+fn cli_create_without_skill_flag_leaves_none() {
+    let home = Home::new();
+    let id = home.create("no-skill", &["--assignee", "default"]);
+    assert!(home.task(&id)["skills"].is_null());
+}
+
+#[test]
+fn cli_create_rejects_toolset_names_in_skills() {
+    let home = Home::new();
+    let run = home.run(&[
+        "create", "toolsets", "--skill", "terminal", "--skill", "file",
+    ]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("'terminal', 'file' are toolset names"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(home.json(&["list"]).as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn cli_show_renders_skills() {
+    let home = Home::new();
+    let id = home.create(
+        "show-test",
+        &["--assignee", "default", "--skill", "translation"],
+    );
+    let shown = home.ok(&["show", &id]);
+    assert!(shown.contains("skills:"), "{shown}");
+    assert!(shown.contains("translation"), "{shown}");
+}
+
+#[test]
+fn cli_edit_clear_skills_on_non_running_task() {
+    let home = Home::new();
+    let id = home.create("skilled", &["--skill", "translation"]);
+    let out = home.ok(&["edit", &id, "--clear-skills"]);
+    assert!(out.contains("skills"), "{out}");
+    assert!(home.task(&id)["skills"].is_null());
+    assert_eq!(
+        home.event(&id, "edited")["payload"]["fields"],
+        serde_json::json!(["skills"])
+    );
+}
+
+#[test]
+fn cli_edit_clear_skills_rejects_running_task() {
+    let home = Home::new();
+    let id = home.create("skilled", &["--skill", "translation"]);
+    home.ok(&["claim", &id]);
+    let run = home.run(&["edit", &id, "--clear-skills"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("running"), "{}", run.stderr);
+    assert_eq!(home.task(&id)["skills"], serde_json::json!(["translation"]));
+}
+
+#[test]
+fn cli_edit_clear_skills_rejects_result_fields() {
+    let home = Home::new();
+    let id = home.create("skilled", &["--skill", "translation"]);
+    let run = home.run(&["edit", &id, "--clear-skills", "--result", "r"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(home.task(&id)["skills"], serde_json::json!(["translation"]));
+}

@@ -1,7 +1,7 @@
 //! `kanban context [ID]`: prints the prompt the next worker of a task would get, built by the
 //! worker's own prompt builder ([`crate::worker::prompt_input`] and
 //! [`crate::worker::prompt::build`]) from the board as it is now: nothing is duplicated, so what
-//! this prints is what a worker spawned now reads on its stdin.
+//! this prints is what a worker spawned now reads on its stdin (its skills first).
 
 use crate::cli::session::{now, open_read, root, task_arg};
 use crate::cli::{CmdResult, Exit, Globals};
@@ -32,6 +32,20 @@ pub(in crate::cli) fn context(id: Option<&str>, globals: &Globals) -> CmdResult 
     let guidance = gates::guidance_for(&task.id, workspace.as_deref());
     // A running task's open run is the current worker's, not a prior attempt.
     let input = worker::prompt_input(&o.board, &id, task.current_run_id, shown, guidance)?;
-    print!("{}", worker::prompt::build(&input, now()));
+    // The skills the worker puts before the prompt (an implementer's run: the review lane's
+    // `sdlc-review` is not shown).
+    let root = root(globals)?;
+    let config = crate::config::Config::load(&root)?;
+    let profile = task
+        .assignee
+        .clone()
+        .unwrap_or_else(|| config.dispatch.default_profile.clone());
+    let steering =
+        crate::home::steering::task_steering(&task, &config.skills_dir(&profile, &root), false);
+    print!(
+        "{}{}",
+        steering.prompt_preamble(),
+        worker::prompt::build(&input, now())
+    );
     Ok(Exit::OK)
 }

@@ -59,6 +59,26 @@ pub struct CreateArgs {
     pub completion_contract: Option<Contract>,
     #[command(flatten)]
     pub workspace: WorkspaceArgs,
+    #[command(flatten)]
+    pub steering: SteeringArgs,
+}
+
+/// What the task's agent is steered with (README "Steering a task").
+#[derive(Debug, Default, clap::Args)]
+pub struct SteeringArgs {
+    /// The model the task's agent runs with (a `command` profile receives it as `{model}`).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The model's provider (needs --model; `{provider}`).
+    #[arg(long, value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// Reasoning effort: none, minimal, low, medium, high or xhigh (`{reasoning}`).
+    #[arg(long, value_name = "LEVEL")]
+    pub reasoning: Option<String>,
+    /// A skill (`<root>/skills/NAME.md`, or the profile's skills_dir) put before the worker's
+    /// prompt (repeatable).
+    #[arg(long = "skill", value_name = "NAME")]
+    pub skills: Vec<String>,
 }
 
 fn parse_contract(value: &str) -> Result<Contract, ContractError> {
@@ -180,6 +200,12 @@ pub(in crate::cli) fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
         goal_max_turns: args.max_turns.map(i64::from),
         max_retries: args.max_retries,
         completion_contract: args.completion_contract,
+        skills: (!args.steering.skills.is_empty()).then_some(args.steering.skills),
+        model: crate::board::ModelOverride {
+            model: args.steering.model,
+            provider: args.steering.provider,
+            reasoning: args.steering.reasoning,
+        },
         ..NewTask::default()
     };
     let created = o.board.create_task(&new, now())?;

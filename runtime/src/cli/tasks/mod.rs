@@ -4,7 +4,8 @@
 //! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`) and
 //! [`attach`] (`attach`, `attachments`, `attach-rm`), [`graph`] (`decompose`, `specify`,
 //! `schedule`, `reassign`), [`observe`] (`stats`, `assignees`, `runs`, `watch`,
-//! `events --follow`), [`proof`] (`authorize-existing-pr`) and [`recipe`] (`recipe …`, `swarm`). Each parses no flag itself (clap
+//! `events --follow`), [`proof`] (`authorize-existing-pr`), [`recipe`] (`recipe …`, `swarm`) and
+//! [`steering`] (`set-model`, `profiles`). Each parses no flag itself (clap
 //! did, in `cli/board.rs`; `decompose` reads its children's JSON), calls [`crate::board`] and
 //! prints; the shared opening, fencing and printing is [`super::session`].
 
@@ -18,4 +19,5 @@ pub(super) mod operator;
 pub(super) mod proof;
 pub(super) mod read;
 pub(super) mod recipe;
+pub(super) mod steering;
 pub(super) mod workspace;

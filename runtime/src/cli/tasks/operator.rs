@@ -33,6 +33,9 @@ pub struct EditArgs {
     /// A done task's result (its newest completed run's summary becomes `--summary`, else this).
     #[arg(long)]
     pub result: Option<String>,
+    /// Remove the task's skills (not while it runs).
+    #[arg(long, conflicts_with_all = ["result", "summary", "metadata"])]
+    pub clear_skills: bool,
     /// With `--result`: the handoff summary of the done task's newest completed run.
     #[arg(long, requires = "result")]
     pub summary: Option<String>,
@@ -73,6 +76,7 @@ pub(in crate::cli) fn edit(args: EditArgs, globals: &Globals) -> CmdResult {
         priority: args.priority,
         max_retries: args.max_retries,
         workspace: args.workspace.spec(Some(&current))?,
+        clear_skills: args.clear_skills,
     };
     let e = done(o.board.edit(&args.id, &change, now())?)?;
     print_out(globals.json, &e, || {

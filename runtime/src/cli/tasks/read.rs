@@ -279,6 +279,22 @@ fn is_empty_json(value: &serde_json::Value) -> bool {
     }
 }
 
+/// The task's skills and pinned model, provider and reasoning effort, when it has any.
+fn print_steering(task: &Task) {
+    let skills = crate::home::steering::requested_skills(task);
+    if !skills.is_empty() {
+        println!("skills: {}", line(&skills.join(", ")));
+    }
+    if task.model_override.is_some() || task.reasoning_effort.is_some() {
+        println!(
+            "model {}  provider {}  reasoning {}",
+            line(task.model_override.as_deref().unwrap_or("-")),
+            line(task.provider_override.as_deref().unwrap_or("-")),
+            line(task.reasoning_effort.as_deref().unwrap_or("-"))
+        );
+    }
+}
+
 /// The task's title, status, why it is where it is, its claim, owner turn, body and result.
 fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
     let task = &s.task;
@@ -298,6 +314,7 @@ fn print_state(o: &Opened, id: &str, s: &Shown, at: i64) -> anyhow::Result<()> {
                 .unwrap_or(crate::acceptance::LOCAL_ONLY)
         )
     );
+    print_steering(task);
     if task.goal_mode {
         match task.goal_max_turns {
             Some(n) => println!("goal mode, at most {n} turns per run"),
