@@ -47,11 +47,13 @@ fn each_transition_fires_its_hook_once_with_the_event_and_no_worker_identity() {
     let d = dir.path().display();
     let k = home(&format!(
         "on_claimed = [\"sh\", \"-c\", \"cat >> {d}/claimed.jsonl\"]\n\
-         on_completed = [\"sh\", \"-c\", \"cat >> {d}/completed.jsonl; env > {d}/env.txt\"]\n"
+         on_completed = [\"sh\", \"-c\", \"cat >> {d}/completed.jsonl; env > {d}/env.txt\"]\n\
+         max_running = 1\n"
     ));
     let ids: Vec<String> = (0..3)
         .map(|i| k.create(&format!("t{i}"), &["--assignee", "done"]))
         .collect();
+    // One hook at a time: `--until-idle` must not end while events still wait for a slot.
     let run = k.run(&["dispatch", "--until-idle"]);
     assert_eq!(run.code, 0, "{run:?}");
     let completed = lines(dir.path(), "completed.jsonl", 3);
@@ -91,7 +93,7 @@ fn a_slow_or_failing_hook_holds_up_no_tick_and_is_reported() {
         "on_claimed = [\"sh\", \"-c\", \"echo boom >&2; exit 1\"]\n\
          on_completed = [\"sh\", \"-c\", \"sleep 60\"]\n\
          on_blocked = [\"sh\", \"-c\", \"cat >> {d}/blocked.jsonl\"]\n\
-         timeout_seconds = 120\nmax_running = 2\n"
+         timeout_seconds = 120\nmax_running = 16\n"
     ));
     for i in 0..4 {
         k.create(&format!("t{i}"), &["--assignee", "done"]);

@@ -179,7 +179,13 @@ pub fn run(
         if options.stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        if options.mode == Mode::UntilIdle && report.is_idle() && workers.children() == 0 {
+        // `--until-idle` ends once every event it saw has started its hook (a backlog waits for
+        // a free hook slot; hooks still running are left to finish on their own).
+        if options.mode == Mode::UntilIdle
+            && report.is_idle()
+            && workers.children() == 0
+            && !hooks.backlogged()
+        {
             return Ok(());
         }
         // A tick that did something may have more to do right away (e.g. promoted children).

@@ -43,6 +43,8 @@ pub struct Hooks {
     config: HooksConfig,
     cursor: i64,
     running: Vec<Running>,
+    /// The last pump stopped with events left because `max_running` hooks were running.
+    backlogged: bool,
 }
 
 impl Hooks {
@@ -53,6 +55,7 @@ impl Hooks {
             config,
             cursor,
             running: Vec::new(),
+            backlogged: false,
         }
     }
 
@@ -74,10 +77,11 @@ impl Hooks {
     /// room; returns every hook that ended (failures have `failure`). Never waits for a hook.
     pub fn pump(&mut self, board: &Board) -> Vec<HookEnded> {
         let mut ended = self.reap();
+        self.backlogged = false;
         if !self.any() {
             return ended;
         }
-        while self.running.len() < self.config.max_running {
+        loop {
             let Ok(events) = board.events_after(self.cursor, PAGE) else {
                 break;
             };
@@ -86,18 +90,29 @@ impl Hooks {
             }
             let mut full = false;
             for event in &events {
-                if self.running.len() >= self.config.max_running {
+                if self.running.len() >= self.config.max_running
+                    && self.config.for_kind(&event.kind).is_some()
+                {
                     full = true;
                     break;
                 }
                 self.cursor = event.id;
                 ended.extend(self.fire(event));
             }
-            if full || events.len() < PAGE {
+            if full {
+                self.backlogged = true;
+                break;
+            }
+            if events.len() < PAGE {
                 break;
             }
         }
         ended
+    }
+
+    /// Whether events wait for a free hook slot (`--until-idle` does not end while they do).
+    pub fn backlogged(&self) -> bool {
+        self.backlogged
     }
 
     /// Starts the hook `event` fires, if any; a hook that cannot start is reported as ended.
