@@ -181,6 +181,10 @@ fn dispatching_the_originals_board_runs_each_ready_task_once_and_keeps_its_journ
          [profiles.default]\nagent = \"builtin:complete\"\n",
     )
     .unwrap();
+    // `t_10aa94eb` asks for the skill `sk1`: a task whose skills are all missing is blocked
+    // `kanban_skills_unavailable` (issue 28), so the home has it as a file.
+    std::fs::create_dir_all(k.home().join("skills")).unwrap();
+    std::fs::write(k.home().join("skills").join("sk1.md"), "# sk1\n").unwrap();
     let out = k.run(&["dispatch", "--until-idle"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
 
