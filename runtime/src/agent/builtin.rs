@@ -89,7 +89,7 @@ impl Agent for CompleteAgent {
 /// in a goal's turn, which exit 0 only settles (the goal loop decides what follows).
 #[derive(Debug, Clone)]
 pub(crate) struct ShellAgent {
-    env: Vec<(String, String)>,
+    env: super::ProfileEnv,
 }
 
 impl ShellAgent {
@@ -123,7 +123,7 @@ impl ShellAgent {
         let mut cmd = identity::command("sh");
         cmd.arg("-c")
             .arg(request.script)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(&self.env.0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -192,7 +192,9 @@ mod tests {
 
     #[test]
     fn shell_reports_its_exit_class() {
-        let mut shell = ShellAgent { env: Vec::new() };
+        let mut shell = ShellAgent {
+            env: crate::agent::ProfileEnv::default(),
+        };
         let ok = shell.run(&req("echo one; echo two")).unwrap();
         assert_eq!(ok.exit, TurnExit::Success);
         assert_eq!(ok.final_response, "one\ntwo");

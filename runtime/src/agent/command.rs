@@ -17,7 +17,7 @@ use crate::identity;
 #[derive(Debug, Clone)]
 pub(crate) struct CommandAgent {
     argv: Vec<String>,
-    env: Vec<(String, String)>,
+    env: super::ProfileEnv,
 }
 
 impl CommandAgent {
@@ -40,7 +40,7 @@ impl CommandAgent {
     ) -> Result<Reply, AgentError> {
         let mut cmd = identity::command(&self.argv[0]);
         cmd.args(&self.argv[1..])
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(&self.env.0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

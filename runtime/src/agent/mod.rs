@@ -275,17 +275,20 @@ pub fn tail(text: &str, max: usize) -> &str {
 
 /// Profile environment entries a child may receive: never an identity key or the marker, which
 /// only `identity::command` decides.
-fn profile_env(profile: &ProfileConfig) -> Vec<(String, String)> {
-    profile
-        .env
-        .iter()
-        .filter(|(k, _)| {
-            !k.starts_with("HERMES_KANBAN_")
-                && k.as_str() != crate::identity::DELEGATED_CHILD_MARKER
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+fn profile_env(profile: &ProfileConfig) -> ProfileEnv {
+    let mut env = ProfileEnv::default();
+    for (k, v) in &profile.env {
+        if !k.starts_with("HERMES_KANBAN_") && k.as_str() != crate::identity::DELEGATED_CHILD_MARKER
+        {
+            env.0.insert(k.clone(), v.clone());
+        }
+    }
+    env
 }
+
+/// A profile's own environment for its agent's process, as [`profile_env`] filtered it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ProfileEnv(pub(crate) std::collections::BTreeMap<String, String>);
 
 #[cfg(test)]
 mod tests {
@@ -328,6 +331,9 @@ mod tests {
         p.env
             .insert("HERMES_DELEGATED_CHILD_CONTEXT".into(), "".into());
         p.env.insert("MODEL".into(), "m".into());
-        assert_eq!(profile_env(&p), vec![("MODEL".to_owned(), "m".to_owned())]);
+        assert_eq!(
+            profile_env(&p).0.into_iter().collect::<Vec<_>>(),
+            vec![("MODEL".to_owned(), "m".to_owned())]
+        );
     }
 }

@@ -635,7 +635,10 @@ pub(crate) struct PresetAgent {
     preset: Preset,
     base: Vec<String>,
     steering: Vec<String>,
+    /// The CLI's time limit for a task with a runtime cap.
     env: Vec<(String, String)>,
+    /// The profile's own `env`, applied after `env` (so it wins).
+    own_env: super::ProfileEnv,
     session: AgentSession,
 }
 
@@ -649,12 +652,12 @@ impl PresetAgent {
         let mut env = preset.terminal_timeout(steering.max_runtime_seconds);
         // The profile's own env wins over the computed timeout.
         env.retain(|(k, _)| !profile.env.contains_key(k));
-        env.extend(profile_env(profile));
         Self {
             preset,
             base,
             steering: preset.steering_args(steering),
             env,
+            own_env: profile_env(profile),
             session: AgentSession {
                 agent: preset.name().to_owned(),
                 ..Default::default()
@@ -688,6 +691,7 @@ impl PresetAgent {
         let mut cmd = identity::command(&argv[0]);
         cmd.args(&argv[1..])
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(&self.own_env.0)
             .stdin(if stdin_prompt {
                 Stdio::piped()
             } else {

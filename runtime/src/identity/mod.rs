@@ -90,6 +90,10 @@ pub const INHERITABLE_ENV_KEYS: &[&str] = &[
     "HERMES_KANBAN_CRASH_GRACE_SECONDS",
     "HERMES_KANBAN_RATE_LIMIT_COOLDOWN_SECONDS",
     "HERMES_KANBAN_STOP_NUDGE",
+    // The agent CLIs' own command time limits a preset sets (max runtime − 30 s).
+    "TERMINAL_TIMEOUT",
+    "BASH_DEFAULT_TIMEOUT_MS",
+    "BASH_MAX_TIMEOUT_MS",
 ];
 
 /// The prefix of every kanban key; such a key is identity-bearing unless it is listed in
