@@ -89,7 +89,10 @@ impl Agent for CommandAgent {
 
 /// Reads `reader` to its end, handing each chunk to `sink` as it arrives; returns everything read
 /// (the caller keeps the tail).
-fn drain(mut reader: impl Read, sink: Option<&Arc<dyn OutputSink>>) -> std::io::Result<Vec<u8>> {
+pub(super) fn drain(
+    mut reader: impl Read,
+    sink: Option<&Arc<dyn OutputSink>>,
+) -> std::io::Result<Vec<u8>> {
     let mut all = Vec::new();
     let mut buf = [0u8; 8192];
     loop {

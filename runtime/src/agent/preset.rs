@@ -10,7 +10,7 @@
 //! The agent object lives for one worker process, that is one run: a session is resumed only
 //! within the run that started it, never across claims.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::sync::Arc;
 
@@ -713,25 +713,9 @@ impl PresetAgent {
         .map_err(AgentError::Io)?;
         let stderr = child.stderr.take();
         let err_sink = sink.cloned();
-        let err_reader = identity::spawn("agent-stderr", move || {
-            let mut all = Vec::new();
-            if let Some(mut s) = stderr {
-                let mut buf = [0u8; 8192];
-                loop {
-                    match s.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            if let Some(sink) = &err_sink {
-                                sink.write(&buf[..n]);
-                            }
-                            all.extend_from_slice(&buf[..n]);
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-            }
-            all
+        let err_reader = identity::spawn("agent-stderr", move || match stderr {
+            Some(s) => super::command::drain(s, err_sink.as_ref()).unwrap_or_default(),
+            None => Vec::new(),
         })
         .map_err(AgentError::Io)?;
         let mut stream = Stream::default();
