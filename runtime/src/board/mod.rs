@@ -33,6 +33,7 @@ mod limits;
 mod links;
 pub mod model;
 mod operator;
+pub mod policy;
 pub mod outcome;
 pub mod query;
 pub mod redact;

@@ -313,11 +313,18 @@ fn wait_line(report: &TickReport) -> Option<String> {
             report.paused.join(", ")
         )
     });
-    let waiting = budget_wait_line(report);
-    match (paused, waiting) {
-        (Some(p), Some(w)) => Some(format!("{p}\n{w}")),
-        (p, w) => p.or(w),
-    }
+    let policy = report.policy_invalid.as_ref().map(|why| {
+        format!(
+            "denied: the board's pre_claim policy is not valid ({}): every claim and promotion \
+             is denied until it is fixed (`kanban boards set-policy`)",
+            line(why)
+        )
+    });
+    let lines: Vec<String> = [paused, budget_wait_line(report), policy]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 fn budget_wait_line(report: &TickReport) -> Option<String> {
@@ -513,6 +520,22 @@ fn exit_lines(report: &TickReport, out: &mut Vec<String>) {
     }
     for id in &report.gave_up {
         out.push(format!("gave up    {id}: blocked by the failure breaker"));
+    }
+    // Once per reason (when it is written on the board), or on every dry run.
+    for d in report
+        .policy_denied
+        .iter()
+        .filter(|d| d.noted || report.dry_run)
+    {
+        let phase = match d.phase {
+            crate::dispatch::policy::Phase::Claim => "claim",
+            crate::dispatch::policy::Phase::Promote => "promotion",
+        };
+        out.push(format!(
+            "denied     {}: pre_claim policy refused its {phase} ({}); back to todo",
+            d.task_id,
+            line(&d.reason)
+        ));
     }
     spawn_lines(report, out);
 }

@@ -9,6 +9,7 @@
 //! * [`guard`] — the respawn guard: cooldowns, credential problems, recent success, open PRs.
 //! * [`spawn`] — [`default_spawn`]: the worker `Command` and the identity it is granted.
 //! * [`lock`] — the per-board non-blocking tick lock.
+//! * [`policy`] — the board's `pre_claim` policy, asked before every claim and promotion.
 //!
 //! It never writes SQL (the dispatcher-side transitions are in `board::dispatcher`) and never reads
 //! `HERMES_KANBAN_*` itself (knobs come through `identity::settings`).
@@ -31,6 +32,7 @@ pub mod demo;
 pub mod guard;
 pub mod hooks;
 pub mod memory;
+pub mod policy;
 pub mod settings;
 pub mod spawn;
 pub mod tick;
