@@ -451,6 +451,26 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
             h.failure.as_deref().unwrap_or("")
         ));
     }
+    for d in &report.auto_decomposed {
+        match &d.error {
+            None => out.push(format!(
+                "decomposed {} into {} children (auto_decompose, profile {}): {}",
+                d.task_id,
+                d.child_ids.len(),
+                line(&d.profile),
+                d.child_ids.join(", ")
+            )),
+            Some(e) => out.push(format!(
+                "decompose failed {} (auto_decompose, profile {}): {}; it stays in triage \
+                 (`kanban decompose {} --with {}` tries again)",
+                d.task_id,
+                line(&d.profile),
+                line(e),
+                d.task_id,
+                line(&d.profile)
+            )),
+        }
+    }
     for id in &report.woken {
         out.push(format!("woke       {id}: its scheduled time came"));
     }

@@ -6,6 +6,8 @@
 //! * [`tick()`] — one tick as a library function over a board, [`Settings`], an injected clock and a
 //!   [`Workers`] implementation (real processes, a no-op spawner, or a test fake).
 //! * [`daemon`] — the tick lock wrapper and the wake-on-change loop (`kanban dispatch`).
+//! * [`decompose`] — `[dispatch] auto_decompose`: triage cards decomposed by an agent as the
+//!   dispatcher runs.
 //! * [`guard`] — the respawn guard: cooldowns, credential problems, recent success, open PRs.
 //! * [`spawn`] — [`default_spawn`]: the worker `Command` and the identity it is granted.
 //! * [`lock`] — the per-board non-blocking tick lock.
@@ -28,6 +30,7 @@
 //! * Runtime-cap and stale-heartbeat terminations that fail defer like TTL expiry does.
 
 pub mod daemon;
+pub mod decompose;
 pub mod demo;
 pub mod guard;
 pub mod hooks;

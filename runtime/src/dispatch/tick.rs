@@ -166,6 +166,10 @@ pub struct TickReport {
     /// it, a tick never runs hooks).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks_failed: Vec<super::hooks::HookEnded>,
+    /// Triage cards `[dispatch] auto_decompose` decomposed (or failed to) since the previous
+    /// report (the daemon loop fills it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub auto_decomposed: Vec<super::decompose::AutoDecomposed>,
     pub extended: Vec<String>,
     pub deferred: Vec<String>,
     pub reclaimed: Vec<String>,
@@ -267,6 +271,7 @@ impl TickReport {
             && self.woken.is_empty()
             && self.spawned.is_empty()
             && self.spawn_failed.is_empty()
+            && self.auto_decomposed.iter().all(|d| d.child_ids.is_empty())
             && !self.policy_denied.iter().any(|d| d.noted))
     }
 }
