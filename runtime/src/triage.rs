@@ -191,8 +191,8 @@ fn workspace(i: usize, o: &Map<String, Value>) -> Result<Option<WorkspaceSpec>, 
 /// answer): each child's fields, parents and workspace checked, the whole list read before the
 /// board is touched. The error names the child and the key.
 pub fn parse_children(text: &str) -> Result<Vec<NewChild>, String> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| format!("the children are not valid JSON ({e})"))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("the children are not valid JSON ({e})"))?;
     let Value::Array(items) = value else {
         return Err("the children must be a JSON list of objects".to_owned());
     };

@@ -88,7 +88,11 @@ fn until_idle(k: &Kanban) -> String {
 fn an_allowed_claim_runs_and_the_command_sees_the_task() {
     let dir = tempfile::tempdir().unwrap();
     let k = home("");
-    let allow = script(dir.path(), "allow", r#"echo '{"allow": true, "reason": "fine"}'"#);
+    let allow = script(
+        dir.path(),
+        "allow",
+        r#"echo '{"allow": true, "reason": "fine"}'"#,
+    );
     set_policy(&k, "default", "5", &allow);
     let id = k.create("allowed", &["--assignee", "done"]);
     until_idle(&k);
@@ -109,10 +113,18 @@ fn an_allowed_claim_runs_and_the_command_sees_the_task() {
 #[test]
 fn each_kind_of_denial_parks_the_task_while_another_board_keeps_claiming() {
     let cases = [
-        ("deny", r#"echo '{"allow": false, "reason": "frozen"}'"#, "frozen"),
+        (
+            "deny",
+            r#"echo '{"allow": false, "reason": "frozen"}'"#,
+            "frozen",
+        ),
         ("timeout", "sleep 30", "pre_claim_timeout"),
         ("crash", "exit 3", "pre_claim_command_failed"),
-        ("garbage", "echo 'certainly, go ahead'", "pre_claim_invalid_response"),
+        (
+            "garbage",
+            "echo 'certainly, go ahead'",
+            "pre_claim_invalid_response",
+        ),
         (
             "extra-key",
             r#"echo '{"allow": true, "reason": "ok", "also": 1}'"#,
@@ -129,16 +141,28 @@ fn each_kind_of_denial_parks_the_task_while_another_board_keeps_claiming() {
         let out = until_idle(&k);
         assert_eq!(k.status(&id), "todo", "{name}: {out}");
         let waits = policy_waits(&k, &id);
-        assert_eq!(waits.len(), 1, "{name}: one wait, not one per tick: {waits:?}");
+        assert_eq!(
+            waits.len(),
+            1,
+            "{name}: one wait, not one per tick: {waits:?}"
+        );
         assert_eq!(waits[0]["payload"]["reason"], reason, "{name}");
         assert_eq!(waits[0]["payload"]["source_status"], "ready", "{name}");
         assert!(out.contains(&format!("denied     {id}")), "{name}: {out}");
         // The task was never claimed.
-        assert!(k.json(&["show", &id])["runs"].as_array().unwrap().is_empty());
+        assert!(
+            k.json(&["show", &id])["runs"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
         // A second dispatcher pass asks again (as a promotion) and still writes nothing new.
         until_idle(&k);
         assert_eq!(policy_waits(&k, &id).len(), 1, "{name}");
-        assert!(packets(dir.path()).iter().any(|p| p["phase"] == "promote"), "{name}");
+        assert!(
+            packets(dir.path()).iter().any(|p| p["phase"] == "promote"),
+            "{name}"
+        );
         // The other board has no policy: its task is claimed and done.
         let other = k
             .ok(&["--board", "other", "create", "free", "--assignee", "done"])
@@ -159,7 +183,11 @@ fn each_kind_of_denial_parks_the_task_while_another_board_keeps_claiming() {
 fn a_denied_task_runs_once_the_policy_allows_it() {
     let dir = tempfile::tempdir().unwrap();
     let k = home("");
-    let deny = script(dir.path(), "deny", r#"echo '{"allow": false, "reason": "wait"}'"#);
+    let deny = script(
+        dir.path(),
+        "deny",
+        r#"echo '{"allow": false, "reason": "wait"}'"#,
+    );
     set_policy(&k, "default", "5", &deny);
     let id = k.create("later", &["--assignee", "done"]);
     until_idle(&k);
@@ -171,12 +199,19 @@ fn a_denied_task_runs_once_the_policy_allows_it() {
     assert!(run.stderr.contains("pre_claim policy denies"), "{run:?}");
     assert_eq!(k.json(&["events", &id]), before);
     assert_eq!(k.status(&id), "todo");
-    let allow = script(dir.path(), "allow", r#"echo '{"allow": true, "reason": "go"}'"#);
+    let allow = script(
+        dir.path(),
+        "allow",
+        r#"echo '{"allow": true, "reason": "go"}'"#,
+    );
     set_policy(&k, "default", "5", &allow);
     until_idle(&k);
     assert_eq!(k.status(&id), "done");
     let seen = packets(dir.path());
-    assert!(seen.iter().any(|p| p["phase"] == "promote" && p["source_status"] == "todo"));
+    assert!(
+        seen.iter()
+            .any(|p| p["phase"] == "promote" && p["source_status"] == "todo")
+    );
     k.assert_fsck_clean();
 }
 
@@ -192,7 +227,10 @@ fn a_policy_that_is_not_valid_denies_everything_and_says_so() {
     )
     .unwrap();
     let dry = k.run(&["dispatch", "--dry-run"]);
-    assert!(dry.stdout.contains("pre_claim policy is not valid"), "{dry:?}");
+    assert!(
+        dry.stdout.contains("pre_claim policy is not valid"),
+        "{dry:?}"
+    );
     assert!(dry.stdout.contains("absolute"), "{dry:?}");
     assert_eq!(k.status(&id), "ready", "a dry run changes nothing");
     let shown = k.ok(&["show", &id]);
@@ -201,7 +239,10 @@ fn a_policy_that_is_not_valid_denies_everything_and_says_so() {
     until_idle(&k);
     assert_eq!(k.status(&id), "todo");
     let waits = policy_waits(&k, &id);
-    assert_eq!(waits[0]["payload"]["reason"], "pre_claim_invalid_configuration");
+    assert_eq!(
+        waits[0]["payload"]["reason"],
+        "pre_claim_invalid_configuration"
+    );
     // A file that is not JSON at all is not "no policy" either.
     std::fs::write(&meta, "{oops").unwrap();
     let second = k.create("second", &["--assignee", "done"]);
@@ -241,9 +282,19 @@ fn set_policy_refuses_a_bad_policy_and_changes_nothing() {
         "/bin/true",
     ]);
     assert_ne!(run.code, 0, "{run:?}");
-    k.ok(&["boards", "set-policy", "default", "--pre-claim-command", "/bin/true", "-x"]);
+    k.ok(&[
+        "boards",
+        "set-policy",
+        "default",
+        "--pre-claim-command",
+        "/bin/true",
+        "-x",
+    ]);
     let set: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
-    assert_eq!(set["pre_claim"]["command"], serde_json::json!(["/bin/true", "-x"]));
+    assert_eq!(
+        set["pre_claim"]["command"],
+        serde_json::json!(["/bin/true", "-x"])
+    );
     assert_eq!(set["pre_claim"]["timeout_seconds"], 10.0);
     k.ok(&["boards", "set-policy", "default", "--clear"]);
     let cleared: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
@@ -256,13 +307,21 @@ fn the_policy_gates_claims_on_a_postgres_board() {
     let url = cluster.url(&cluster.fresh_database("pre_claim").expect("a database"));
     let dir = tempfile::tempdir().unwrap();
     let k = home(&format!("\n[boards.default]\nurl = \"{url}\"\n"));
-    let deny = script(dir.path(), "deny", r#"echo '{"allow": false, "reason": "pg says no"}'"#);
+    let deny = script(
+        dir.path(),
+        "deny",
+        r#"echo '{"allow": false, "reason": "pg says no"}'"#,
+    );
     set_policy(&k, "default", "5", &deny);
     let id = k.create("gated", &["--assignee", "done"]);
     until_idle(&k);
     assert_eq!(k.status(&id), "todo");
     assert_eq!(policy_waits(&k, &id)[0]["payload"]["reason"], "pg says no");
-    let allow = script(dir.path(), "allow", r#"echo '{"allow": true, "reason": ""}'"#);
+    let allow = script(
+        dir.path(),
+        "allow",
+        r#"echo '{"allow": true, "reason": ""}'"#,
+    );
     set_policy(&k, "default", "5", &allow);
     until_idle(&k);
     assert_eq!(k.status(&id), "done");

@@ -223,7 +223,8 @@ fn the_dispatcher_decomposes_triage_cards_with_the_auto_decompose_profile() {
     assert_eq!(run.code, 0, "{run:?}");
     for root in [&first, &second] {
         assert!(
-            run.stdout.contains(&format!("decomposed {root} into 2 children")),
+            run.stdout
+                .contains(&format!("decomposed {root} into 2 children")),
             "{run:?}"
         );
         let kinds: Vec<String> = k
@@ -258,7 +259,9 @@ fn a_failed_auto_decomposition_leaves_the_card_in_triage_and_is_reported_once() 
     let run = k.run(&["dispatch", "--until-idle"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(
-        run.stdout.matches(&format!("decompose failed {card}")).count(),
+        run.stdout
+            .matches(&format!("decompose failed {card}"))
+            .count(),
         1,
         "{run:?}"
     );
@@ -274,7 +277,10 @@ fn auto_decompose_must_name_a_defined_profile() {
     let config = std::fs::read_to_string(&path).unwrap();
     for (bad, says) in [
         ("auto_decompose = \"nobody\"", "auto_decompose"),
-        ("auto_decompose = \"planner\"\nauto_decompose_per_tick = 0", "auto_decompose_per_tick"),
+        (
+            "auto_decompose = \"planner\"\nauto_decompose_per_tick = 0",
+            "auto_decompose_per_tick",
+        ),
     ] {
         std::fs::write(&path, format!("[dispatch]\n{bad}\n\n{config}")).unwrap();
         let card = k.create("Vague wish", &["--triage"]);

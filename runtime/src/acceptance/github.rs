@@ -87,13 +87,15 @@ impl Gh {
                 cmd.env_remove(key);
             }
         }
-        let output = cmd.output_within(&[], self.timeout).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                GhError::Auth(format!("gh is not installed, reading {path}"))
-            }
-            std::io::ErrorKind::TimedOut => GhError::Infra("gh api timed out"),
-            _ => GhError::Infra("gh could not be run"),
-        })?;
+        let output = cmd
+            .output_within(&[], self.timeout)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    GhError::Auth(format!("gh is not installed, reading {path}"))
+                }
+                std::io::ErrorKind::TimedOut => GhError::Infra("gh api timed out"),
+                _ => GhError::Infra("gh could not be run"),
+            })?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             if let Some(code) = refused_status(&stderr) {

@@ -151,15 +151,17 @@ fn pass(settings: &Settings, profile: &str, cards: &[String]) -> Vec<AutoDecompo
     };
     cards
         .iter()
-        .map(|id| match decompose_one(&settings.root, &config, &board, profile, id) {
-            Ok(child_ids) => AutoDecomposed {
-                task_id: id.clone(),
-                profile: profile.to_owned(),
-                child_ids,
-                error: None,
+        .map(
+            |id| match decompose_one(&settings.root, &config, &board, profile, id) {
+                Ok(child_ids) => AutoDecomposed {
+                    task_id: id.clone(),
+                    profile: profile.to_owned(),
+                    child_ids,
+                    error: None,
+                },
+                Err(e) => failed(id, e),
             },
-            Err(e) => failed(id, e),
-        })
+        )
         .collect()
 }
 

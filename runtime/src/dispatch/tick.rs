@@ -1351,8 +1351,10 @@ impl Tick<'_> {
             }
             return Ok(true);
         }
-        let noted =
-            !self.settings.dry_run && self.board.policy_wait(&before, &decision.reason, self.now)?;
+        let noted = !self.settings.dry_run
+            && self
+                .board
+                .policy_wait(&before, &decision.reason, self.now)?;
         self.report.policy_denied.push(PolicyDenial {
             task_id: id.to_owned(),
             phase,
@@ -1378,7 +1380,9 @@ impl Tick<'_> {
                 }
                 continue;
             }
-            let noted = self.board.policy_wait(&before, &decision.reason, self.now)?;
+            let noted = self
+                .board
+                .policy_wait(&before, &decision.reason, self.now)?;
             self.report.policy_denied.push(PolicyDenial {
                 task_id: id,
                 phase: Phase::Promote,
@@ -1517,10 +1521,7 @@ impl Tick<'_> {
         };
         let picks: Vec<(String, Status)> =
             chosen.iter().map(|(c, _)| (c.id.clone(), c.lane)).collect();
-        let judged: Vec<_> = picks
-            .iter()
-            .map(|(id, _)| self.judged.remove(id))
-            .collect();
+        let judged: Vec<_> = picks.iter().map(|(id, _)| self.judged.remove(id)).collect();
         let outcomes = self
             .board
             .claim_batch_judged(&picks, &judged, &spec, self.now)?;

@@ -174,10 +174,18 @@ mod tests {
         let path = meta_path(root.path(), "default");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{not json").unwrap();
-        assert!(matches!(read(root.path(), "default"), BoardPolicy::Invalid(_)));
-        std::fs::write(&path, r#"{"pre_claim": {"command": ["rel"], "timeout_seconds": 2}}"#)
-            .unwrap();
-        assert!(matches!(read(root.path(), "default"), BoardPolicy::Invalid(w) if w.contains("absolute")));
+        assert!(matches!(
+            read(root.path(), "default"),
+            BoardPolicy::Invalid(_)
+        ));
+        std::fs::write(
+            &path,
+            r#"{"pre_claim": {"command": ["rel"], "timeout_seconds": 2}}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(read(root.path(), "default"), BoardPolicy::Invalid(w) if w.contains("absolute"))
+        );
         std::fs::write(&path, r#"{"name": "kept"}"#).unwrap();
         let policy = PreClaim {
             command: vec!["/bin/true".into()],

@@ -20,8 +20,8 @@
 //! [`super::grant`]).
 
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
 use std::fs::File;
+use std::path::PathBuf;
 use std::process::{Child, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -194,8 +194,7 @@ impl ChildCommand {
                 break status;
             }
             if Instant::now() >= deadline {
-                if leads_group
-                    && let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32)
+                if leads_group && let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32)
                 {
                     let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
                 }
