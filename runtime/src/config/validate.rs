@@ -38,13 +38,21 @@ pub(crate) const AGENTS: &[&str] = &[
     "claude-code",
     "codex",
     "gemini",
+    "opencode",
     "aider",
     "hermes",
 ];
 
 /// The agents that drive a known CLI (`agent/preset.rs`); their `command`, when given,
 /// replaces the preset's program and fixed arguments.
-pub(crate) const PRESET_AGENTS: &[&str] = &["claude-code", "codex", "gemini", "aider", "hermes"];
+pub(crate) const PRESET_AGENTS: &[&str] = &[
+    "claude-code",
+    "codex",
+    "gemini",
+    "opencode",
+    "aider",
+    "hermes",
+];
 
 /// One value that is not accepted: where it is, what it is, and what would be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
