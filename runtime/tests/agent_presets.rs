@@ -527,7 +527,7 @@ fn codex_failures_map_to_requeue_block_and_retry() {
 }
 
 #[test]
-fn a_gemini_goal_streams_books_usage_and_starts_each_turn_cold() {
+fn a_gemini_goal_streams_books_usage_and_resumes_its_session() {
     let p = setup("", &[("gm", "gemini")], &["continue", "ok"]);
     let id = p.ok(&["create", "reach the goal", "--assignee", "gm", "--goal"]);
     steer(&p, &id, "gemini-2.5-flash", "high");
@@ -540,10 +540,15 @@ fn a_gemini_goal_streams_books_usage_and_starts_each_turn_cold() {
     );
     assert_eq!(first[first.len() - 2], "--prompt");
     assert!(first.last().unwrap().contains(&id));
-    // No resume: the follow-up carries the nudge and the whole task prompt.
+    assert!(!first.iter().any(|a| a == "--resume"), "{first:?}");
+    // The follow-up resumes the session by its id and carries only the nudge.
     let second = p.argv(2);
+    assert!(
+        second.windows(2).any(|w| w == ["--resume", "gem-1"]),
+        "{second:?}"
+    );
     assert!(second.last().unwrap().starts_with("Same task, next turn"));
-    assert!(second.last().unwrap().contains(&id));
+    assert!(!second.last().unwrap().contains(&id), "{second:?}");
     let log = p.log(&id);
     for line in [
         "[gemini] session gem-1 (model gemini-2.5-pro)",
@@ -607,7 +612,7 @@ fn an_opencode_goal_resumes_its_session_and_books_usage_and_cost() {
             .any(|w| w == ["--session", "ses_4f1a2b3c4d5eAbCdEf"]),
         "{second:?}"
     );
-    assert!(!second.last().unwrap().contains("## Task"), "{second:?}");
+    assert!(!second.last().unwrap().contains(&id), "{second:?}");
     let log = p.log(&id);
     for line in [
         "[opencode] session ses_4f1a2b3c4d5eAbCdEf",

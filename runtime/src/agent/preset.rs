@@ -177,6 +177,9 @@ impl Preset {
                 (argv, true)
             }
             Preset::Gemini => {
+                if let Some(id) = session {
+                    argv.extend(["--resume".to_owned(), id.to_owned()]);
+                }
                 argv.extend(["--prompt".to_owned(), prompt.to_owned()]);
                 (argv, false)
             }
@@ -200,7 +203,10 @@ impl Preset {
 
     /// Whether a follow-up turn resumes the session (so it gets only the new instructions).
     fn resumes(self) -> bool {
-        matches!(self, Preset::ClaudeCode | Preset::Codex | Preset::OpenCode)
+        matches!(
+            self,
+            Preset::ClaudeCode | Preset::Codex | Preset::Gemini | Preset::OpenCode
+        )
     }
 
     /// Whether the CLI streams JSON lines (else its output is plain text, logged as is).
