@@ -1541,16 +1541,15 @@ fn lean_rows(rows: &mut Vec<Row>, ops: &OpSamples, prefix: &str) -> anyhow::Resu
     Ok(())
 }
 
+/// Runs a body and returns the write-ahead-log volume it wrote.
+type WalMeasure<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> anyhow::Result<i64> + 'a;
+
 /// Tasks per write-ahead-log measurement.
 const WAL_BATCH: usize = 50;
 
 /// The board's four transitions on `n` fresh tasks, each phase run inside `measure` (which
 /// returns its WAL volume); per-task volumes in the order create, claim, heartbeat, complete.
-fn board_wal(
-    board: &Board,
-    n: usize,
-    measure: &mut dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> anyhow::Result<i64>,
-) -> anyhow::Result<[f64; 4]> {
+fn board_wal(board: &Board, n: usize, measure: &mut WalMeasure<'_>) -> anyhow::Result<[f64; 4]> {
     let t = now();
     let spec = ClaimSpec {
         lock: "bench:wal".to_owned(),
@@ -1616,7 +1615,7 @@ fn lean_wal(
     lean: &mut dyn Lean,
     prefix: &str,
     n: usize,
-    measure: &mut dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> anyhow::Result<i64>,
+    measure: &mut WalMeasure<'_>,
 ) -> anyhow::Result<[f64; 4]> {
     let t = now();
     let ids: Vec<String> = (0..n).map(|i| format!("t_{prefix}{i:05}")).collect();
