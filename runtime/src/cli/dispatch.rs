@@ -236,6 +236,7 @@ fn progress_line(board: &Board, report: &TickReport) -> String {
                 assignee: None,
                 include_archived: false,
                 limit: None,
+                offset: None,
             })
             .map_or_else(|_| "?".to_owned(), |t| t.len().to_string())
     };

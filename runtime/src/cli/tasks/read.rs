@@ -26,6 +26,12 @@ pub struct ListArgs {
     /// Include archived tasks.
     #[arg(long)]
     pub all: bool,
+    /// At most N tasks (a page of a big board; with --offset, the next pages).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Skip the first N tasks of the order (priority, then age).
+    #[arg(long, value_name = "N")]
+    pub offset: Option<usize>,
 }
 
 /// `kanban list`.
@@ -35,7 +41,8 @@ pub(in crate::cli) fn list(args: ListArgs, globals: &Globals) -> CmdResult {
         statuses: args.statuses,
         assignee: args.assignee,
         include_archived: args.all,
-        limit: None,
+        limit: args.limit,
+        offset: args.offset,
     })?;
     if globals.json {
         print_json(&tasks)?;
