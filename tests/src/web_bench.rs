@@ -28,7 +28,15 @@ pub struct WebFigures {
     pub idle_streams_cpu_percent: f64,
 }
 
-struct KillOnDrop(Child);
+/// A `kanban serve` process, killed when dropped.
+pub struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -67,8 +75,34 @@ fn get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, usize)> {
     Ok((status, body))
 }
 
+/// Starts the release `bin serve` on `home` (loopback, a free port); the server and its address.
+pub fn serve(bin: &Path, home: &Path) -> anyhow::Result<(KillOnDrop, SocketAddr)> {
+    let mut child = Command::new(bin)
+        .arg("--home")
+        .arg(home)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let server = KillOnDrop(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let addr: SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .ok_or_else(|| anyhow::anyhow!("kanban serve printed no address: {line:?}"))?
+        .parse()?;
+    Ok((server, addr))
+}
+
 /// One `GET path` (ms, body bytes); anything but 200 is an error.
-fn timed(addr: SocketAddr, path: &str) -> anyhow::Result<(f64, usize)> {
+pub fn timed(addr: SocketAddr, path: &str) -> anyhow::Result<(f64, usize)> {
     let start = Instant::now();
     let (status, body) = get(addr, path)?;
     let ms = start.elapsed().as_secs_f64() * 1000.0;
@@ -112,27 +146,7 @@ pub fn measure(bin: &Path, dir: &Path) -> anyhow::Result<WebFigures> {
     }
     drop(board);
 
-    let mut child = Command::new(bin)
-        .arg("--home")
-        .arg(&home)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-    let server = KillOnDrop(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let addr: SocketAddr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .ok_or_else(|| anyhow::anyhow!("kanban serve printed no address: {line:?}"))?
-        .parse()?;
+    let (server, addr) = serve(bin, &home)?;
 
     let _ = get(addr, "/")?; // warm the page cache
     let mut pages = Vec::new();

@@ -11,7 +11,9 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 /// Builds and runs the benchmark binary from the workspace at `root`.
-pub fn run(root: &Path) -> anyhow::Result<()> {
+/// With `big`, only the million-task board's rows (`kanban-bench --big`), written to
+/// `latest-big.md` / `latest-big.json`.
+pub fn run(root: &Path, big: bool) -> anyhow::Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .args([
@@ -36,10 +38,15 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     let out_dir = target.join("bench");
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let out = out_dir.join("latest.md");
-    let json = out_dir.join("latest.json");
+    let name = if big { "latest-big" } else { "latest" };
+    let out = out_dir.join(format!("{name}.md"));
+    let json = out_dir.join(format!("{name}.json"));
     let bench = target.join("release").join("kanban-bench");
-    let status = Command::new(&bench)
+    let mut cmd = Command::new(&bench);
+    if big {
+        cmd.arg("--big");
+    }
+    let status = cmd
         .arg("--out")
         .arg(&out)
         .arg("--json")

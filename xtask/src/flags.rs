@@ -59,7 +59,11 @@ enum Command {
         no_run: bool,
     },
     /// Release build + the benchmark suite (kanban-bench); table in <target>/bench/latest.md
-    Bench,
+    Bench {
+        /// Only the million-task board's rows (table in <target>/bench/latest-big.md)
+        #[arg(long)]
+        big: bool,
+    },
     /// The fault run on real processes (kills, two dispatchers, locked board, full disk)
     Chaos {
         /// Tasks to run
@@ -108,6 +112,8 @@ pub struct Flags {
     pub no_run: bool,
     /// `chaos`: its flags.
     pub chaos: ChaosFlags,
+    /// `bench --big`.
+    pub big: bool,
 }
 
 /// The flags of `cargo xtask chaos`.
@@ -152,6 +158,7 @@ impl Flags {
             target_dir: None,
             no_run: false,
             chaos: ChaosFlags::default(),
+            big: false,
         };
         flags.task = match cli.task {
             Command::Check { tests } => {
@@ -177,7 +184,10 @@ impl Flags {
                 flags.no_run = no_run;
                 Task::Loom
             }
-            Command::Bench => Task::Bench,
+            Command::Bench { big } => {
+                flags.big = big;
+                Task::Bench
+            }
             Command::Chaos {
                 tasks,
                 kills,

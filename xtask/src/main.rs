@@ -69,7 +69,7 @@ fn run() -> anyhow::Result<()> {
         flags::Task::Drift if flags.verbose => drift_verbose(&ws),
         flags::Task::Drift => drift(&ws),
         flags::Task::Lint => lint(&ws),
-        flags::Task::Bench => bench::run(&root),
+        flags::Task::Bench => bench::run(&root, flags.big),
         flags::Task::Chaos => chaos::run(
             &root,
             chaos::Options {

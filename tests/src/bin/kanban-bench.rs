@@ -632,6 +632,8 @@ fn vm_hwm_kib(pid: &str) -> anyhow::Result<u64> {
 fn bench_config(max_spawn: u32) -> Config {
     let mut config = Config::default();
     config.dispatch.max_spawn = max_spawn;
+    // Not the host cap derived from memory (2 to 8 workers): the bench's spawns are no-ops.
+    config.dispatch.max_in_progress = Some(65_536);
     config.profiles.insert(
         "default".to_owned(),
         ProfileConfig {
@@ -1227,6 +1229,229 @@ fn paired_row(
     })
 }
 
+/// Tasks on the big board of `--big`, and how many of them are ready.
+const BIG_TASKS: usize = 1_000_000;
+const BIG_READY: usize = 10_000;
+
+/// Wall time (ms) of `kanban ARGS` on `home`, which must succeed.
+fn command_ms(bin: &Path, home: &Path, args: &[&str]) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    let out = kanban(bin, home).args(args).output()?;
+    let d = ms(start.elapsed());
+    ensure!(
+        out.status.success(),
+        "kanban {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(d)
+}
+
+/// Size of a SQLite board on disk: the file and its WAL (MB).
+fn board_mb(db: &Path) -> anyhow::Result<f64> {
+    let mut bytes = std::fs::metadata(db)
+        .with_context(|| format!("cannot read {}", db.display()))?
+        .len();
+    if let Ok(wal) = std::fs::metadata(db.with_extension("db-wal")) {
+        bytes += wal.len();
+    }
+    ensure!(bytes > 0, "{} is empty", db.display());
+    Ok(bytes as f64 / 1e6)
+}
+
+/// A row of one measurement (no samples to pair).
+fn single_row(measure: &str, value: String, baseline: String, ratio: String, v: f64) -> Row {
+    Row {
+        measure: measure.to_owned(),
+        samples: "one measurement".to_owned(),
+        value,
+        baseline,
+        ratio,
+        json: serde_json::json!({ "measure": measure, "value": v }),
+    }
+}
+
+/// `--big`: a board of [`BIG_TASKS`] tasks ([`BIG_READY`] ready, 100 running, the rest done),
+/// and what an operator does on it: ticks, `list` pages, `show`, `fsck` (against a board a tenth
+/// the size, for linearity), the web board page, peak RSS of a dispatcher and of the web server,
+/// the database's size.
+fn big_suite(dir: &Path, bare: &Bare, big_tasks: usize) -> anyhow::Result<Vec<Row>> {
+    let big_ready = BIG_READY * big_tasks / BIG_TASKS;
+    let mut rows = Vec::new();
+    let bin = kanban_bin()?;
+    progress!("bench --big: building a {big_tasks}-task board ({big_ready} ready)…");
+    let started = Instant::now();
+    let (mut b, location, mut workers) = big_board(dir, "million", big_tasks, big_ready, 100)?;
+    let build_s = started.elapsed().as_secs_f64();
+    let home = dir.join("million");
+    write_home(&home, 100, "")?;
+    let size = board_mb(&location.db_path)?;
+    rows.push(single_row(
+        &format!(
+            "--big: board of {big_tasks} tasks ({big_ready} ready, 100 running): database size (MB)"
+        ),
+        format!("{size:.0}"),
+        format!("built in {build_s:.0} s (set-up, batched, `synchronous=NORMAL`)"),
+        format!("{:.0} bytes per task", size * 1e6 / big_tasks as f64),
+        size,
+    ));
+
+    progress!("bench --big: ticks…");
+    let idle = Settings::new(home.clone(), location.clone(), &bench_config(100))?;
+    let mut idle_tick = Paired::new();
+    for _ in 0..SAMPLES {
+        idle_tick.baseline.push(bare_commit_ms(bare)?);
+        let (d, report) = timed(|| Ok(dispatch::tick(&mut b, &idle, &SystemClock, &mut workers)?))?;
+        ensure!(report.spawned.is_empty(), "the idle tick spawned");
+        idle_tick.value.push(d);
+    }
+    rows.push(paired_row(
+        &format!("--big: idle tick, {big_tasks}-task board (ms)"),
+        &idle_tick,
+        "one bare commit, cached",
+        2,
+    )?);
+    let claim = Settings::new(home.clone(), location.clone(), &bench_config(200))?;
+    let mut claim_tick = Paired::new();
+    for round in 0..SAMPLES {
+        claim_tick.baseline.push(bare_commit_ms(bare)?);
+        let (d, report) =
+            timed(|| Ok(dispatch::tick(&mut b, &claim, &SystemClock, &mut workers)?))?;
+        ensure!(
+            report.spawned.len() == 100,
+            "the big claim tick of round {round} claimed {} tasks, not 100",
+            report.spawned.len()
+        );
+        claim_tick.value.push(d);
+        let t = now();
+        for w in &report.spawned {
+            let completion = board::Completion {
+                expected_run_id: Some(w.run_id),
+                ..Default::default()
+            };
+            b.complete(&w.task_id, &completion, t)?
+                .into_result()
+                .map_err(|r| anyhow::anyhow!("completing {} refused: {r}", w.task_id))?;
+        }
+        // As many new ready tasks as were claimed: the ready count stays the same.
+        b.create_tasks(
+            &(0..100)
+                .map(|i| NewTask {
+                    title: format!("refill {round}.{i}"),
+                    priority: 1,
+                    ..NewTask::default()
+                })
+                .collect::<Vec<_>>(),
+            t,
+        )?;
+    }
+    rows.push(paired_row(
+        &format!("--big: 100-claim tick, no-op spawn, {big_tasks}-task board (ms)"),
+        &claim_tick,
+        "one bare commit, cached",
+        2,
+    )?);
+
+    progress!("bench --big: list, show, fsck…");
+    let some_id = b
+        .list_tasks(&board::TaskFilter {
+            limit: Some(1),
+            ..board::TaskFilter::default()
+        })?
+        .pop()
+        .context("the big board lists no task")?
+        .id;
+    let middle = (big_tasks / 2).to_string();
+    for (what, args) in [
+        (
+            "`list --limit 50` (first page)",
+            vec!["list", "--limit", "50"],
+        ),
+        (
+            "`list --limit 50 --offset N/2` (a page in the middle)",
+            vec!["list", "--limit", "50", "--offset", &middle],
+        ),
+        (
+            "`list --status ready --limit 50`",
+            vec!["list", "--status", "ready", "--limit", "50"],
+        ),
+        ("`show ID`", vec!["show", some_id.as_str()]),
+    ] {
+        let mut p = Paired::new();
+        for _ in 0..SAMPLES {
+            p.baseline.push(process_start_ms(&bin, &home)?);
+            p.value.push(command_ms(&bin, &home, &args)?);
+        }
+        rows.push(paired_row(
+            &format!("--big: {what}, {big_tasks}-task board (ms, process included)"),
+            &p,
+            "`kanban identity --json`, the process start",
+            1,
+        )?);
+    }
+    // fsck against a board a tenth the size: linear means ≈ 10× the time.
+    let (small, small_loc, _) = big_board(dir, "tenth", big_tasks / 10, big_ready / 10, 100)?;
+    drop(small);
+    write_home(&dir.join("tenth"), 100, "")?;
+    let mut fsck = Paired::new();
+    for _ in 0..3 {
+        fsck.baseline
+            .push(command_ms(&bin, &dir.join("tenth"), &["fsck"])?);
+        fsck.value.push(command_ms(&bin, &home, &["fsck"])?);
+    }
+    let _ = small_loc;
+    rows.push(paired_row(
+        &format!("--big: `fsck`, {big_tasks}-task board (ms)"),
+        &fsck,
+        &format!("`fsck` of a {}-task board: linear is 10×", big_tasks / 10),
+        0,
+    )?);
+
+    progress!("bench --big: the web board page and peak RSS…");
+    drop(b);
+    let (server, addr) = kanban_tests::web_bench::serve(&bin, &home)?;
+    let _ = kanban_tests::web_bench::timed(addr, "/")?;
+    let mut page = Paired::new();
+    let mut bytes = 0;
+    for _ in 0..SAMPLES {
+        let (d, n) = kanban_tests::web_bench::timed(addr, "/")?;
+        page.value.push(d);
+        bytes = n;
+        page.baseline
+            .push(kanban_tests::web_bench::timed(addr, "/assets/app.css")?.0);
+    }
+    let web_rss = vm_hwm_kib(&server.pid().to_string())?;
+    drop(server);
+    rows.push(paired_row(
+        &format!("--big: web board page, {big_tasks}-task board (ms; {bytes} bytes)"),
+        &page,
+        "a static asset of the same server",
+        1,
+    )?);
+    let mut daemon = KillOnDrop(
+        kanban(&bin, &home)
+            .args(["dispatch", "--interval", "0.2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = daemon.0.id().to_string();
+    let dispatcher_rss = vm_hwm_kib(&pid)?;
+    ensure!(
+        daemon.0.try_wait()?.is_none(),
+        "the dispatcher on the big board exited"
+    );
+    drop(daemon);
+    rows.push(single_row(
+        &format!("--big: peak RSS of the dispatcher (3 s of ticks) and of `kanban serve` (after {SAMPLES} pages), {big_tasks}-task board (MB)"),
+        format!("dispatcher {:.1}, web {:.1}", dispatcher_rss as f64 / 1024.0, web_rss as f64 / 1024.0),
+        "—".to_owned(),
+        "—".to_owned(),
+        dispatcher_rss as f64 / 1024.0,
+    ));
+    Ok(rows)
+}
+
 fn main() -> std::process::ExitCode {
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -1255,6 +1480,20 @@ fn run() -> anyhow::Result<()> {
         "bench: board create/claim/heartbeat/complete, {SAMPLES} rounds of {BATCH}, each after a bare loop…"
     );
     let bare = Bare::open(dir.path())?;
+    // `--big`: only the million-task board's rows (issue 32 item 4).
+    if args.iter().any(|a| a == "--big") {
+        // `--big-tasks N`: a smaller board, to try the suite out quickly.
+        let tasks = args
+            .windows(2)
+            .find(|w| w[0] == "--big-tasks")
+            .map(|w| w[1].parse::<usize>())
+            .transpose()
+            .context("--big-tasks needs a number")?
+            .unwrap_or(BIG_TASKS);
+        ensure!(tasks >= 20_000, "--big-tasks must be at least 20000");
+        rows.extend(big_suite(dir.path(), &bare, tasks)?);
+        return print_table(&rows, out, json_out);
+    }
     let ops = board_ops(dir.path(), &bare)?;
     // `--ops-only`: stop after the board-operation rows (a quick loop while tuning transitions).
     let ops_only = args.iter().any(|a| a == "--ops-only");
