@@ -159,18 +159,22 @@ pub(crate) fn unlink_in(
     }))
 }
 
+/// The `todo` tasks whose parents are all finished, in dispatch order: what the promotion phase
+/// promotes.
+pub(super) fn promotable_in(conn: &db::Db) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
+           SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+           WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
+         ORDER BY t.priority DESC, t.created_at ASC, t.rowid",
+    )?;
+    let rows = stmt.query_map([], |r| r.get(0))?;
+    Ok(rows.collect::<db::Result<_>>()?)
+}
+
 /// Promotes every `todo` task whose parents are all finished; returns their ids.
 pub(crate) fn recompute_ready_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
-    let candidates: Vec<String> = {
-        let mut stmt = tx.prepare_cached(
-            "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
-               SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
-               WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
-             ORDER BY t.priority DESC, t.created_at ASC, t.rowid",
-        )?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        rows.collect::<db::Result<_>>()?
-    };
+    let candidates = promotable_in(tx)?;
     let mut promoted = Vec::with_capacity(candidates.len());
     for id in candidates {
         if promote_todo_in(tx, &id, now)? {

@@ -119,14 +119,7 @@ impl Board {
     /// The `todo` tasks the promotion phase would promote (every parent finished), in its
     /// order; read without a write lock.
     pub fn promotable(&self) -> Result<Vec<String>> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
-               SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
-               WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
-             ORDER BY t.priority DESC, t.created_at ASC, t.id",
-        )?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
-        Ok(rows.collect::<db::Result<_>>()?)
+        super::links::promotable_in(self.conn())
     }
 
     /// Promotes a task the policy allowed, only while it is as `before` was (its parents are

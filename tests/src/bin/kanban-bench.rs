@@ -560,29 +560,72 @@ fn pg_history(board: &Board) -> anyhow::Result<()> {
 /// How many tasks [`pg_history`] writes.
 const PG_HISTORY: usize = 5_000;
 
-/// 200 tasks on builtin:complete, two `dispatch --until-idle` (max_spawn 4 each) on one
-/// PostgreSQL board: tasks/s (one long measurement).
+/// Tasks of each PostgreSQL end-to-end run.
+const PG_E2E_TASKS: usize = 200;
+
+/// CPU time (ns) of the PostgreSQL server of `cluster`: the postmaster and every process it
+/// started (its backends, its background workers).
+fn pg_server_cpu_ns(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result<u64> {
+    let pidfile = cluster.dir().join("data").join("postmaster.pid");
+    let text = std::fs::read_to_string(&pidfile)
+        .with_context(|| format!("cannot read {}", pidfile.display()))?;
+    let postmaster: u32 = text
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .with_context(|| format!("{} names no pid", pidfile.display()))?;
+    let mut total = cpu_ns(postmaster)?;
+    for entry in std::fs::read_dir("/proc")? {
+        let Some(pid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rfind(')')
+            .and_then(|at| stat[at + 2..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(postmaster) {
+            // A backend that ended in between is simply not counted.
+            total += cpu_ns(pid).unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
+/// [`PG_E2E_TASKS`] tasks on builtin:complete, `dispatchers` × `dispatch --until-idle`
+/// (max_spawn 4 each, each in its own home, as separate hosts would be) on one PostgreSQL board:
+/// tasks/s (one long measurement) and the server's CPU over the run (% of one core).
 fn pg_end_to_end(
     bin: &Path,
-    home: &Path,
+    dir: &Path,
     cluster: &kanban_pgwire::cluster::TestCluster,
-) -> anyhow::Result<f64> {
-    cluster.create_database("bench_e2e")?;
-    write_home(home, 4, "")?;
-    let text = std::fs::read_to_string(home.join("kanban.toml"))?;
-    std::fs::write(
-        home.join("kanban.toml"),
-        format!(
-            "{text}\n[boards.default]\nurl = \"{}\"\n",
-            cluster.url("bench_e2e")
-        ),
-    )?;
+    dispatchers: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let db = format!("bench_e2e_{dispatchers}");
+    cluster.create_database(&db)?;
+    let homes: Vec<PathBuf> = (0..dispatchers)
+        .map(|i| dir.join(format!("pg-e2e-{dispatchers}-{i}")))
+        .collect();
+    for home in &homes {
+        write_home(home, 4, "")?;
+        let text = std::fs::read_to_string(home.join("kanban.toml"))?;
+        std::fs::write(
+            home.join("kanban.toml"),
+            format!("{text}\n[boards.default]\nurl = \"{}\"\n", cluster.url(&db)),
+        )?;
+    }
     let board = Board::open(
-        &kanban_runtime::home::resolve(home, Some("default"))?,
+        &kanban_runtime::home::resolve(&homes[0], Some("default"))?,
         &OpenOptions::create(),
     )?;
     board.create_tasks(
-        &(0..200)
+        &(0..PG_E2E_TASKS)
             .map(|i| NewTask {
                 title: format!("pg e2e {i}"),
                 ..NewTask::default()
@@ -590,18 +633,25 @@ fn pg_end_to_end(
             .collect::<Vec<_>>(),
         now(),
     )?;
+    let cpu0 = pg_server_cpu_ns(cluster)?;
     let begin = Instant::now();
-    let spawn = || {
-        kanban(bin, home)
-            .args(["dispatch", "--until-idle"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-    };
-    let (a, b) = (spawn()?, spawn()?);
-    let (out_a, out_b) = (a.wait_with_output()?, b.wait_with_output()?);
+    let children = homes
+        .iter()
+        .map(|home| {
+            kanban(bin, home)
+                .args(["dispatch", "--until-idle"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut outputs = Vec::new();
+    for child in children {
+        outputs.push(child.wait_with_output()?);
+    }
     let elapsed = begin.elapsed();
-    for out in [&out_a, &out_b] {
+    let cpu1 = pg_server_cpu_ns(cluster)?;
+    for out in &outputs {
         ensure!(
             out.status.success(),
             "dispatch --until-idle on the PostgreSQL board failed: {}",
@@ -613,8 +663,16 @@ fn pg_end_to_end(
         .iter()
         .filter(|t| t.status == Status::Done)
         .count();
-    ensure!(done == 200, "only {done} of 200 tasks done on PostgreSQL");
-    Ok(200.0 / elapsed.as_secs_f64())
+    ensure!(
+        done == PG_E2E_TASKS,
+        "only {done} of {PG_E2E_TASKS} tasks done on PostgreSQL with {dispatchers} dispatcher(s)"
+    );
+    let server = cpu1.saturating_sub(cpu0) as f64 / 1e9 / elapsed.as_secs_f64() * 100.0;
+    ensure!(
+        server > 0.0,
+        "the PostgreSQL server used no CPU: not a measurement"
+    );
+    Ok((PG_E2E_TASKS as f64 / elapsed.as_secs_f64(), server))
 }
 
 fn vm_hwm_kib(pid: &str) -> anyhow::Result<u64> {
@@ -1774,7 +1832,7 @@ fn lean_rows(rows: &mut Vec<Row>, ops: &OpSamples, prefix: &str) -> anyhow::Resu
             format!("{prefix}{name} per second against its lean transaction"),
             board,
             lean,
-            &format!("lean hand-written {name}"),
+            &format!("the lean transaction writing the same rows ({name})"),
         )?);
     }
     Ok(())
@@ -1883,7 +1941,8 @@ fn wal_rows(store: &str, unit: &str, board: [f64; 4], lean: [f64; 4]) -> Vec<Row
             ratio: format!("{:.2}× the lean volume", b / l),
             json: serde_json::json!({
                 "measure": format!("{store} {unit} per {name}"),
-                "value": b, "baseline": { "name": "lean transaction", "value": l },
+                "value": b,
+                "baseline": { "name": "the lean transaction writing the same rows", "value": l },
             }),
         })
         .collect()
@@ -2006,19 +2065,35 @@ fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
         &format!("bare loop on {CONCURRENT} connections at once"),
     )?);
     let bin = kanban_bin()?;
-    let e2e = pg_end_to_end(&bin, &dir.join("pg-e2e"), &cluster)?;
-    rows.push(Row {
-        measure: "PostgreSQL: end to end tasks/s (200 × builtin:complete, two dispatchers, max_spawn 4 each)"
-            .to_owned(),
-        samples: "one measurement (200 tasks, two `dispatch --until-idle`)".to_owned(),
-        value: format!("{e2e:.0}"),
-        baseline: format!("{:.0} bare PostgreSQL commits/s (p50)", rate(bare.p50)),
-        ratio: format!("{:.3}× bare commits", e2e / rate(bare.p50)),
-        json: serde_json::json!({
-            "measure": "PostgreSQL end to end tasks per second, two dispatchers", "samples": 1,
-            "value": e2e,
-        }),
-    });
+    let mut one = None;
+    for dispatchers in [1, 2, 4] {
+        progress!("bench: PostgreSQL end to end, {dispatchers} dispatcher(s)…");
+        let (rate_e2e, server) = pg_end_to_end(&bin, dir, &cluster, dispatchers)?;
+        let base = *one.get_or_insert(rate_e2e);
+        let name = if dispatchers == 1 {
+            "1 dispatcher".to_owned()
+        } else {
+            format!("{dispatchers} dispatchers")
+        };
+        rows.push(Row {
+            measure: format!(
+                "PostgreSQL: end to end tasks/s, {name} ({PG_E2E_TASKS} × builtin:complete, max_spawn 4 each, each its own home); the server's CPU"
+            ),
+            samples: format!("one measurement ({PG_E2E_TASKS} tasks)"),
+            value: format!("{rate_e2e:.0} tasks/s, server {server:.0} % of a core"),
+            baseline: format!(
+                "{base:.0} tasks/s with 1 dispatcher; {:.0} bare PostgreSQL commits/s (p50)",
+                rate(bare.p50)
+            ),
+            ratio: format!("{:.2}× one dispatcher", rate_e2e / base),
+            json: serde_json::json!({
+                "measure": format!("PostgreSQL end to end tasks per second, {name}"),
+                "dispatchers": dispatchers, "samples": 1, "value": rate_e2e,
+                "server_cpu_percent": server,
+                "baseline": { "name": "1 dispatcher", "value": base },
+            }),
+        });
+    }
     Ok(())
 }
 

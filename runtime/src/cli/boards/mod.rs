@@ -201,13 +201,7 @@ fn create(root: &Path, slug: String, globals: &Globals) -> CmdResult {
 /// `kanban boards set-default-workdir SLUG DIR`: the board must exist.
 fn set_default_workdir(root: &Path, slug: &str, dir: &Path, globals: &Globals) -> CmdResult {
     fence()?;
-    if !paths::locate(root, slug)?.exists() {
-        return Err(crate::home::HomeError::BoardNotFound {
-            slug: slug.to_owned(),
-            path: paths::db_path(root, slug),
-        }
-        .into());
-    }
+    require_board(root, slug)?;
     let stored = crate::home::meta::set_default_workdir(root, slug, dir)?;
     #[derive(Serialize)]
     struct Set<'a> {
@@ -222,6 +216,18 @@ fn set_default_workdir(root: &Path, slug: &str, dir: &Path, globals: &Globals) -
         },
         || format!("default workdir of {slug}: {}", stored.display()),
     )
+}
+
+/// Refuses a board that does not exist (a setting of it would name nothing).
+fn require_board(root: &Path, slug: &str) -> anyhow::Result<()> {
+    if !paths::locate(root, slug)?.exists() {
+        return Err(crate::home::HomeError::BoardNotFound {
+            slug: slug.to_owned(),
+            path: paths::db_path(root, slug),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// `kanban boards switch SLUG`.

@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use crate::cli::session::{fence, print_out};
 use crate::cli::{CmdResult, Globals};
-use crate::home as paths;
 use crate::home::policy::{self, PreClaim};
 
 /// `kanban boards set-policy` (its arguments are in [`super::BoardsCommand::SetPolicy`]).
@@ -19,13 +18,7 @@ pub(super) fn set_policy(
     globals: &Globals,
 ) -> CmdResult {
     fence()?;
-    if !paths::locate(root, slug)?.exists() {
-        return Err(crate::home::HomeError::BoardNotFound {
-            slug: slug.to_owned(),
-            path: paths::db_path(root, slug),
-        }
-        .into());
-    }
+    super::require_board(root, slug)?;
     let set = if command.is_empty() {
         None
     } else {
