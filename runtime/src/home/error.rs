@@ -92,6 +92,13 @@ pub enum HomeError {
         source: crate::workspace::ResolveError,
     },
 
+    #[error("cannot rename board `{slug}`; nothing was changed")]
+    BadName {
+        slug: String,
+        #[source]
+        source: crate::home::meta::BadName,
+    },
+
     /// A board of the home that could not be opened or read.
     #[error(transparent)]
     Board(#[from] crate::board::BoardError),

@@ -47,6 +47,7 @@ pub mod lock;
 pub mod meta;
 pub mod migrate;
 pub mod migrate_plan;
+pub mod overview;
 pub mod remove;
 pub mod steering;
 

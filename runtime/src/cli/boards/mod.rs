@@ -1,23 +1,28 @@
-//! `kanban boards list|create|set-default-workdir|switch|rm|migrate`: the boards of the home, one function per
+//! `kanban boards list|rename|create|set-default-workdir|switch|rm|migrate`: the boards of the home, one function per
 //! subcommand; the PostgreSQL ones (`create --url`, `migrate`) are [`postgres`]. Parse, call
 //! [`crate::home`] / [`crate::home`], print.
 
+mod list;
 mod postgres;
+mod rename;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::cli::session::{fence, now, print_out, root};
-use crate::cli::{CmdResult, Exit, Globals, Refused, print_json};
+use crate::cli::{CmdResult, Globals, Refused};
 use crate::home as paths;
 use crate::home::create::{self, CreateError, NewBoard};
 use crate::home::remove::{self, RemoveError};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum BoardsCommand {
-    /// Every board under the root (`*` marks the current one).
+    /// Every board under the root (`*` marks the current one) with its display name, task
+    /// counts and store, and the archived boards.
     List,
+    /// Set board SLUG's display name (shown by `boards list`; the slug never changes).
+    Rename { slug: String, name: String },
     /// Create board SLUG (a SQLite file; with --url, in a PostgreSQL database).
     Create {
         slug: String,
@@ -52,7 +57,8 @@ pub enum BoardsCommand {
 pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResult {
     let root = root(globals)?;
     match command {
-        BoardsCommand::List => list(&root, globals),
+        BoardsCommand::List => list::list(&root, globals),
+        BoardsCommand::Rename { slug, name } => rename::rename(&root, &slug, &name, globals),
         BoardsCommand::Create {
             slug,
             url,
@@ -81,69 +87,6 @@ pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResul
         BoardsCommand::Rm { slug } => rm(&root, &slug, globals),
         BoardsCommand::Switch { slug } => switch(&root, &slug, globals),
     }
-}
-
-/// `kanban boards list`.
-fn list(root: &Path, globals: &Globals) -> CmdResult {
-    let current = paths::resolve(root, globals.board.as_deref())
-        .map(|l| l.slug)
-        .unwrap_or_else(|_| crate::home::DEFAULT_BOARD.to_owned());
-    #[derive(Serialize)]
-    struct Entry {
-        slug: String,
-        /// `sqlite` or `postgres`.
-        store: &'static str,
-        /// The SQLite file (null for a PostgreSQL board).
-        db_path: Option<PathBuf>,
-        /// The PostgreSQL URL without its password (null for a SQLite board).
-        url: Option<String>,
-        /// The PostgreSQL board's `sslmode` (`none` over a Unix socket; null for SQLite).
-        tls: Option<String>,
-        exists: bool,
-        current: bool,
-        /// The repository worktree tasks are worktrees of (null when unset).
-        default_workdir: Option<PathBuf>,
-    }
-    let entries: Vec<Entry> = paths::list_boards(root)?
-        .into_iter()
-        .map(|b| -> anyhow::Result<Entry> {
-            Ok(Entry {
-                default_workdir: crate::home::meta::read(root, &b.slug)?.default_workdir,
-                exists: b.exists(),
-                current: b.slug == current,
-                store: b.store.kind(),
-                url: b.postgres().map(crate::db::target::PgTarget::redacted),
-                tls: b.postgres().map(crate::db::target::PgTarget::tls_mode),
-                db_path: b.postgres().is_none().then(|| b.db_path.clone()),
-                slug: b.slug,
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    if globals.json {
-        print_json(&entries)?;
-    } else {
-        for e in &entries {
-            println!(
-                "{} {}{}{}{}",
-                if e.current { "*" } else { " " },
-                e.slug,
-                e.url
-                    .as_deref()
-                    .zip(e.tls.as_deref())
-                    .map(|(u, tls)| format!(" (postgres {u} tls={tls})"))
-                    .unwrap_or_default(),
-                if e.exists { "" } else { " (not created yet)" },
-                e.default_workdir
-                    .as_deref()
-                    .map(|d| format!(
-                        " workdir={}",
-                        crate::cli::escape::line(&d.display().to_string())
-                    ))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    Ok(Exit::OK)
 }
 
 /// `kanban boards create SLUG` (without `--url`): a SQLite board, unless kanban.toml puts the
