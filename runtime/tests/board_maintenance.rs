@@ -27,6 +27,11 @@ fn create_board(k: &Kanban, slug: &str, postgres: bool) {
     }
 }
 
+/// `--board SLUG` and `args`.
+fn on<'a>(slug: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    [&["--board", slug][..], args].concat()
+}
+
 /// The `boards list --json` entry of `slug` (the live one, not an archived folder).
 fn listed(k: &Kanban, slug: &str) -> serde_json::Value {
     let all = k.json(&["boards", "list"]);
@@ -42,12 +47,14 @@ fn counts_and_names(postgres: bool) {
     let k = kanban();
     create_board(&k, "ops-team", postgres);
     let b = ["--board", "ops-team"];
-    let on = |args: &[&str]| [&b[..], args].concat();
     let a = k.create("a", &b);
     k.create("b", &b);
     let c = k.create("c", &b);
-    k.ok(&on(&["complete", &a, "--summary", "s", "--force"]));
-    k.ok(&on(&["archive", &c]));
+    k.ok(&on(
+        "ops-team",
+        &["complete", &a, "--summary", "s", "--force"],
+    ));
+    k.ok(&on("ops-team", &["archive", &c]));
     let e = listed(&k, "ops-team");
     assert_eq!(e["name"], "Ops Team", "{e}");
     assert_eq!(e["counts"]["total"], 3, "{e}");
@@ -68,8 +75,14 @@ fn counts_and_names(postgres: bool) {
     let e = listed(&k, "ops-team");
     assert_eq!(e["name"], "Operations (EU)", "{e}");
     // The slug is unchanged: the board is still reached by it.
-    assert_eq!(k.json(&on(&["list"])).as_array().unwrap().len(), 2);
-    assert!(k.ok(&["boards", "list"]).contains("ops-team \"Operations (EU)\""));
+    assert_eq!(
+        k.json(&on("ops-team", &["list"])).as_array().unwrap().len(),
+        2
+    );
+    assert!(
+        k.ok(&["boards", "list"])
+            .contains("ops-team \"Operations (EU)\"")
+    );
 }
 
 #[test]
@@ -91,8 +104,14 @@ fn bad_renames_are_refused_and_change_nothing() {
     let before = std::fs::read(&meta).unwrap();
     for (args, needle) in [
         (vec!["boards", "rename", "ops", "  "], "cannot be empty"),
-        (vec!["boards", "rename", "ops", "a\nb"], "control characters"),
-        (vec!["boards", "rename", "ops", &"x".repeat(101)], "at most 100"),
+        (
+            vec!["boards", "rename", "ops", "a\nb"],
+            "control characters",
+        ),
+        (
+            vec!["boards", "rename", "ops", &"x".repeat(101)],
+            "at most 100",
+        ),
         (vec!["boards", "rename", "nope", "X"], "nope"),
         (vec!["boards", "rename", "../x", "X"], "slug"),
     ] {
@@ -115,7 +134,11 @@ fn boards_marked_or_moved_aside_by_the_original_are_listed_as_archived() {
     std::fs::write(boards.join("old/board.json"), "{\"archived\": true}").unwrap();
     // … and its `boards rm` moves the folder to `_archived/<slug>-<epoch>`.
     std::fs::create_dir_all(boards.join("_archived")).unwrap();
-    std::fs::rename(boards.join("gone"), boards.join("_archived/gone-1700000000")).unwrap();
+    std::fs::rename(
+        boards.join("gone"),
+        boards.join("_archived/gone-1700000000"),
+    )
+    .unwrap();
     let e = listed(&k, "old");
     assert_eq!(e["archived"], true, "{e}");
     let all = k.json(&["boards", "list"]);
@@ -128,8 +151,438 @@ fn boards_marked_or_moved_aside_by_the_original_are_listed_as_archived() {
     assert_eq!(gone["archived"], true, "{gone}");
     assert_eq!(gone["archived_at"], 1_700_000_000, "{gone}");
     assert_eq!(gone["counts"]["total"], 1, "{gone}");
-    assert!(gone["archived_path"].as_str().unwrap().ends_with("gone-1700000000"));
+    assert!(
+        gone["archived_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("gone-1700000000")
+    );
     let text = k.ok(&["boards", "list"]);
-    assert!(text.contains("old \"Old\" 0 tasks, 0 open (archived)"), "{text}");
-    assert!(text.contains("gone \"Gone\" 1 tasks, 1 open (archived at "), "{text}");
+    assert!(
+        text.contains("old \"Old\" 0 tasks, 0 open (archived)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gone \"Gone\" 1 tasks, 1 open (archived at "),
+        "{text}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// boards export / boards import
+
+/// A board `slug` with every kind of row: tasks in many statuses, links, comments, runs
+/// (closed and open), events, attachments (two files on one task, one on another) and a log.
+fn populate(k: &Kanban, slug: &str) -> Vec<String> {
+    let a = k.create(
+        "parent",
+        &on(
+            slug,
+            &["--assignee", "bot", "--priority", "3", "--body", "b"],
+        ),
+    );
+    let b = k.create("child", &on(slug, &["--parent", &a]));
+    let c = k.create("triage", &on(slug, &["--triage"]));
+    let d = k.create("blocked", &on(slug, &["--blocked"]));
+    let e = k.create("archived", &on(slug, &[]));
+    let f = k.create("reclaimed", &on(slug, &["--max-runtime", "60"]));
+    k.ok(&on(slug, &["claim", &a]));
+    k.ok(&on(
+        slug,
+        &["complete", &a, "--summary", "s", "--result", "r", "--force"],
+    ));
+    k.ok(&on(
+        slug,
+        &["comment", &b, "--body", "a comment\nwith two lines"],
+    ));
+    let spec = k.home().join("spec.md");
+    std::fs::write(&spec, "# spec\n").unwrap();
+    let bin = k.home().join("data.bin");
+    std::fs::write(&bin, [0u8, 1, 2, 255, 254]).unwrap();
+    k.ok(&on(
+        slug,
+        &["attach", &b, spec.to_str().unwrap(), bin.to_str().unwrap()],
+    ));
+    k.ok(&on(slug, &["attach", &d, spec.to_str().unwrap()]));
+    k.ok(&on(slug, &["archive", &e]));
+    k.ok(&on(slug, &["claim", &f]));
+    k.ok(&on(slug, &["reclaim", &f, "--reason", "moved"]));
+    vec![a, b, c, d, e, f]
+}
+
+/// What a board looks like from outside: its tasks (`list --all --json`), each task's
+/// `show --json` and `events --json`, and each attachment's row and bytes (the stored path,
+/// which names the board's folder, left out).
+fn board_view(k: &Kanban, slug: &str, ids: &[String]) -> serde_json::Value {
+    let mut tasks = k.json(&on(slug, &["list", "--all"]));
+    let mut per_task = serde_json::Map::new();
+    for id in ids {
+        let show = k.json(&on(slug, &["show", id]));
+        let events = k.json(&on(slug, &["events", id]));
+        let mut attachments = k.json(&on(slug, &["attachments", id]));
+        for a in attachments.as_array_mut().unwrap() {
+            let path = a["stored_path"].as_str().unwrap().to_owned();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            a["bytes"] = serde_json::json!(bytes);
+            a.as_object_mut().unwrap().remove("stored_path");
+        }
+        per_task.insert(
+            id.clone(),
+            serde_json::json!({"show": strip_paths(show), "events": events, "attachments": attachments}),
+        );
+    }
+    for t in tasks.as_array_mut().unwrap() {
+        t.as_object_mut().unwrap().remove("board");
+    }
+    serde_json::json!({"tasks": tasks, "per_task": per_task})
+}
+
+/// `show --json` without what names the home (the attachments' stored paths).
+fn strip_paths(mut show: serde_json::Value) -> serde_json::Value {
+    if let Some(list) = show["attachments"].as_array_mut() {
+        for a in list {
+            a.as_object_mut().unwrap().remove("stored_path");
+        }
+    }
+    show
+}
+
+fn round_trip(from_pg: bool, to_pg: bool) {
+    let src = kanban();
+    create_board(&src, "ops", from_pg);
+    src.ok(&["boards", "rename", "ops", "Operations"]);
+    let ids = populate(&src, "ops");
+    let log = src
+        .home()
+        .join("kanban/logs/ops")
+        .join(format!("{}.log", ids[0]));
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "worker said hello\n").unwrap();
+    let before = board_view(&src, "ops", &ids);
+    let archive = src.home().join("ops.tar.gz");
+    let out = src.json(&[
+        "boards",
+        "export",
+        "ops",
+        archive.to_str().unwrap(),
+        "--with-logs",
+    ]);
+    assert_eq!(out["attachments"], 3, "{out}");
+    assert_eq!(out["logs"], 1, "{out}");
+    // Exporting reads only: the source board is unchanged.
+    assert_eq!(board_view(&src, "ops", &ids), before);
+
+    // Into another home, in the other store (or the same), under a new slug.
+    let dst = kanban();
+    let mut args = vec![
+        "boards",
+        "import",
+        archive.to_str().unwrap(),
+        "--as",
+        "copy",
+    ];
+    let url;
+    if to_pg {
+        url = fresh_url("import");
+        args.extend(["--url", url.as_str()]);
+    }
+    let made = dst.json(&args);
+    assert_eq!(
+        made["store"],
+        if to_pg { "postgres" } else { "sqlite" },
+        "{made}"
+    );
+    assert_eq!(made["from_slug"], "ops", "{made}");
+    assert_eq!(made["rows"]["tasks"], 6, "{made}");
+    let after = board_view(&dst, "copy", &ids);
+    assert_eq!(
+        after, before,
+        "the imported board differs from the exported one"
+    );
+    // The files are the new board's own.
+    for a in dst
+        .json(&on("copy", &["attachments", &ids[1]]))
+        .as_array()
+        .unwrap()
+    {
+        let path = a["stored_path"].as_str().unwrap();
+        assert!(
+            path.starts_with(dst.home().join("kanban/attachments/copy").to_str().unwrap()),
+            "{path}"
+        );
+    }
+    let copied_log = dst
+        .home()
+        .join("kanban/logs/copy")
+        .join(format!("{}.log", ids[0]));
+    assert_eq!(
+        std::fs::read_to_string(&copied_log).unwrap(),
+        "worker said hello\n"
+    );
+    let listed = listed(&dst, "copy");
+    assert_eq!(listed["name"], "Operations", "{listed}");
+    dst.assert_fsck_clean();
+    // The imported board works: a new task gets an id and a run gets a fresh run id.
+    let g = dst.create("after import", &on("copy", &[]));
+    dst.ok(&on("copy", &["claim", &g]));
+    dst.ok(&on("copy", &["complete", &g, "--summary", "ok", "--force"]));
+    let runs = dst.json(&on("copy", &["show", &g]))["runs"].clone();
+    let old_runs: Vec<i64> = ids
+        .iter()
+        .flat_map(|id| {
+            before["per_task"][id]["show"]["runs"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    let new_run = runs[0]["id"].as_i64().unwrap();
+    assert!(
+        old_runs.iter().all(|r| *r < new_run),
+        "{old_runs:?} {new_run}"
+    );
+}
+
+#[test]
+fn export_import_round_trip_sqlite_to_postgres_compares_equal() {
+    round_trip(false, true);
+}
+
+#[test]
+fn export_import_round_trip_postgres_to_sqlite_compares_equal() {
+    round_trip(true, false);
+}
+
+#[test]
+fn export_import_round_trip_sqlite_to_sqlite_compares_equal() {
+    round_trip(false, false);
+}
+
+/// Every file under `dir` with its bytes (SQLite's `-shm` index left out).
+fn files_of(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, Vec<u8>)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if !p.to_string_lossy().ends_with("-shm") {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A `.tar.gz` of `entries` (name, bytes) written without the `tar` crate's path checks, so
+/// an archive can hold what kanban must refuse.
+fn raw_archive(path: &std::path::Path, entries: &[(&str, &[u8], tar::EntryType)]) {
+    let file = std::fs::File::create(path).unwrap();
+    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    for (name, bytes, kind) in entries {
+        let mut h = tar::Header::new_old();
+        let field = &mut h.as_old_mut().name;
+        field[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(*kind);
+        if *kind == tar::EntryType::Symlink {
+            h.set_link_name("/etc/passwd").unwrap();
+        }
+        h.set_cksum();
+        tar.append(&h, *bytes).unwrap();
+    }
+    tar.into_inner().unwrap().finish().unwrap();
+}
+
+#[test]
+fn import_refuses_bad_archives_and_taken_slugs_and_changes_nothing() {
+    let k = kanban();
+    k.ok(&["boards", "create", "ops"]);
+    let ids = populate(&k, "ops");
+    let good = k.home().join("good.tar.gz");
+    k.ok(&["boards", "export", "ops", good.to_str().unwrap()]);
+    let bytes = std::fs::read(&good).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, data: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    };
+    let manifest = |version: u64| {
+        format!("{{\"format\": \"kanban-board-export\", \"version\": {version}}}").into_bytes()
+    };
+    let traversal = dir.path().join("traversal.tar.gz");
+    raw_archive(&traversal, &[("../../evil", b"x", tar::EntryType::Regular)]);
+    let absolute = dir.path().join("absolute.tar.gz");
+    raw_archive(&absolute, &[("/tmp/evil", b"x", tar::EntryType::Regular)]);
+    let nested = dir.path().join("nested.tar.gz");
+    raw_archive(
+        &nested,
+        &[(
+            "attachments/t_1/../../../evil",
+            b"x",
+            tar::EntryType::Regular,
+        )],
+    );
+    let link = dir.path().join("link.tar.gz");
+    raw_archive(
+        &link,
+        &[("attachments/t_1/x", b"", tar::EntryType::Symlink)],
+    );
+    let future = dir.path().join("future.tar.gz");
+    raw_archive(
+        &future,
+        &[("manifest.json", &manifest(2), tar::EntryType::Regular)],
+    );
+    let other = dir.path().join("other.tar.gz");
+    raw_archive(
+        &other,
+        &[(
+            "manifest.json",
+            b"{\"format\": \"zip\", \"version\": 1}",
+            tar::EntryType::Regular,
+        )],
+    );
+    let no_db = dir.path().join("nodb.tar.gz");
+    raw_archive(
+        &no_db,
+        &[("manifest.json", &manifest(1), tar::EntryType::Regular)],
+    );
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![good.display().to_string()], "already exists"),
+        (
+            vec![
+                file("half.tar.gz", &bytes[..bytes.len() / 2])
+                    .display()
+                    .to_string(),
+                "--as".into(),
+                "x1".into(),
+            ],
+            "corrupt or truncated",
+        ),
+        (
+            vec![
+                file("trailer.tar.gz", &bytes[..bytes.len() - 4])
+                    .display()
+                    .to_string(),
+                "--as".into(),
+                "x2".into(),
+            ],
+            "corrupt or truncated",
+        ),
+        (
+            vec![
+                file("junk.tar.gz", b"not an archive at all")
+                    .display()
+                    .to_string(),
+            ],
+            "corrupt or truncated",
+        ),
+        (vec![traversal.display().to_string()], "`..`"),
+        (vec![absolute.display().to_string()], "absolute path"),
+        (vec![nested.display().to_string()], "`..`"),
+        (vec![link.display().to_string()], "not a regular file"),
+        (vec![future.display().to_string()], "version 2"),
+        (vec![other.display().to_string()], "format `zip`"),
+        (
+            vec![no_db.display().to_string()],
+            "not a valid board archive",
+        ),
+        (
+            vec![good.display().to_string(), "--as".into(), "default".into()],
+            "default board",
+        ),
+        (
+            vec![good.display().to_string(), "--as".into(), "Bad/Slug".into()],
+            "slug",
+        ),
+        (
+            vec!["/nonexistent/x.tar.gz".into(), "--as".into(), "x3".into()],
+            "x.tar.gz",
+        ),
+    ];
+    let before = files_of(k.home());
+    for (args, needle) in cases {
+        let mut all = vec!["boards", "import"];
+        all.extend(args.iter().map(String::as_str));
+        let run = k.run(&all);
+        assert_eq!(run.code, 1, "{all:?}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(needle), "{all:?}: {}", run.stderr);
+        assert_eq!(files_of(k.home()), before, "{all:?} changed the home");
+    }
+    assert!(!std::path::Path::new("/tmp/evil").exists());
+    // The source board still reads as before.
+    assert_eq!(
+        k.json(&on("ops", &["list", "--all"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        ids.len()
+    );
+}
+
+#[test]
+fn import_into_a_postgres_database_that_is_not_empty_is_refused_and_changes_nothing() {
+    let k = kanban();
+    k.ok(&["boards", "create", "ops"]);
+    populate(&k, "ops");
+    let archive = k.home().join("ops.tar.gz");
+    k.ok(&["boards", "export", "ops", archive.to_str().unwrap()]);
+    let url = fresh_url("taken");
+    k.ok(&["boards", "create", "other", "--url", &url]);
+    k.create("there", &on("other", &[]));
+    let before = files_of(k.home());
+    let run = k.run(&[
+        "boards",
+        "import",
+        archive.to_str().unwrap(),
+        "--as",
+        "copy",
+        "--url",
+        &url,
+    ]);
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("not empty"), "{}", run.stderr);
+    assert_eq!(files_of(k.home()), before);
+    assert_eq!(k.json(&on("other", &["list"])).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn export_refuses_an_existing_file_and_a_missing_board() {
+    let k = kanban();
+    k.ok(&["boards", "create", "ops"]);
+    let taken = k.home().join("taken.tar.gz");
+    std::fs::write(&taken, "mine").unwrap();
+    let run = k.run(&["boards", "export", "ops", taken.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("already exists"), "{}", run.stderr);
+    assert_eq!(std::fs::read(&taken).unwrap(), b"mine");
+    let run = k.run(&[
+        "boards",
+        "export",
+        "nope",
+        k.home().join("n.tar.gz").to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("nope"), "{}", run.stderr);
+    assert!(!k.home().join("n.tar.gz").exists());
+    // No staging folder is left behind.
+    let left: Vec<_> = std::fs::read_dir(k.home())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".kanban-export")
+        })
+        .collect();
+    assert!(left.is_empty());
 }

@@ -246,12 +246,18 @@ mod tests {
         let path = meta_path(root.path(), "b");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{\"icon\": \"*\", \"archived\": true}").unwrap();
-        assert_eq!(set_name(root.path(), "b", " Ops board ").unwrap(), "Ops board");
+        assert_eq!(
+            set_name(root.path(), "b", " Ops board ").unwrap(),
+            "Ops board"
+        );
         let meta = read(root.path(), "b").unwrap();
         assert_eq!(meta.name.as_deref(), Some("Ops board"));
         assert!(meta.archived);
         assert!(std::fs::read_to_string(&path).unwrap().contains("\"icon\""));
         assert!(set_name(root.path(), "b", "").is_err());
-        assert_eq!(read(root.path(), "b").unwrap().name.as_deref(), Some("Ops board"));
+        assert_eq!(
+            read(root.path(), "b").unwrap().name.as_deref(),
+            Some("Ops board")
+        );
     }
 }

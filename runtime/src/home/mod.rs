@@ -50,6 +50,7 @@ pub mod migrate_plan;
 pub mod overview;
 pub mod remove;
 pub mod steering;
+pub mod transfer;
 
 pub(crate) use error::HomeError;
 pub use error::Result;

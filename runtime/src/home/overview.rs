@@ -133,8 +133,14 @@ mod tests {
 
     #[test]
     fn archived_folder_names_give_the_slug_and_the_time() {
-        assert_eq!(split_archived("ops-1700000000"), Some(("ops".into(), 1_700_000_000)));
-        assert_eq!(split_archived("ops-1700000000-2"), Some(("ops".into(), 1_700_000_000)));
+        assert_eq!(
+            split_archived("ops-1700000000"),
+            Some(("ops".into(), 1_700_000_000))
+        );
+        assert_eq!(
+            split_archived("ops-1700000000-2"),
+            Some(("ops".into(), 1_700_000_000))
+        );
         assert_eq!(split_archived("my-ops-17"), Some(("my-ops".into(), 17)));
         assert_eq!(split_archived("ops"), None);
         assert_eq!(split_archived("Bad-17"), None);

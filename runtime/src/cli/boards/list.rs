@@ -57,7 +57,9 @@ fn entries(root: &Path, current: &str) -> anyhow::Result<Vec<Entry>> {
         let exists = b.exists();
         let (counts, counts_error) = counted(exists.then(|| overview::counts(&b)).transpose());
         out.push(Entry {
-            name: meta.name.unwrap_or_else(|| paths::meta::default_name(&b.slug)),
+            name: meta
+                .name
+                .unwrap_or_else(|| paths::meta::default_name(&b.slug)),
             default_workdir: meta.default_workdir,
             archived: meta.archived,
             archived_path: None,

@@ -1,10 +1,11 @@
-//! `kanban boards list|rename|create|set-default-workdir|switch|rm|migrate`: the boards of the home, one function per
+//! `kanban boards list|rename|export|import|create|set-default-workdir|switch|rm|migrate`: the boards of the home, one function per
 //! subcommand; the PostgreSQL ones (`create --url`, `migrate`) are [`postgres`]. Parse, call
 //! [`crate::home`] / [`crate::home`], print.
 
 mod list;
 mod postgres;
 mod rename;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,27 @@ pub enum BoardsCommand {
     List,
     /// Set board SLUG's display name (shown by `boards list`; the slug never changes).
     Rename { slug: String, name: String },
+    /// Write board SLUG (SQLite or PostgreSQL) to FILE, a new `.tar.gz`: its tasks, runs,
+    /// events, comments, links and attachments (and worker logs with --with-logs).
+    Export {
+        slug: String,
+        file: PathBuf,
+        /// Also the worker logs of its tasks.
+        #[arg(long)]
+        with_logs: bool,
+    },
+    /// Make a new board from an archive `boards export` wrote (refused, changing nothing, for a
+    /// slug that exists and for a corrupt, truncated, unsafe or unknown archive).
+    Import {
+        file: PathBuf,
+        /// The new board's slug (default: the slug it was exported from).
+        #[arg(long = "as", value_name = "SLUG")]
+        as_slug: Option<String>,
+        /// Put the board in this empty PostgreSQL database (as `boards create --url`); without
+        /// it the board goes where `boards create` would put it.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
     /// Create board SLUG (a SQLite file; with --url, in a PostgreSQL database).
     Create {
         slug: String,
@@ -59,6 +81,14 @@ pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResul
     match command {
         BoardsCommand::List => list::list(&root, globals),
         BoardsCommand::Rename { slug, name } => rename::rename(&root, &slug, &name, globals),
+        BoardsCommand::Export {
+            slug,
+            file,
+            with_logs,
+        } => transfer::export(&root, &slug, &file, with_logs, globals),
+        BoardsCommand::Import { file, as_slug, url } => {
+            transfer::import(&root, &file, as_slug.as_deref(), url.as_deref(), globals)
+        }
         BoardsCommand::Create {
             slug,
             url,
