@@ -586,3 +586,131 @@ fn export_refuses_an_existing_file_and_a_missing_board() {
         .collect();
     assert!(left.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// kanban delete / kanban archive --rm
+
+fn delete_with_relations(postgres: bool) {
+    let k = kanban();
+    create_board(&k, "ops", postgres);
+    let parent = k.create("parent", &on("ops", &[]));
+    let child = k.create("child", &on("ops", &["--parent", &parent]));
+    let keep = k.create("keep", &on("ops", &[]));
+    let spec = k.home().join("spec.md");
+    std::fs::write(&spec, "# spec\n").unwrap();
+    k.ok(&on("ops", &["attach", &parent, spec.to_str().unwrap()]));
+    k.ok(&on("ops", &["comment", &parent, "--body", "note"]));
+    k.ok(&on("ops", &["claim", &parent]));
+    let stored = k.json(&on("ops", &["attachments", &parent]))[0]["stored_path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(std::path::Path::new(&stored).is_file());
+
+    // A running task is refused, and nothing changes.
+    let before = k.json(&on("ops", &["show", &parent]));
+    for verb in [vec!["delete"], vec!["archive", "--rm"]] {
+        let mut args = on("ops", &verb);
+        args.push(&parent);
+        let run = k.run(&args);
+        assert_eq!(run.code, 3, "{verb:?}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("reclaim it first"), "{}", run.stderr);
+        assert_eq!(k.json(&on("ops", &["show", &parent])), before, "{verb:?}");
+    }
+    assert!(std::path::Path::new(&stored).is_file());
+
+    k.ok(&on("ops", &["reclaim", &parent]));
+    let gone = k.json(&on("ops", &["delete", &parent]));
+    assert_eq!(gone["task_id"], parent.as_str(), "{gone}");
+    assert_eq!(gone["runs"], 1, "{gone}");
+    assert_eq!(gone["comments"], 1, "{gone}");
+    assert_eq!(gone["links"], 1, "{gone}");
+    assert_eq!(gone["promoted"], serde_json::json!([child]), "{gone}");
+    assert_eq!(gone["files_removed"], serde_json::json!([stored]), "{gone}");
+    assert!(!std::path::Path::new(&stored).exists());
+    let run = k.run(&on("ops", &["show", &parent]));
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.contains("no task"), "{}", run.stderr);
+    let child_view = k.json(&on("ops", &["show", &child]));
+    assert_eq!(child_view["parents"], serde_json::json!([]), "{child_view}");
+    assert_eq!(child_view["task"]["status"], "ready", "{child_view}");
+    let left: Vec<String> = k
+        .json(&on("ops", &["list", "--all"]))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(left.len(), 2);
+    assert!(left.contains(&child) && left.contains(&keep), "{left:?}");
+    // No run or event of the deleted task is left anywhere.
+    let runs = k.json(&on("ops", &["runs"]));
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["task_id"] != parent.as_str()),
+        "{runs}"
+    );
+    k.ok(&on("ops", &["fsck"]));
+
+    // archive --rm: archived, then deleted.
+    let both = k.json(&on("ops", &["archive", "--rm", &keep]));
+    assert_eq!(both["archived"], true, "{both}");
+    assert_eq!(both["prev_status"], "archived", "{both}");
+    assert_eq!(
+        k.json(&on("ops", &["list", "--all"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // An unknown id is an error; several ids run each on its own.
+    let run = k.run(&on("ops", &["delete", "t_00000000"]));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let run = k.run(&on("ops", &["delete", &child, "t_00000000"]));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        k.json(&on("ops", &["list", "--all"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+#[test]
+fn delete_removes_a_task_with_its_relations_and_refuses_a_running_one_on_sqlite() {
+    delete_with_relations(false);
+}
+
+#[test]
+fn delete_removes_a_task_with_its_relations_and_refuses_a_running_one_on_postgres() {
+    delete_with_relations(true);
+}
+
+#[test]
+fn archive_rm_keeps_a_task_whose_workspace_is_still_needed() {
+    let k = kanban();
+    let parent = k.create("parent", &[]);
+    let child = k.create("child", &["--parent", &parent]);
+    k.ok(&["claim", &parent]);
+    k.ok(&["complete", &parent, "--summary", "s", "--force"]);
+    // The parent's scratch workspace is on disk, and its open child may still read it: the
+    // cleanup defers, so the task stays archived rather than orphan the folder.
+    let ws = k.home().join("kanban/workspaces").join(&parent);
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "work").unwrap();
+    let run = k.run(&["archive", "--rm", &parent]);
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("workspace"), "{}", run.stderr);
+    assert_eq!(k.status(&parent), "archived");
+    assert!(ws.join("notes.txt").is_file());
+    // Once the child is finished too, the workspace goes and so does the task.
+    k.ok(&["claim", &child]);
+    k.ok(&["complete", &child, "--summary", "s", "--force"]);
+    let gone = k.json(&["archive", "--rm", &parent]);
+    assert_eq!(gone["task_id"], parent.as_str(), "{gone}");
+    assert!(!ws.exists());
+    assert_eq!(k.run(&["show", &parent]).code, 1);
+}

@@ -29,7 +29,7 @@ use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::recipe::{self, RecipeCommand, SwarmArgs};
 use super::tasks::workspace;
-use super::tasks::{context, lifecycle, proof, steering};
+use super::tasks::{context, lifecycle, proof, purge, steering};
 use super::{CmdResult, Globals};
 use crate::acceptance::{Evidence, PrRef};
 use crate::board::StorageError;
@@ -178,6 +178,16 @@ pub enum BoardCommand {
     },
     /// Archive tasks (from any status); one line per id.
     Archive {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        /// Then delete each for good, as `kanban delete` (refused while it runs or while its
+        /// own workspace is still on disk; the task then stays archived).
+        #[arg(long)]
+        rm: bool,
+    },
+    /// Delete tasks for good, with their runs, events, comments, links and attachments
+    /// (refused while a task runs); one line per id.
+    Delete {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
     },
@@ -444,7 +454,9 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::AttachRm { id, name } => attach::remove(&id, &name, g),
         BoardCommand::Edit(args) => operator::edit(args, g),
         BoardCommand::Unblock { ids, reason } => operator::unblock(&ids, reason.as_deref(), g),
-        BoardCommand::Archive { ids } => operator::archive(&ids, g),
+        BoardCommand::Archive { ids, rm: false } => operator::archive(&ids, g),
+        BoardCommand::Archive { ids, rm: true } => purge::archive_rm(&ids, g),
+        BoardCommand::Delete { ids } => purge::delete(&ids, g),
         BoardCommand::Gc { dry_run } => workspace::gc(dry_run, g),
         BoardCommand::Reopen { id, reason } => operator::reopen(&id, reason.as_deref(), g),
         BoardCommand::Reclaim { ids, reason } => operator::reclaim(&ids, reason.as_deref(), g),
@@ -525,6 +537,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         // Several ids: each is resolved on its own by [`each`], so one bad id spoils no other.
         BoardCommand::Unblock { .. }
         | BoardCommand::Archive { .. }
+        | BoardCommand::Delete { .. }
         | BoardCommand::Reclaim { .. }
         | BoardCommand::Promote { .. } => {}
         BoardCommand::Link { parent, child } | BoardCommand::Unlink { parent, child } => {
