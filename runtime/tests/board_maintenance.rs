@@ -714,3 +714,179 @@ fn archive_rm_keeps_a_task_whose_workspace_is_still_needed() {
     assert!(!ws.exists());
     assert_eq!(k.run(&["show", &parent]).code, 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// kanban repair
+
+/// A default board of five tasks, its WAL folded into the file.
+fn small_board(k: &Kanban) -> std::path::PathBuf {
+    for i in 0..5 {
+        k.create(&format!("t{i}"), &[]);
+    }
+    let db = k.default_db();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(conn);
+    db
+}
+
+fn integrity(db: &std::path::Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn.prepare("PRAGMA integrity_check").unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Overwrites the root page of index `name` with an empty index leaf page: the tables are
+/// intact, the index lists none of their rows.
+fn empty_index_page(db: &std::path::Path, name: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let root: i64 = conn
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    drop(conn);
+    let (root, size) = (
+        usize::try_from(root).unwrap(),
+        usize::try_from(size).unwrap(),
+    );
+    let mut bytes = std::fs::read(db).unwrap();
+    let page = &mut bytes[(root - 1) * size..root * size];
+    assert_eq!(page[0], 0x0A, "the index root is a leaf page");
+    page.fill(0);
+    page[0] = 0x0A;
+    page[5..7].copy_from_slice(&u16::try_from(size % 65536).unwrap().to_be_bytes());
+    std::fs::write(db, &bytes).unwrap();
+}
+
+fn backups(db: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(db.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.to_string_lossy().contains(".corrupt.") && p.to_string_lossy().ends_with(".bak")
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn repair_rebuilds_a_damaged_index_and_keeps_the_quarantine_copy() {
+    let k = kanban();
+    let db = small_board(&k);
+    empty_index_page(&db, "idx_tasks_status");
+    let damaged = integrity(&db);
+    assert!(
+        damaged
+            .iter()
+            .any(|m| m.contains("missing from index idx_tasks_status")),
+        "{damaged:?}"
+    );
+    let found = std::fs::read(&db).unwrap();
+
+    let out = k.json(&["repair"]);
+    assert_eq!(out["status"], "repaired", "{out}");
+    assert_eq!(
+        out["reindexed"],
+        serde_json::json!(["idx_tasks_status"]),
+        "{out}"
+    );
+    assert_eq!(integrity(&db), ["ok"]);
+    let kept = backups(&db);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(out["backup"], kept[0].to_str().unwrap(), "{out}");
+    assert_eq!(
+        std::fs::read(&kept[0]).unwrap(),
+        found,
+        "the backup is the file as found"
+    );
+    assert_eq!(
+        k.json(&["list", "--status", "ready"])
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    k.assert_fsck_clean();
+    // Now healthy: a second repair changes nothing and makes no second backup.
+    let again = k.ok(&["repair"]);
+    assert!(again.contains("is healthy"), "{again}");
+    assert_eq!(backups(&db), kept);
+}
+
+#[test]
+fn repair_leaves_a_healthy_board_alone() {
+    let k = kanban();
+    let db = small_board(&k);
+    let before = std::fs::read(&db).unwrap();
+    let run = k.run(&["repair"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("is healthy") && run.stdout.contains("nothing was changed"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    assert!(backups(&db).is_empty());
+}
+
+#[test]
+fn repair_refuses_damage_beyond_indexes_and_keeps_the_file_and_its_copy() {
+    let k = kanban();
+    let db = small_board(&k);
+    let mut bytes = std::fs::read(&db).unwrap();
+    // The header page kept, every page after it garbage: table pages are damaged too.
+    for (i, b) in bytes.iter_mut().enumerate().skip(4096) {
+        *b = (i % 251) as u8;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    let run = k.run(&["repair"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("beyond its indexes"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        bytes,
+        "no REINDEX on such a file"
+    );
+    let kept = backups(&db);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(std::fs::read(&kept[0]).unwrap(), bytes);
+}
+
+#[test]
+fn repair_refuses_a_postgres_board_and_a_board_a_dispatcher_ticks() {
+    let k = kanban();
+    create_board(&k, "pg", true);
+    let run = k.run(&["--board", "pg", "repair"]);
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("PostgreSQL") && run.stderr.contains("REINDEX"),
+        "{}",
+        run.stderr
+    );
+
+    let db = small_board(&k);
+    empty_index_page(&db, "idx_tasks_status");
+    let found = std::fs::read(&db).unwrap();
+    let held = kanban_runtime::home::lock::TickLock::try_acquire(&db)
+        .unwrap()
+        .unwrap();
+    let run = k.run(&["repair"]);
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("dispatcher"), "{}", run.stderr);
+    assert_eq!(std::fs::read(&db).unwrap(), found);
+    assert!(backups(&db).is_empty());
+    drop(held);
+    assert_eq!(k.json(&["repair"])["status"], "repaired");
+}

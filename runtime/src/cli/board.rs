@@ -29,7 +29,7 @@ use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::recipe::{self, RecipeCommand, SwarmArgs};
 use super::tasks::workspace;
-use super::tasks::{context, lifecycle, proof, purge, steering};
+use super::tasks::{context, lifecycle, proof, purge, repair, steering};
 use super::{CmdResult, Globals};
 use crate::acceptance::{Evidence, PrRef};
 use crate::board::StorageError;
@@ -323,6 +323,9 @@ pub enum BoardCommand {
     },
     /// Check the board's invariants; exit 1 naming each violation.
     Fsck,
+    /// Repair the board file when only its indexes are damaged: a quarantine backup copy
+    /// first, then REINDEX (a healthy board is left alone; SQLite boards only).
+    Repair,
 }
 
 /// `complete --evidence KIND=DETAIL`.
@@ -398,6 +401,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Runs(args) => observe::print_runs(args, g),
         BoardCommand::Watch(args) => observe::watch_board(&args, g),
         BoardCommand::Fsck => read::fsck(g),
+        BoardCommand::Repair => repair::repair(g),
         BoardCommand::Claim { id, ttl, claimer } => lifecycle::claim(&id, ttl, claimer, g),
         BoardCommand::Heartbeat { id, note, ttl } => {
             lifecycle::heartbeat(id.as_deref(), note.as_deref(), ttl, g)
@@ -564,7 +568,8 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         | BoardCommand::List(_)
         | BoardCommand::Boards { .. }
         | BoardCommand::Gc { .. }
-        | BoardCommand::Fsck => {}
+        | BoardCommand::Fsck
+        | BoardCommand::Repair => {}
     }
     ids.retain(|id| !is_full_id(id));
     if ids.is_empty() {
