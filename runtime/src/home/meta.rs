@@ -34,9 +34,6 @@ pub struct BoardMeta {
     pub archived: bool,
 }
 
-/// The longest display name [`set_name`] accepts, in characters.
-pub const MAX_NAME_CHARS: usize = 100;
-
 /// The name a board without one is shown by, as the original derives it from the slug
 /// (`atm10-server` → `Atm10 Server`).
 pub fn default_name(slug: &str) -> String {
@@ -120,16 +117,7 @@ pub fn read(root: &Path, slug: &str) -> Result<BoardMeta> {
     })
 }
 
-/// Why [`set_name`] refused a display name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BadName {
-    #[error("a board's display name cannot be empty")]
-    Empty,
-    #[error("a board's display name is at most {MAX_NAME_CHARS} characters (this one has {0})")]
-    TooLong(usize),
-    #[error("a board's display name is one line of printable text (no control characters)")]
-    Control,
-}
+pub use super::error::{BadName, MAX_NAME_CHARS};
 
 /// `name` trimmed, or why it cannot be a display name.
 pub fn check_name(name: &str) -> std::result::Result<String, BadName> {

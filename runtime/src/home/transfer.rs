@@ -346,7 +346,7 @@ fn entry_place(entry: &str) -> Result<PathBuf, &'static str> {
         return Err("an absolute path");
     }
     let parts: Vec<&str> = entry.split('/').collect();
-    if parts.iter().any(|p| *p == "..") {
+    if parts.contains(&"..") {
         return Err("a path with `..`");
     }
     if !parts.iter().all(|p| safe_component(p)) {
@@ -484,7 +484,7 @@ pub enum ImportTarget {
     /// database kanban.toml names for it).
     Home,
     /// This PostgreSQL database (recorded in the board folder, as `boards create --url`).
-    Url(PgTarget),
+    Url(Box<PgTarget>),
 }
 
 /// Imports the archive `file` as a new board of the home at `root` (see the module docs).
@@ -515,7 +515,7 @@ pub fn import(
             }
             .into());
         }
-        (ImportTarget::Url(t), _) => Some(t.clone()),
+        (ImportTarget::Url(t), _) => Some((**t).clone()),
         (ImportTarget::Home, Store::Postgres(t)) => Some(t.clone()),
         (ImportTarget::Home, Store::Sqlite) => None,
     };
@@ -535,11 +535,11 @@ pub fn import(
             return Err(e.into());
         }
     };
-    if let ImportTarget::Url(t) = &target {
-        if let Err(e) = paths::write_url_file(root, &slug, t) {
-            placed.undo();
-            return Err(e.into());
-        }
+    if let ImportTarget::Url(t) = &target
+        && let Err(e) = paths::write_url_file(root, &slug, t)
+    {
+        placed.undo();
+        return Err(e.into());
     }
     if let Some(name) = &manifest.name {
         meta::set_name(root, &slug, name)?;

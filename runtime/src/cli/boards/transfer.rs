@@ -69,7 +69,7 @@ pub(super) fn import(
             if target.has_password() {
                 return Err(crate::home::HomeError::PasswordOnCommandLine.into());
             }
-            ImportTarget::Url(target)
+            ImportTarget::Url(Box::new(target))
         }
         None => ImportTarget::Home,
     };

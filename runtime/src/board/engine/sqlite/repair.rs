@@ -260,7 +260,7 @@ fn prune(parent: &Path, name: &str, keep: &Path) {
             )
         })
         .collect();
-    old.sort_by(|a, b| b.0.cmp(&a.0));
+    old.sort_by_key(|b| std::cmp::Reverse(b.0));
     for (_, stale) in old.into_iter().skip(BACKUP_RETENTION - 1) {
         for suffix in ["", "-wal", "-shm"] {
             let mut victim = stale.as_os_str().to_owned();
