@@ -108,11 +108,11 @@ fn human(e: &Entry) -> String {
         None if e.archived => " (archived)".to_owned(),
         None => String::new(),
     };
+    // Today's columns first (current, slug, store, not created, workdir), then what was added.
     format!(
-        "{} {} \"{}\"{counts}{archived}{}{}{}",
+        "{} {}{}{}{} \"{}\"{counts}{archived}",
         if e.current { "*" } else { " " },
         e.slug,
-        line(&e.name),
         e.url
             .as_deref()
             .zip(e.tls.as_deref())
@@ -126,7 +126,8 @@ fn human(e: &Entry) -> String {
         e.default_workdir
             .as_deref()
             .map(|d| format!(" workdir={}", line(&d.display().to_string())))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        line(&e.name),
     )
 }
 
