@@ -890,3 +890,46 @@ fn repair_refuses_a_postgres_board_and_a_board_a_dispatcher_ticks() {
     drop(held);
     assert_eq!(k.json(&["repair"])["status"], "repaired");
 }
+
+#[test]
+fn import_goes_where_kanban_toml_puts_the_slug() {
+    let k = kanban();
+    k.ok(&["boards", "create", "ops"]);
+    let ids = populate(&k, "ops");
+    let before = board_view(&k, "ops", &ids);
+    let archive = k.home().join("ops.tar.gz");
+    k.ok(&["boards", "export", "ops", archive.to_str().unwrap()]);
+    let url = fresh_url("configured");
+    std::fs::write(
+        k.home().join("kanban.toml"),
+        format!("[boards.team]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    let made = k.json(&[
+        "boards",
+        "import",
+        archive.to_str().unwrap(),
+        "--as",
+        "team",
+    ]);
+    assert_eq!(made["store"], "postgres", "{made}");
+    assert_eq!(board_view(&k, "team", &ids), before);
+    // Nothing was recorded beside kanban.toml's entry, and a second import is refused.
+    assert!(!k.home().join("kanban/boards/team/postgres.url").exists());
+    let files = files_of(k.home());
+    let run = k.run(&[
+        "boards",
+        "import",
+        archive.to_str().unwrap(),
+        "--as",
+        "team",
+    ]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("board `team`'s files"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(files_of(k.home()), files);
+    assert_eq!(board_view(&k, "team", &ids), before);
+}

@@ -152,7 +152,7 @@ pub enum ArchiveError {
     )]
     DefaultTarget,
 
-    #[error("{} already exists (left by an earlier board `{slug}`?); move it away, then import; nothing was imported", path.display())]
+    #[error("{} already exists (board `{slug}`'s files, or left by an earlier board of that slug); import under another slug (--as) or move it away; nothing was imported", path.display())]
     Leftover { slug: String, path: PathBuf },
 }
 
