@@ -82,6 +82,12 @@ pub fn snapshot(
         conn.execute("VACUUM INTO ?1", [dest_text])
             .map_err(sqlite_err(dest))?;
     }
+    // One self-contained file: the WAL folded in and the rollback journal chosen, so the file
+    // alone is the whole board wherever the archive goes.
+    let conn = open_file(dest, true)?;
+    conn.query_row("PRAGMA journal_mode=DELETE", [], |_| Ok(()))
+        .map_err(sqlite_err(dest))?;
+    drop(conn);
     row_counts(dest)
 }
 
