@@ -8,8 +8,10 @@
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 
+use serde_json::{Map, Value};
+
 use crate::agent::{self, Request, TurnExit};
-use crate::board::Task;
+use crate::board::{NewChild, Task, WorkspaceSpec};
 use crate::config::Config;
 use crate::identity;
 
@@ -23,6 +25,8 @@ pub enum TriageError {
         profile: String,
         wanted: &'static str,
     },
+    #[error("the answer of profile `{profile}`'s agent: {message}; nothing was changed")]
+    BadAnswer { profile: String, message: String },
 }
 
 /// The profiles a triage agent may route to: each name with what it is for.
@@ -76,6 +80,142 @@ pub fn specification_prompt(task: &Task, config: &Config) -> String {
         card(task),
         profile_lines(config)
     )
+}
+
+/// A string field of child `i` (absent or null: `None`).
+fn text_field(i: usize, o: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("child {i}: `{key}` must be a string")),
+    }
+}
+
+/// Child `i` of the list: its fields, its parents, its workspace (read as `create` reads it).
+fn child(i: usize, value: &Value) -> Result<NewChild, String> {
+    const KEYS: [&str; 9] = [
+        "title",
+        "body",
+        "assignee",
+        "parents",
+        "workspace",
+        "branch",
+        "base",
+        "workspace_kind",
+        "workspace_path",
+    ];
+    let Value::Object(o) = value else {
+        return Err(format!("child {i} is not a JSON object"));
+    };
+    if let Some(key) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "child {i}: unknown key `{key}` (known: {})",
+            KEYS.join(", ")
+        ));
+    }
+    let title = text_field(i, o, "title")?
+        .ok_or_else(|| format!("child {i} has no `title`; every child needs one"))?;
+    let parents = match o.get("parents") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(ps)) => ps
+            .iter()
+            .map(|p| p.as_u64().and_then(|p| usize::try_from(p).ok()))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| {
+                format!("child {i}: `parents` must be indices into the list (0, 1, …)")
+            })?,
+        Some(_) => return Err(format!("child {i}: `parents` must be a list of indices")),
+    };
+    Ok(NewChild {
+        title,
+        body: text_field(i, o, "body")?,
+        assignee: text_field(i, o, "assignee")?,
+        parents,
+        workspace: workspace(i, o)?,
+    })
+}
+
+/// The workspace keys of child `i` as `create --workspace/--branch/--base` reads them; the
+/// branch and base are checked by the board, inside the decomposition's transaction.
+fn workspace(i: usize, o: &Map<String, Value>) -> Result<Option<WorkspaceSpec>, String> {
+    // The original's keys: `workspace_kind` with an optional `workspace_path`.
+    let original = match (
+        text_field(i, o, "workspace_kind")?,
+        text_field(i, o, "workspace_path")?,
+    ) {
+        (Some(kind), Some(path)) => Some(format!("{kind}:{path}")),
+        (Some(kind), None) => Some(kind),
+        (None, Some(_)) => {
+            return Err(format!(
+                "child {i}: `workspace_path` needs a `workspace_kind`"
+            ));
+        }
+        (None, None) => None,
+    };
+    let kind = match (text_field(i, o, "workspace")?, original) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "child {i}: give `workspace` or `workspace_kind`/`workspace_path`, not both"
+            ));
+        }
+        (one, other) => one.or(other),
+    };
+    let branch = text_field(i, o, "branch")?;
+    let base = text_field(i, o, "base")?;
+    if kind.is_none() && branch.is_none() && base.is_none() {
+        return Ok(None);
+    }
+    let (kind, path) = match kind {
+        Some(value) => {
+            let (kind, path) =
+                crate::workspace::parse_flag(&value).map_err(|e| format!("child {i}: {e}"))?;
+            (Some(kind), path)
+        }
+        None => (None, None),
+    };
+    let spec = WorkspaceSpec {
+        kind,
+        path,
+        branch,
+        base,
+    };
+    spec.check_branch_needs_worktree()
+        .map_err(|e| format!("child {i}: {e}"))?;
+    if let Some(path) = &spec.path {
+        crate::workspace::check_path(spec.kind(), path).map_err(|e| format!("child {i}: {e}"))?;
+    }
+    Ok(Some(spec))
+}
+
+/// A decomposition's children from their JSON list (`decompose --children`, an agent's
+/// answer): each child's fields, parents and workspace checked, the whole list read before the
+/// board is touched. The error names the child and the key.
+pub fn parse_children(text: &str) -> Result<Vec<NewChild>, String> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("the children are not valid JSON ({e})"))?;
+    let Value::Array(items) = value else {
+        return Err("the children must be a JSON list of objects".to_owned());
+    };
+    items.iter().enumerate().map(|(i, v)| child(i, v)).collect()
+}
+
+/// The children in an agent's answer to [`decomposition_prompt`]: a `{"children": [...]}`
+/// object or a bare list, anywhere in the answer ([`json_in`]).
+pub fn children_from_answer(answer: &str, profile: &str) -> Result<Vec<NewChild>, TriageError> {
+    let list = match json_in(answer, '{') {
+        Some(Value::Object(mut o)) if o.contains_key("children") => o.remove("children"),
+        _ => json_in(answer, '['),
+    };
+    let Some(list) = list else {
+        return Err(TriageError::NoJson {
+            profile: profile.to_owned(),
+            wanted: "list of children",
+        });
+    };
+    parse_children(&list.to_string()).map_err(|message| TriageError::BadAnswer {
+        profile: profile.to_owned(),
+        message,
+    })
 }
 
 /// Runs one turn of `profile`'s agent on `prompt` outside any task's identity and returns its

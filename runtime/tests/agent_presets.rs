@@ -1,4 +1,5 @@
-//! End to end: the agent presets (`agent = "claude-code" | "codex" | "hermes"`) through the real
+//! End to end: the agent presets (`agent = "claude-code" | "codex" | "gemini" | "opencode" |
+//! "aider" | "hermes"`) through the real
 //! dispatcher and worker. Each CLI is replaced by a shell script written into a temporary folder
 //! that comes first on the `PATH` given to `kanban dispatch` (and so to its workers and their
 //! agents); the script records its argv, environment and stdin, and replays output recorded in
@@ -123,6 +124,38 @@ ratelimit)
 esac
 "#;
 
+/// OpenCode, `opencode run --format json` (its documented event shapes: `{type, timestamp,
+/// sessionID, part}`; the last step's text is the answer, `step_finish` carries tokens and cost).
+const OPENCODE: &str = r#"
+sid=ses_4f1a2b3c4d5eAbCdEf
+e() { j '{"type":"'$1'","timestamp":1767225600000,"sessionID":"'$sid'",'"$2"'}'; }
+e step_start '"part":{"id":"prt_1","sessionID":"'$sid'","messageID":"msg_1","type":"step-start","snapshot":"4b825dc6"}'
+hold
+case $mode in
+ok|continue)
+  e tool_use '"part":{"id":"prt_2","type":"tool","callID":"call_1","tool":"bash","state":{"status":"completed","input":{"command":"ls"},"output":"README.md\n","title":"ls"}}'
+  e step_finish '"part":{"id":"prt_3","type":"step-finish","reason":"tool-calls","cost":0.001,"tokens":{"input":900,"output":20,"reasoning":0,"cache":{"read":100,"write":0}}}'
+  e step_start '"part":{"id":"prt_4","type":"step-start"}'
+  if [ $mode = ok ]; then "$KANBAN" complete --summary "done by opencode" >/dev/null; fi
+  e text '"part":{"id":"prt_5","type":"text","text":"OpenCode turn '$n' finished.","time":{"start":1,"end":2}}'
+  e step_finish '"part":{"id":"prt_6","type":"step-finish","reason":"stop","cost":0.002,"tokens":{"input":1000,"output":30,"reasoning":10,"cache":{"read":200,"write":0}}}'
+  ;;
+ratelimit)
+  e error '"error":{"name":"APIError","data":{"message":"Rate limit reached for requests","statusCode":429,"isRetryable":true}}'
+  exit 1 ;;
+auth)
+  e error '"error":{"name":"ProviderAuthError","data":{"providerID":"anthropic","message":"invalid x-api-key"}}'
+  exit 1 ;;
+transient)
+  e error '"error":{"name":"APIError","data":{"message":"Overloaded","statusCode":529,"isRetryable":true}}'
+  exit 1 ;;
+malformed)
+  e text '"part":{"type":"text","text":"cut sho'
+  echo '{"type":"text","part":{'
+  exit 0 ;;
+esac
+"#;
+
 /// The original's own agent, `hermes -p <profile> chat -q <prompt>` (plain text).
 const HERMES: &str = r#"
 echo "hermes: working"
@@ -165,6 +198,7 @@ fn setup_in(home: Home, profiles: &[(&str, &str)], plan: &[&str]) -> Presets {
         ("claude", CLAUDE),
         ("codex", CODEX),
         ("gemini", GEMINI),
+        ("opencode", OPENCODE),
         ("hermes", HERMES),
         ("aider", HERMES),
     ] {
@@ -493,7 +527,7 @@ fn codex_failures_map_to_requeue_block_and_retry() {
 }
 
 #[test]
-fn a_gemini_goal_streams_books_usage_and_starts_each_turn_cold() {
+fn a_gemini_goal_streams_books_usage_and_resumes_its_session() {
     let p = setup("", &[("gm", "gemini")], &["continue", "ok"]);
     let id = p.ok(&["create", "reach the goal", "--assignee", "gm", "--goal"]);
     steer(&p, &id, "gemini-2.5-flash", "high");
@@ -506,10 +540,15 @@ fn a_gemini_goal_streams_books_usage_and_starts_each_turn_cold() {
     );
     assert_eq!(first[first.len() - 2], "--prompt");
     assert!(first.last().unwrap().contains(&id));
-    // No resume: the follow-up carries the nudge and the whole task prompt.
+    assert!(!first.iter().any(|a| a == "--resume"), "{first:?}");
+    // The follow-up resumes the session by its id and carries only the nudge.
     let second = p.argv(2);
+    assert!(
+        second.windows(2).any(|w| w == ["--resume", "gem-1"]),
+        "{second:?}"
+    );
     assert!(second.last().unwrap().starts_with("Same task, next turn"));
-    assert!(second.last().unwrap().contains(&id));
+    assert!(!second.last().unwrap().contains(&id), "{second:?}");
     let log = p.log(&id);
     for line in [
         "[gemini] session gem-1 (model gemini-2.5-pro)",
@@ -542,6 +581,87 @@ fn a_gemini_quota_error_requeues_without_counting() {
     assert_eq!(p.status(&id), Status::Done);
     let runs = p.home.board().runs(&id).unwrap();
     assert_eq!(runs[0].outcome.as_deref(), Some("rate_limited"), "{runs:?}");
+}
+
+#[test]
+fn an_opencode_goal_resumes_its_session_and_books_usage_and_cost() {
+    let p = setup("", &[("oc", "opencode")], &["continue", "ok"]);
+    let id = p.ok(&["create", "reach the goal", "--assignee", "oc", "--goal"]);
+    steer(&p, &id, "anthropic/claude-sonnet-4-5", "high");
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    assert_eq!(p.turn_kinds(&id), ["first", "continuation"]);
+    let first = p.argv(1);
+    assert_eq!(
+        first[..5],
+        [
+            "run",
+            "--format",
+            "json",
+            "--model",
+            "anthropic/claude-sonnet-4-5"
+        ]
+    );
+    assert!(first.last().unwrap().contains(&id), "{first:?}");
+    assert!(!first.iter().any(|a| a == "--session"), "{first:?}");
+    // The follow-up resumes the session and carries only the nudge.
+    let second = p.argv(2);
+    assert!(
+        second
+            .windows(2)
+            .any(|w| w == ["--session", "ses_4f1a2b3c4d5eAbCdEf"]),
+        "{second:?}"
+    );
+    assert!(!second.last().unwrap().contains(&id), "{second:?}");
+    let log = p.log(&id);
+    for line in [
+        "[opencode] session ses_4f1a2b3c4d5eAbCdEf",
+        "[opencode] tool bash: {\"command\":\"ls\"} → README.md",
+        "[opencode] assistant: OpenCode turn 2 finished.",
+        "[opencode] usage: 1900 input, 60 output, 300 cached tokens, $0.0030",
+    ] {
+        assert!(log.contains(line), "{line} not in\n{log}");
+    }
+    let agent = agent_of_run(&p, &id, 0);
+    assert_eq!(agent["session_id"], "ses_4f1a2b3c4d5eAbCdEf");
+    assert_eq!(agent["usage"]["input_tokens"], 3800);
+    assert!(agent["usage"]["cost_usd"].as_f64().unwrap() > 0.005);
+    let result = p
+        .home
+        .events(&id)
+        .into_iter()
+        .find(|e| e.kind == "worker_result")
+        .unwrap();
+    assert_eq!(
+        result.payload.unwrap()["last_output"],
+        "OpenCode turn 2 finished."
+    );
+}
+
+#[test]
+fn opencode_failures_map_to_requeue_block_and_retry() {
+    let p = setup("", &[("oc", "opencode")], &["ratelimit", "ok"]);
+    let id = p.ok(&["create", "t", "--assignee", "oc"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    let runs = p.home.board().runs(&id).unwrap();
+    assert_eq!(runs[0].outcome.as_deref(), Some("rate_limited"), "{runs:?}");
+
+    let p = setup("", &[("oc", "opencode")], &["auth"]);
+    let id = p.ok(&["create", "t", "--assignee", "oc"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Blocked);
+    assert_eq!(p.turns_run(), 1);
+
+    let p = setup(
+        "turn_recovery_backoff_seconds = [0.1]",
+        &[("oc", "opencode")],
+        &["transient", "malformed", "ok"],
+    );
+    let id = p.ok(&["create", "t", "--assignee", "oc"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    assert_eq!(p.turn_kinds(&id), ["first", "recovery", "recovery"]);
 }
 
 #[test]

@@ -514,3 +514,32 @@ fn board_resolution_follows_flag_db_env_board_env_current_default() {
         "a bad current file falls back to default"
     );
 }
+
+#[test]
+fn list_pages_with_limit_and_offset_and_refuses_a_bad_count() {
+    let k = kanban_tests::Kanban::new(env!("CARGO_BIN_EXE_kanban"));
+    k.ok(&["init"]);
+    let ids: Vec<String> = (0..5)
+        .map(|i| k.create(&format!("task {i}"), &[]))
+        .collect();
+    let page = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["list"];
+        args.extend_from_slice(extra);
+        k.json(&args)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(page(&[]), ids);
+    assert_eq!(page(&["--limit", "2"]), ids[..2]);
+    assert_eq!(page(&["--limit", "2", "--offset", "2"]), ids[2..4]);
+    assert_eq!(page(&["--offset", "4"]), ids[4..]);
+    assert!(page(&["--offset", "9"]).is_empty());
+    for (bad, flag) in [("--limit=-1", "--limit"), ("--offset=x", "--offset")] {
+        let run = k.run(&["list", bad]);
+        assert_eq!(run.code, 2, "{bad}: {run:?}");
+        assert!(run.stderr.contains(flag), "{bad}: {run:?}");
+    }
+}

@@ -241,6 +241,7 @@ fn all_tasks(board: &Board) -> Vec<board::Task> {
             assignee: None,
             include_archived: true,
             limit: None,
+            offset: None,
         })
         .unwrap()
 }

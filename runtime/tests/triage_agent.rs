@@ -192,3 +192,101 @@ fn specify_with_an_agent_fills_the_card_in_and_moves_it_on() {
     let run = k.run(&["specify", &other, "--with", "planner", "--title", "x"]);
     assert_eq!(run.code, 2, "--with and --title conflict");
 }
+
+/// [`home`] with `[dispatch] auto_decompose = "planner"` (one card per pass).
+fn auto_home() -> Kanban {
+    let k = home();
+    let path = k.home().join("kanban.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "[dispatch]\ninterval_seconds = 0.05\nauto_decompose = \"planner\"\n\
+             auto_decompose_per_tick = 1\n\n{config}"
+        ),
+    )
+    .unwrap();
+    k
+}
+
+#[test]
+fn the_dispatcher_decomposes_triage_cards_with_the_auto_decompose_profile() {
+    let k = auto_home();
+    let first = k.create("Add CSV export", &["--triage"]);
+    let second = k.create("Add JSON export", &["--triage"]);
+    answer(
+        &k,
+        r#"{"children": [{"title": "Write it", "assignee": "coder"},
+            {"title": "Review it", "assignee": "reviewer", "parents": [0]}]}"#,
+    );
+    let run = k.run(&["dispatch", "--until-idle"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for root in [&first, &second] {
+        assert!(
+            run.stdout
+                .contains(&format!("decomposed {root} into 2 children")),
+            "{run:?}"
+        );
+        let kinds: Vec<String> = k
+            .json(&["events", root])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(kinds.contains(&"decomposed".to_owned()), "{kinds:?}");
+        // Its children ran (builtin agents) and it woke once they were done.
+        assert_ne!(k.status(root), "triage");
+    }
+    // 2 roots + 2 × 2 children, and the children are done.
+    assert_eq!(count(&k), 6);
+    let done = k
+        .json(&["list", "--all"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "done")
+        .count();
+    assert_eq!(done, 4);
+    k.assert_fsck_clean();
+}
+
+#[test]
+fn a_failed_auto_decomposition_leaves_the_card_in_triage_and_is_reported_once() {
+    let k = auto_home();
+    let card = k.create("Vague wish", &["--triage"]);
+    answer(&k, "I would rather not plan this.");
+    let run = k.run(&["dispatch", "--until-idle"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout
+            .matches(&format!("decompose failed {card}"))
+            .count(),
+        1,
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("no JSON"), "{run:?}");
+    assert_eq!(k.status(&card), "triage");
+    assert_eq!(count(&k), 1);
+}
+
+#[test]
+fn auto_decompose_must_name_a_defined_profile() {
+    let k = home();
+    let path = k.home().join("kanban.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    for (bad, says) in [
+        ("auto_decompose = \"nobody\"", "auto_decompose"),
+        (
+            "auto_decompose = \"planner\"\nauto_decompose_per_tick = 0",
+            "auto_decompose_per_tick",
+        ),
+    ] {
+        std::fs::write(&path, format!("[dispatch]\n{bad}\n\n{config}")).unwrap();
+        let card = k.create("Vague wish", &["--triage"]);
+        let run = k.run(&["dispatch", "--until-idle"]);
+        assert_ne!(run.code, 0, "{bad}: {run:?}");
+        assert!(run.stderr.contains(says), "{bad}: {run:?}");
+        assert_eq!(k.status(&card), "triage");
+    }
+}

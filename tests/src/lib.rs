@@ -11,6 +11,7 @@
 //! so a test never sees the identity of a worker it happens to run inside, and never mutates this
 //! process's environment. Add variables per command with [`Kanban::cmd`] + `.env(k, v)`.
 
+pub mod lean;
 pub mod web_bench;
 
 use std::io::Write;

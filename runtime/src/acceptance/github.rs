@@ -3,11 +3,8 @@
 //! and the read-only pull-request lookup of an authorization ([`lookup_pr`], [`check_pr`]).
 
 use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -38,8 +35,6 @@ pub struct Gh {
 
 /// How long one `gh api` call may take.
 const GH_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a running `gh` is looked at.
-const GH_POLL: Duration = Duration::from_millis(10);
 
 /// Why a `gh api` read gave no answer. Neither variant carries what `gh` wrote on its standard
 /// error: only the HTTP status and the endpoint, or the phase that failed.
@@ -92,14 +87,15 @@ impl Gh {
                 cmd.env_remove(key);
             }
         }
-        cmd.stdin(Stdio::null());
-        let output = run_bounded(&mut cmd, self.timeout).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                GhError::Auth(format!("gh is not installed, reading {path}"))
-            }
-            std::io::ErrorKind::TimedOut => GhError::Infra("gh api timed out"),
-            _ => GhError::Infra("gh could not be run"),
-        })?;
+        let output = cmd
+            .output_within(&[], self.timeout)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    GhError::Auth(format!("gh is not installed, reading {path}"))
+                }
+                std::io::ErrorKind::TimedOut => GhError::Infra("gh api timed out"),
+                _ => GhError::Infra("gh could not be run"),
+            })?;
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             if let Some(code) = refused_status(&stderr) {
@@ -122,41 +118,6 @@ impl Gh {
         }
         Ok(value)
     }
-}
-
-/// Runs `cmd` to its end within `timeout` (else kills it: `TimedOut`), its standard output and
-/// error captured in anonymous memory files, so a long answer never blocks it on a full pipe.
-fn run_bounded(cmd: &mut identity::ChildCommand, timeout: Duration) -> std::io::Result<Output> {
-    let capture = || -> std::io::Result<File> {
-        let fd = rustix::fs::memfd_create("kanban-gh", rustix::fs::MemfdFlags::CLOEXEC)?;
-        Ok(File::from(fd))
-    };
-    let (mut out, mut err) = (capture()?, capture()?);
-    cmd.stdout(out.try_clone()?).stderr(err.try_clone()?);
-    let mut child = cmd.spawn()?;
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(std::io::ErrorKind::TimedOut.into());
-        }
-        std::thread::sleep(GH_POLL);
-    };
-    let read = |file: &mut File| -> std::io::Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        file.seek(SeekFrom::Start(0))?;
-        file.read_to_end(&mut bytes)?;
-        Ok(bytes)
-    };
-    Ok(Output {
-        status,
-        stdout: read(&mut out)?,
-        stderr: read(&mut err)?,
-    })
 }
 
 /// `401`, `403` or `404` when `stderr` says `HTTP 40x` for one of them.

@@ -1,5 +1,5 @@
-//! Presets for real agent CLIs (`agent = "claude-code" | "codex" | "gemini" | "aider" |
-//! "hermes"`): each knows its CLI's non-interactive invocation, how the prompt is passed, how its
+//! Presets for real agent CLIs (`agent = "claude-code" | "codex" | "gemini" | "opencode" |
+//! "aider" | "hermes"`): each knows its CLI's non-interactive invocation, how the prompt is passed, how its
 //! structured output reads (parsed line by line into readable log lines as they arrive, the final
 //! response, the session id, token usage and cost), how its failures map to the worker's exit
 //! classes (rate limit or quota → 75, expired login or bad key → 78, transient → 76) and how a
@@ -33,6 +33,7 @@ pub(crate) enum Preset {
     ClaudeCode,
     Codex,
     Gemini,
+    OpenCode,
     Aider,
     Hermes,
 }
@@ -43,6 +44,7 @@ impl Preset {
             "claude-code" => Preset::ClaudeCode,
             "codex" => Preset::Codex,
             "gemini" => Preset::Gemini,
+            "opencode" => Preset::OpenCode,
             "aider" => Preset::Aider,
             "hermes" => Preset::Hermes,
             _ => return None,
@@ -54,6 +56,7 @@ impl Preset {
             Preset::ClaudeCode => "claude-code",
             Preset::Codex => "codex",
             Preset::Gemini => "gemini",
+            Preset::OpenCode => "opencode",
             Preset::Aider => "aider",
             Preset::Hermes => "hermes",
         }
@@ -78,6 +81,7 @@ impl Preset {
                 "--dangerously-bypass-approvals-and-sandbox",
             ],
             Preset::Gemini => &["gemini", "--output-format", "stream-json", "--yolo"],
+            Preset::OpenCode => &["opencode", "run", "--format", "json"],
             Preset::Aider => &["aider", "--yes-always", "--no-pretty", "--no-check-update"],
             Preset::Hermes => {
                 let mut argv = vec!["hermes".to_owned()];
@@ -113,6 +117,16 @@ impl Preset {
             Preset::Gemini => {
                 if let Some(m) = &s.model {
                     argv.extend(["--model".to_owned(), m.clone()]);
+                }
+            }
+            Preset::OpenCode => {
+                // OpenCode names a model `provider/model`.
+                if let Some(m) = &s.model {
+                    let model = match &s.provider {
+                        Some(p) if !m.contains('/') => format!("{p}/{m}"),
+                        _ => m.clone(),
+                    };
+                    argv.extend(["--model".to_owned(), model]);
                 }
             }
             Preset::Aider => {
@@ -163,7 +177,17 @@ impl Preset {
                 (argv, true)
             }
             Preset::Gemini => {
+                if let Some(id) = session {
+                    argv.extend(["--resume".to_owned(), id.to_owned()]);
+                }
                 argv.extend(["--prompt".to_owned(), prompt.to_owned()]);
+                (argv, false)
+            }
+            Preset::OpenCode => {
+                if let Some(id) = session {
+                    argv.extend(["--session".to_owned(), id.to_owned()]);
+                }
+                argv.push(prompt.to_owned());
                 (argv, false)
             }
             Preset::Aider => {
@@ -179,12 +203,18 @@ impl Preset {
 
     /// Whether a follow-up turn resumes the session (so it gets only the new instructions).
     fn resumes(self) -> bool {
-        matches!(self, Preset::ClaudeCode | Preset::Codex)
+        matches!(
+            self,
+            Preset::ClaudeCode | Preset::Codex | Preset::Gemini | Preset::OpenCode
+        )
     }
 
     /// Whether the CLI streams JSON lines (else its output is plain text, logged as is).
     fn structured(self) -> bool {
-        matches!(self, Preset::ClaudeCode | Preset::Codex | Preset::Gemini)
+        matches!(
+            self,
+            Preset::ClaudeCode | Preset::Codex | Preset::Gemini | Preset::OpenCode
+        )
     }
 
     /// The environment keys of the CLI's own command time limit, with the value for a task
@@ -203,7 +233,7 @@ impl Preset {
                     ("BASH_MAX_TIMEOUT_MS".to_owned(), ms),
                 ]
             }
-            Preset::Codex | Preset::Gemini | Preset::Aider => Vec::new(),
+            Preset::Codex | Preset::Gemini | Preset::OpenCode | Preset::Aider => Vec::new(),
         }
     }
 }
@@ -219,6 +249,8 @@ pub(crate) struct Stream {
     pub error: Option<String>,
     /// Whether the stream's terminal event (a result, a finished turn) arrived.
     pub finished: bool,
+    /// The text of the current step (OpenCode: the last step's text is the answer).
+    step_text: String,
 }
 
 /// A log line cut to a readable length.
@@ -256,6 +288,7 @@ impl Stream {
             Preset::ClaudeCode => self.claude(&v),
             Preset::Codex => self.codex(&v),
             Preset::Gemini => self.gemini(&v),
+            Preset::OpenCode => self.opencode(&v),
             Preset::Aider | Preset::Hermes => vec![short(line)],
         };
         out.into_iter().map(|l| format!("[{tag}] {l}")).collect()
@@ -509,6 +542,91 @@ impl Stream {
         out
     }
 
+    /// `opencode run --format json`: one event per line, `{type, timestamp, sessionID, part}`;
+    /// a step's text parts make its answer, its `step_finish` carries tokens and cost, and a
+    /// `step_finish` whose reason is not `tool-calls` ends the run.
+    fn opencode(&mut self, v: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(id) = s(v, "sessionID")
+            && self.session_id.as_deref() != Some(id.as_str())
+        {
+            out.push(format!("session {id}"));
+            self.session_id = Some(id);
+        }
+        let part = v.get("part").cloned().unwrap_or(Value::Null);
+        match v.get("type").and_then(Value::as_str).unwrap_or("") {
+            "step_start" => self.step_text.clear(),
+            "text" => {
+                let text = s(&part, "text").unwrap_or_default();
+                out.push(format!("assistant: {}", short(&text)));
+                self.step_text.push_str(&text);
+            }
+            "reasoning" => out.push(format!(
+                "thinking: {}",
+                short(&s(&part, "text").unwrap_or_default())
+            )),
+            "tool_use" => {
+                let state = part.get("state").cloned().unwrap_or(Value::Null);
+                let tool = s(&part, "tool").unwrap_or_default();
+                let input = state.get("input").map(Value::to_string).unwrap_or_default();
+                match s(&state, "status").as_deref() {
+                    Some("error") => out.push(format!(
+                        "tool {tool} failed: {} ({})",
+                        short(&input),
+                        short(&s(&state, "error").unwrap_or_default())
+                    )),
+                    _ => out.push(format!(
+                        "tool {tool}: {} → {}",
+                        short(&input),
+                        short(&s(&state, "output").unwrap_or_default())
+                    )),
+                }
+            }
+            "step_finish" => {
+                if let Some(tokens) = part.get("tokens") {
+                    let cache = tokens.get("cache").cloned().unwrap_or(Value::Null);
+                    self.usage.add(
+                        u(tokens, "input"),
+                        u(tokens, "output") + u(tokens, "reasoning"),
+                        u(&cache, "read"),
+                    );
+                }
+                if let Some(cost) = part.get("cost").and_then(Value::as_f64) {
+                    self.usage.add_cost(cost);
+                }
+                if s(&part, "reason").as_deref() != Some("tool-calls") {
+                    self.finished = true;
+                    self.final_text = Some(self.step_text.trim().to_owned());
+                    out.push(self.usage_line());
+                }
+            }
+            "error" => {
+                let error = v.get("error").cloned().unwrap_or(Value::Null);
+                let said = error
+                    .pointer("/data/message")
+                    .and_then(Value::as_str)
+                    .or_else(|| error.get("message").and_then(Value::as_str));
+                // The error's name (`ProviderAuthError`, `APIError`) says what kind it is.
+                let message = match (s(&error, "name"), said) {
+                    (Some(name), Some(said)) => format!("{name}: {said}"),
+                    (Some(name), None) => name,
+                    (None, Some(said)) => said.to_owned(),
+                    (None, None) => "error".to_owned(),
+                };
+                let status = error
+                    .pointer("/data/statusCode")
+                    .and_then(Value::as_u64)
+                    .map(|c| format!(" (HTTP {c})"))
+                    .unwrap_or_default();
+                let message = format!("{message}{status}");
+                out.push(format!("error: {}", short(&message)));
+                self.error = Some(message);
+            }
+            _ => {}
+        }
+        out
+    }
+
     fn usage_line(&self) -> String {
         let u = &self.usage;
         let mut line = format!(
@@ -548,6 +666,8 @@ pub(crate) fn classify(text: &str) -> Option<FailureClass> {
     const AUTH: &[&str] = &[
         "invalid api key",
         "invalid_api_key",
+        "invalid x-api-key",
+        "providerautherror",
         "authentication",
         "unauthorized",
         "401",

@@ -67,6 +67,7 @@ pub(crate) fn block_in(
                 kind,
                 source_status: Some(source_status),
                 parent: None,
+                source: None,
             },
         )
     } else {

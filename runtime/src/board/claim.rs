@@ -77,6 +77,7 @@ pub(crate) fn claim_from_in(
                     kind: None,
                     source_status: Some(Status::Review),
                     parent: open.first().cloned(),
+                    source: None,
                 }
             } else {
                 Event::ClaimRejected {

@@ -807,13 +807,34 @@ impl Board {
         spec: &ClaimSpec,
         now: i64,
     ) -> Result<Vec<Result<ClaimOutcome>>> {
+        self.claim_batch_judged(picks, &[], spec, now)
+    }
+
+    /// [`Board::claim_batch`] where the pick at index `i` with `judged[i]` set is claimed only
+    /// while the task is still as the board's `pre_claim` policy judged it (checked inside the
+    /// claim's transaction; a change loses the claim as `Raced`).
+    pub fn claim_batch_judged(
+        &self,
+        picks: &[(String, Status)],
+        judged: &[Option<super::policy::PolicySnapshot>],
+        spec: &ClaimSpec,
+        now: i64,
+    ) -> Result<Vec<Result<ClaimOutcome>>> {
         check_seconds("the claim TTL", spec.ttl_seconds)?;
         if picks.is_empty() {
             return Ok(Vec::new());
         }
         self.write_row_locked(|tx| {
             let mut outcomes = Vec::with_capacity(picks.len());
-            for (id, lane) in picks {
+            for (i, (id, lane)) in picks.iter().enumerate() {
+                if let Some(Some(before)) = judged.get(i)
+                    && !super::policy::unchanged_in(tx, before)?
+                {
+                    outcomes.push(Ok(ClaimOutcome::Lost(Refusal::Raced {
+                        task_id: id.clone(),
+                    })));
+                    continue;
+                }
                 // Sent with the claim's first statement (PostgreSQL), as its `RELEASE` is with
                 // the next one's.
                 exec_unchecked(tx, "SAVEPOINT claim_batch_item", [])?;

@@ -231,6 +231,10 @@ pub enum Event {
         source_status: Option<Status>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<String>,
+        /// What made the task wait when it is not a parent: `pre_claim` (the board's policy
+        /// denied it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
     },
     BlockLoopDetected {
         reason: String,

@@ -95,6 +95,7 @@ pub(crate) fn link_in(
                 kind: None,
                 source_status: Some(Status::Ready),
                 parent: Some(parent.to_owned()),
+                source: None,
             },
             now,
         )?;

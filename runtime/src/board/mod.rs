@@ -34,6 +34,7 @@ mod links;
 pub mod model;
 mod operator;
 pub mod outcome;
+pub mod policy;
 pub mod purge;
 pub mod query;
 pub mod redact;

@@ -189,7 +189,7 @@ fn opt_text(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
     Ok(text_or_int(row, idx)?.filter(|s| !s.is_empty()))
 }
 
-fn corrupt(table: &'static str, message: String) -> db::Error {
+pub(super) fn corrupt(table: &'static str, message: String) -> db::Error {
     db::Error::invalid_value(0, Box::new(BoardError::CorruptRow { table, message }))
 }
 

@@ -17,6 +17,8 @@ pub struct TaskFilter {
     pub assignee: Option<String>,
     pub include_archived: bool,
     pub limit: Option<usize>,
+    /// Skip this many tasks of the order first (a page: `limit` after `offset`).
+    pub offset: Option<usize>,
 }
 
 /// One completed run of a profile on some task: the "recent work" a worker's prompt shows.
@@ -85,8 +87,12 @@ impl Board {
         // `rowid` is insertion order: tasks created in the same second keep their creation order
         // (the random id would shuffle them).
         sql.push_str(" ORDER BY priority DESC, created_at ASC, rowid ASC");
-        if let Some(limit) = filter.limit {
-            sql.push_str(&format!(" LIMIT {limit}"));
+        match (filter.limit, filter.offset) {
+            (Some(limit), offset) => {
+                sql.push_str(&format!(" LIMIT {limit} OFFSET {}", offset.unwrap_or(0)));
+            }
+            (None, Some(offset)) => sql.push_str(&format!(" LIMIT {} OFFSET {offset}", i64::MAX)),
+            (None, None) => {}
         }
         let mut stmt = self.conn().prepare(&sql)?;
         let rows = stmt.query_map(db::params_from_iter(args.iter()), Task::from_row)?;

@@ -236,6 +236,7 @@ fn progress_line(board: &Board, report: &TickReport) -> String {
                 assignee: None,
                 include_archived: false,
                 limit: None,
+                offset: None,
             })
             .map_or_else(|_| "?".to_owned(), |t| t.len().to_string())
     };
@@ -313,11 +314,18 @@ fn wait_line(report: &TickReport) -> Option<String> {
             report.paused.join(", ")
         )
     });
-    let waiting = budget_wait_line(report);
-    match (paused, waiting) {
-        (Some(p), Some(w)) => Some(format!("{p}\n{w}")),
-        (p, w) => p.or(w),
-    }
+    let policy = report.policy_invalid.as_ref().map(|why| {
+        format!(
+            "denied: the board's pre_claim policy is not valid ({}): every claim and promotion \
+             is denied until it is fixed (`kanban boards set-policy`)",
+            line(why)
+        )
+    });
+    let lines: Vec<String> = [paused, budget_wait_line(report), policy]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 fn budget_wait_line(report: &TickReport) -> Option<String> {
@@ -444,6 +452,26 @@ fn report_lines(report: &TickReport, out: &mut Vec<String>) {
             h.failure.as_deref().unwrap_or("")
         ));
     }
+    for d in &report.auto_decomposed {
+        match &d.error {
+            None => out.push(format!(
+                "decomposed {} into {} children (auto_decompose, profile {}): {}",
+                d.task_id,
+                d.child_ids.len(),
+                line(&d.profile),
+                d.child_ids.join(", ")
+            )),
+            Some(e) => out.push(format!(
+                "decompose failed {} (auto_decompose, profile {}): {}; it stays in triage \
+                 (`kanban decompose {} --with {}` tries again)",
+                d.task_id,
+                line(&d.profile),
+                line(e),
+                d.task_id,
+                line(&d.profile)
+            )),
+        }
+    }
     for id in &report.woken {
         out.push(format!("woke       {id}: its scheduled time came"));
     }
@@ -513,6 +541,22 @@ fn exit_lines(report: &TickReport, out: &mut Vec<String>) {
     }
     for id in &report.gave_up {
         out.push(format!("gave up    {id}: blocked by the failure breaker"));
+    }
+    // Once per reason (when it is written on the board), or on every dry run.
+    for d in report
+        .policy_denied
+        .iter()
+        .filter(|d| d.noted || report.dry_run)
+    {
+        let phase = match d.phase {
+            crate::dispatch::policy::Phase::Claim => "claim",
+            crate::dispatch::policy::Phase::Promote => "promotion",
+        };
+        out.push(format!(
+            "denied     {}: pre_claim policy refused its {phase} ({}); back to todo",
+            d.task_id,
+            line(&d.reason)
+        ));
     }
     spawn_lines(report, out);
 }

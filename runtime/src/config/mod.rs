@@ -192,6 +192,12 @@ pub struct DispatchConfig {
     /// every board of this home; off by default, as the original refuses it. A profile's own
     /// `allow_empty_completion` wins for its tasks.
     pub allow_empty_completion: bool,
+    /// A profile whose agent decomposes the board's triage cards as the dispatcher runs (the
+    /// original's `auto_decompose`, with its orchestrator profile named); none by default.
+    pub auto_decompose: Option<String>,
+    /// Triage cards handed to the `auto_decompose` agent per pass (the original's
+    /// `auto_decompose_per_tick`, default 3).
+    pub auto_decompose_per_tick: u32,
 }
 
 impl Default for DispatchConfig {
@@ -217,6 +223,8 @@ impl Default for DispatchConfig {
             turn_recovery: 3,
             turn_recovery_backoff_seconds: vec![15.0, 45.0, 90.0],
             allow_empty_completion: false,
+            auto_decompose: None,
+            auto_decompose_per_tick: 3,
         }
     }
 }

@@ -19,6 +19,8 @@ pub(crate) const MAX_SPAWN: (u32, u32) = (0, 1024);
 pub(crate) const MAX_IN_PROGRESS: (u32, u32) = (1, 65_536);
 /// `[dispatch] failure_limit`.
 pub(crate) const FAILURE_LIMIT: (u32, u32) = (1, 1000);
+/// `[dispatch] auto_decompose_per_tick`.
+pub(crate) const AUTO_DECOMPOSE_PER_TICK: (u32, u32) = (1, 100);
 /// `[cron] max_parallel`.
 pub(crate) const MAX_PARALLEL: (u32, u32) = (1, 256);
 /// `[dispatch] interval_seconds` and `kanban dispatch --interval`.
@@ -36,13 +38,21 @@ pub(crate) const AGENTS: &[&str] = &[
     "claude-code",
     "codex",
     "gemini",
+    "opencode",
     "aider",
     "hermes",
 ];
 
 /// The agents that drive a known CLI (`agent/preset.rs`); their `command`, when given,
 /// replaces the preset's program and fixed arguments.
-pub(crate) const PRESET_AGENTS: &[&str] = &["claude-code", "codex", "gemini", "aider", "hermes"];
+pub(crate) const PRESET_AGENTS: &[&str] = &[
+    "claude-code",
+    "codex",
+    "gemini",
+    "opencode",
+    "aider",
+    "hermes",
+];
 
 /// One value that is not accepted: where it is, what it is, and what would be.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,6 +158,24 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
             MAX_IN_PROGRESS,
             "",
         )?;
+    }
+    check_int(
+        "[dispatch] auto_decompose_per_tick",
+        d.auto_decompose_per_tick,
+        AUTO_DECOMPOSE_PER_TICK,
+        "",
+    )?;
+    if let Some(profile) = &d.auto_decompose
+        && !config
+            .profiles
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case(profile))
+    {
+        return Err(Problem::new(
+            "[dispatch] auto_decompose",
+            profile,
+            "the name of a profile defined in [profiles.*]",
+        ));
     }
     check_int(
         "[dispatch] failure_limit",

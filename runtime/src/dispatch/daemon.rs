@@ -125,6 +125,7 @@ pub fn run(
     let mut streak = Streak::default();
     let mut watch = board.watch_changes();
     let mut hooks = Hooks::new(settings.hooks.clone(), board.last_event_id().unwrap_or(0));
+    let mut auto_decompose = super::decompose::AutoDecompose::new(settings);
     loop {
         // What other connections committed before this tick is seen by it; a commit during the
         // tick wakes the wait after it at once.
@@ -136,6 +137,11 @@ pub fn run(
                     .into_iter()
                     .filter(|h| h.failure.is_some())
                     .collect();
+                if let Some(auto) = auto_decompose.as_mut()
+                    && !settings.dry_run
+                {
+                    report.auto_decomposed = auto.pump(board);
+                }
                 if let Some(failed_ticks) = streak.succeeded() {
                     on_health(Health::Recovered { failed_ticks });
                 }
@@ -185,6 +191,9 @@ pub fn run(
             && report.is_idle()
             && workers.children() == 0
             && !hooks.backlogged()
+            && !auto_decompose
+                .as_ref()
+                .is_some_and(|a| !settings.dry_run && a.busy(board))
         {
             return Ok(());
         }

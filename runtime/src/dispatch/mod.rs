@@ -6,9 +6,12 @@
 //! * [`tick()`] — one tick as a library function over a board, [`Settings`], an injected clock and a
 //!   [`Workers`] implementation (real processes, a no-op spawner, or a test fake).
 //! * [`daemon`] — the tick lock wrapper and the wake-on-change loop (`kanban dispatch`).
+//! * [`decompose`] — `[dispatch] auto_decompose`: triage cards decomposed by an agent as the
+//!   dispatcher runs.
 //! * [`guard`] — the respawn guard: cooldowns, credential problems, recent success, open PRs.
 //! * [`spawn`] — [`default_spawn`]: the worker `Command` and the identity it is granted.
 //! * [`lock`] — the per-board non-blocking tick lock.
+//! * [`policy`] — the board's `pre_claim` policy, asked before every claim and promotion.
 //!
 //! It never writes SQL (the dispatcher-side transitions are in `board::dispatcher`) and never reads
 //! `HERMES_KANBAN_*` itself (knobs come through `identity::settings`).
@@ -27,10 +30,12 @@
 //! * Runtime-cap and stale-heartbeat terminations that fail defer like TTL expiry does.
 
 pub mod daemon;
+pub mod decompose;
 pub mod demo;
 pub mod guard;
 pub mod hooks;
 pub mod memory;
+pub mod policy;
 pub mod settings;
 pub mod spawn;
 pub mod tick;

@@ -89,6 +89,9 @@ pub struct Settings {
     pub owner_lost_turn_pauses: bool,
     /// `[hooks]`: what the daemon loop runs after transitions.
     pub hooks: crate::config::HooksConfig,
+    /// `[dispatch] auto_decompose`: the profile whose agent decomposes triage cards, and how
+    /// many per pass.
+    pub auto_decompose: Option<(String, usize)>,
 }
 
 fn env_seconds(setting: Setting, min: i64) -> Result<Option<i64>, SettingsError> {
@@ -171,6 +174,10 @@ impl Settings {
             review_dispatch: d.review_dispatch,
             owner_mode: d.mode == "owner",
             hooks: config.hooks.clone(),
+            auto_decompose: d
+                .auto_decompose
+                .clone()
+                .map(|p| (p, d.auto_decompose_per_tick as usize)),
             owner_lost_turn_pauses: d.owner_lost_turn == "pause",
         })
     }

@@ -18,13 +18,16 @@
 //! 5. dead workers → classified from the reaped status or the log trailer: `protocol_violation`,
 //!    `rate_limited`, `crashed` (terminal provider → blocked, sticky);
 //! 6. runtime cap → terminate → `timed_out` (counted);
-//! 7. promote `todo` tasks whose parents are done;
+//! 7. promote `todo` tasks whose parents are done (each asked of the board's `pre_claim` policy
+//!    first, when it has one: [`super::policy`]);
 //! 8. spawn budget: `max_spawn` per board minus running, `max_in_progress` per host;
 //! 9. claim and spawn, priority DESC then created_at ASC: the ready lane, then the review lane
 //!    (`review` tasks claimed for their reviewer; one slot kept for it when it has work); pid +
 //!    fingerprint recorded (`spawned`).
 //!    A task whose previous run's worker (or its process group) is still alive on this host is
 //!    not claimed until that worker is gone (`held_back`): a successor never runs beside it.
+//!    A board with a `pre_claim` policy asks it about each pick; a denied task goes to `todo`
+//!    (`dependency_wait {source: pre_claim}`), an allowed one is claimed only while unchanged.
 //!
 //! The tick is a library function over a [`Board`], [`Settings`], an injected [`Clock`] and a
 //! [`Workers`] implementation, so tests run it on a scripted fake and benchmarks on a no-op
@@ -41,6 +44,7 @@ use crate::board::{Candidate, Failure, Release, RunningTask, Workload};
 use crate::clock::Clock;
 
 use super::guard::{self, Guard};
+use super::policy::{Gate, Phase};
 use super::settings::{PROTOCOL_VIOLATION_LIMIT, Settings};
 use super::spawn::SpawnRequest;
 use super::workers::{Reaped, Tracked, Workers};
@@ -162,6 +166,10 @@ pub struct TickReport {
     /// it, a tick never runs hooks).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks_failed: Vec<super::hooks::HookEnded>,
+    /// Triage cards `[dispatch] auto_decompose` decomposed (or failed to) since the previous
+    /// report (the daemon loop fills it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub auto_decomposed: Vec<super::decompose::AutoDecomposed>,
     pub extended: Vec<String>,
     pub deferred: Vec<String>,
     pub reclaimed: Vec<String>,
@@ -211,6 +219,12 @@ pub struct TickReport {
     pub unspawnable_ready: i64,
     /// Workers this tick was allowed to start.
     pub budget: u32,
+    /// Tasks the board's `pre_claim` policy denied this tick.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policy_denied: Vec<PolicyDenial>,
+    /// The board's `pre_claim` policy is not valid, so it denies every claim and promotion: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_invalid: Option<String>,
     /// Running / ready counts after the tick.
     pub workload: Workload,
 }
@@ -256,8 +270,22 @@ impl TickReport {
             && self.promoted.is_empty()
             && self.woken.is_empty()
             && self.spawned.is_empty()
-            && self.spawn_failed.is_empty())
+            && self.spawn_failed.is_empty()
+            && self.auto_decomposed.iter().all(|d| d.child_ids.is_empty())
+            && !self.policy_denied.iter().any(|d| d.noted))
     }
+}
+
+/// A task the board's `pre_claim` policy denied ([`super::policy`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyDenial {
+    pub task_id: String,
+    pub phase: Phase,
+    pub reason: String,
+    /// The denial was written (the task moved to `todo`, or its wait reason changed); `false`
+    /// when it already waited for the same reason, or changed since it was judged, or in a dry
+    /// run.
+    pub noted: bool,
 }
 
 /// Errors a tick can end with (a board that cannot be read or written). Per-task refusals are
@@ -302,6 +330,10 @@ struct Tick<'a> {
     /// Workers running per profile on this host, this tick's picks included (loaded when a
     /// per-profile cap exists).
     profile_load: Option<HashMap<String, u32>>,
+    /// The board's `pre_claim` policy, read at the tick's start (`None`: claims are not gated).
+    gate: Option<Gate>,
+    /// Picks the policy allowed, as it judged them: claimed only while unchanged.
+    judged: HashMap<String, board::policy::PolicySnapshot>,
 }
 
 /// Runs one tick (see the module doc). The caller holds the board's tick lock.
@@ -325,7 +357,10 @@ pub fn tick(
         hold: HashSet::new(),
         authorized: HashSet::new(),
         profile_load: None,
+        gate: Gate::load(&settings.root, &settings.location.slug),
+        judged: HashMap::new(),
     };
+    t.report.policy_invalid = t.gate.as_ref().and_then(|g| g.invalid().map(str::to_owned));
     t.run().map_err(|source| TickError::Board {
         board: slug,
         source,
@@ -353,7 +388,11 @@ impl Tick<'_> {
             self.runtime_cap(&running)?;
             self.track_running(&running);
             self.report.woken = self.board.wake_due(self.now)?;
-            self.report.promoted = self.board.recompute_ready(self.now)?;
+            self.report.promoted = if self.gate.is_some() {
+                self.gated_promotions()?
+            } else {
+                self.board.recompute_ready(self.now)?
+            };
         }
         let budget = self.spawn_budget()?;
         self.report.budget = budget;
@@ -1292,6 +1331,68 @@ impl Tick<'_> {
         }))
     }
 
+    /// Whether the board's `pre_claim` policy lets `id` through `phase` (always, without a
+    /// policy). A denial parks the task (`board::policy`) and is reported; an allowed claim is
+    /// remembered as judged. A dry run asks nothing: only a policy that is not valid denies.
+    fn allowed_by_policy(&mut self, id: &str, phase: Phase) -> Result<bool, BoardError> {
+        let Some(gate) = &self.gate else {
+            return Ok(true);
+        };
+        if self.settings.dry_run && gate.invalid().is_none() {
+            return Ok(true);
+        }
+        let Some(before) = self.board.policy_snapshot(id)? else {
+            return Ok(false);
+        };
+        let decision = gate.judge(&before, phase);
+        if decision.allow {
+            if phase == Phase::Claim {
+                self.judged.insert(id.to_owned(), before);
+            }
+            return Ok(true);
+        }
+        let noted = !self.settings.dry_run
+            && self
+                .board
+                .policy_wait(&before, &decision.reason, self.now)?;
+        self.report.policy_denied.push(PolicyDenial {
+            task_id: id.to_owned(),
+            phase,
+            reason: decision.reason,
+            noted,
+        });
+        Ok(false)
+    }
+
+    /// The promotion phase on a board with a `pre_claim` policy: each task the phase would
+    /// promote is asked first, and promoted only while it is as judged.
+    fn gated_promotions(&mut self) -> Result<Vec<String>, BoardError> {
+        let mut promoted = Vec::new();
+        for id in self.board.promotable()? {
+            let Some(gate) = &self.gate else { break };
+            let Some(before) = self.board.policy_snapshot(&id)? else {
+                continue;
+            };
+            let decision = gate.judge(&before, Phase::Promote);
+            if decision.allow {
+                if self.board.promote_allowed(&before, self.now)? {
+                    promoted.push(id);
+                }
+                continue;
+            }
+            let noted = self
+                .board
+                .policy_wait(&before, &decision.reason, self.now)?;
+            self.report.policy_denied.push(PolicyDenial {
+                task_id: id,
+                phase: Phase::Promote,
+                reason: decision.reason,
+                noted,
+            });
+        }
+        Ok(promoted)
+    }
+
     /// Up to `want` spawnable candidates of one lane, in dispatch order. A task whose profile is
     /// not defined is skipped (and noted once) without using the budget.
     fn pick(&mut self, lane: Status, want: usize) -> Result<Vec<(Candidate, String)>, BoardError> {
@@ -1335,6 +1436,9 @@ impl Tick<'_> {
                         guard: g,
                         noted,
                     });
+                    continue;
+                }
+                if !self.allowed_by_policy(&c.id, Phase::Claim)? {
                     continue;
                 }
                 if facts.authorized_pr.is_some() && !facts.pr_comments.is_empty() {
@@ -1417,7 +1521,10 @@ impl Tick<'_> {
         };
         let picks: Vec<(String, Status)> =
             chosen.iter().map(|(c, _)| (c.id.clone(), c.lane)).collect();
-        let outcomes = self.board.claim_batch(&picks, &spec, self.now)?;
+        let judged: Vec<_> = picks.iter().map(|(id, _)| self.judged.remove(id)).collect();
+        let outcomes = self
+            .board
+            .claim_batch_judged(&picks, &judged, &spec, self.now)?;
         let slug = &s.location.slug;
         // Every claimed run's workspace is made (dispatch/workspace.rs) and recorded, in one
         // transaction, before any of their workers starts: a worker that finishes at once

@@ -55,7 +55,7 @@ pub fn default_name(slug: &str) -> String {
     }
 }
 
-fn read_object(path: &Path) -> Result<serde_json::Map<String, serde_json::Value>> {
+pub(super) fn read_object(path: &Path) -> Result<serde_json::Map<String, serde_json::Value>> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(serde_json::Map::new()),
@@ -78,6 +78,30 @@ fn read_object(path: &Path) -> Result<serde_json::Map<String, serde_json::Value>
             message: e.to_string(),
         }),
     }
+}
+
+/// Writes `map` as the settings file at `path`, atomically: written beside it and renamed over
+/// it, so a reader sees the old file or the new, whole.
+pub(super) fn write_object(
+    path: &Path,
+    map: serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    let io = |action, source| HomeError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    };
+    let folder = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(folder).map_err(|e| io("create the folder of", e))?;
+    let mut text = serde_json::to_string_pretty(&serde_json::Value::Object(map))
+        .map_err(|e| io("encode", std::io::Error::other(e)))?;
+    text.push('\n');
+    let temp = folder.join(format!(".{META_FILE}.{}.tmp", std::process::id()));
+    std::fs::write(&temp, text).map_err(|e| io("write", e))?;
+    std::fs::rename(&temp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        io("replace", e)
+    })
 }
 
 /// Board `slug`'s settings.
@@ -148,30 +172,6 @@ pub fn set_name(root: &Path, slug: &str, name: &str) -> Result<String> {
     map.insert("name".to_owned(), serde_json::Value::String(name.clone()));
     write_object(&path, map)?;
     Ok(name)
-}
-
-/// Replaces `path` with `map` atomically (written beside it, then renamed over it).
-pub(crate) fn write_object(
-    path: &Path,
-    map: serde_json::Map<String, serde_json::Value>,
-) -> Result<()> {
-    let io = |action, source| HomeError::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    };
-    let folder = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(folder).map_err(|e| io("create the folder of", e))?;
-    let mut text = serde_json::to_string_pretty(&serde_json::Value::Object(map))
-        .map_err(|e| io("encode", std::io::Error::other(e)))?;
-    text.push('\n');
-    // A reader sees the old file or the new, whole.
-    let temp = folder.join(format!(".{META_FILE}.{}.tmp", std::process::id()));
-    std::fs::write(&temp, text).map_err(|e| io("write", e))?;
-    std::fs::rename(&temp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        io("replace", e)
-    })
 }
 
 /// Sets board `slug`'s default workdir after checking it ([`crate::workspace::check_default_workdir`]:

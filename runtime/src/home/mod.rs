@@ -48,6 +48,7 @@ pub mod meta;
 pub mod migrate;
 pub mod migrate_plan;
 pub mod overview;
+pub mod policy;
 pub mod remove;
 pub mod steering;
 pub mod transfer;

@@ -20,10 +20,15 @@
 //! [`super::grant`]).
 
 use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Child, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use super::{DELEGATED_CHILD_MARKER, is_identity_key};
+
+/// How often [`ChildCommand::output_within`] looks whether its child ended.
+const OUTPUT_POLL: Duration = Duration::from_millis(10);
 
 /// A child process to start; see the module docs. Made by [`super::command`].
 #[derive(Debug)]
@@ -161,6 +166,55 @@ impl ChildCommand {
     /// Starts the child and waits for it.
     pub fn status(&mut self) -> std::io::Result<ExitStatus> {
         self.build()?.status()
+    }
+
+    /// Runs the child to its end within `timeout`, `input` on its standard input, its standard
+    /// output and error captured. Input and output go through anonymous memory files, so neither
+    /// side ever blocks on a full pipe. A child still running at `timeout` is killed, its
+    /// process group too when it leads one ([`ChildCommand::process_group`] `0`), and the
+    /// result is an error of kind [`std::io::ErrorKind::TimedOut`].
+    pub fn output_within(&mut self, input: &[u8], timeout: Duration) -> std::io::Result<Output> {
+        use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+        let memory = |name: &str| -> std::io::Result<File> {
+            let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)?;
+            Ok(File::from(fd))
+        };
+        let mut stdin = memory("kanban-child-in")?;
+        stdin.write_all(input)?;
+        stdin.seek(SeekFrom::Start(0))?;
+        let (mut out, mut err) = (memory("kanban-child-out")?, memory("kanban-child-err")?);
+        self.stdin(stdin)
+            .stdout(out.try_clone()?)
+            .stderr(err.try_clone()?);
+        let leads_group = self.process_group == Some(0);
+        let mut child = self.spawn()?;
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                if leads_group && let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32)
+                {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+            std::thread::sleep(OUTPUT_POLL);
+        };
+        let read = |file: &mut File| -> std::io::Result<Vec<u8>> {
+            let mut bytes = Vec::new();
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut bytes)?;
+            Ok(bytes)
+        };
+        Ok(Output {
+            status,
+            stdout: read(&mut out)?,
+            stderr: read(&mut err)?,
+        })
     }
 
     /// The `std::process::Command` this spawn runs: built, used and dropped inside this module.

@@ -41,6 +41,18 @@ pub(crate) fn list_tasks_filters_and_orders_by_priority_then_creation(s: &dyn St
         ..TaskFilter::default()
     };
     assert_eq!(ids(&ready_or_running), [urgent.clone(), first.clone()]);
+    // Pages of the same order: a limit after an offset, and an offset alone.
+    let page = TaskFilter {
+        limit: Some(2),
+        offset: Some(1),
+        ..TaskFilter::default()
+    };
+    assert_eq!(ids(&page), [first.clone(), second.clone()]);
+    let rest = TaskFilter {
+        offset: Some(2),
+        ..TaskFilter::default()
+    };
+    assert_eq!(ids(&rest), [second.clone()]);
     let mine = TaskFilter {
         assignee: Some(" CODER ".into()),
         ..TaskFilter::default()

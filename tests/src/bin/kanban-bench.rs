@@ -38,6 +38,7 @@ use kanban_runtime::clock::SystemClock;
 use kanban_runtime::config::{Config, ProfileConfig};
 use kanban_runtime::db::target::BoardLocation;
 use kanban_runtime::dispatch::{self, NoSpawn, Settings};
+use kanban_tests::lean::{Lean, LeanPg, LeanSqlite};
 
 /// A progress line on stderr. A closed stderr (its reader went away, as in
 /// `cargo xtask bench 2>&1 | head`) is ignored: `eprintln!` panics there, and the panic's own
@@ -184,13 +185,24 @@ struct OpSamples {
     claim_batched: Vec<f64>,
     heartbeat: Vec<f64>,
     complete: Vec<f64>,
+    /// The leanest hand-written transactions writing the same rows (`kanban_tests::lean`).
+    lean_create: Vec<f64>,
+    lean_claim: Vec<f64>,
+    lean_heartbeat: Vec<f64>,
+    lean_complete: Vec<f64>,
 }
 
 /// [`SAMPLES`] rounds; each runs both bare loops and then a batch of each board operation, so
 /// every figure has a baseline taken seconds apart, under the same load.
 fn board_ops(dir: &Path, bare: &Bare) -> anyhow::Result<OpSamples> {
     let board = Board::open_path(&dir.join("ops.db"), &OpenOptions::create())?;
-    ops_rounds(&board, |s| {
+    // The lean transactions' own board file: the same schema and indexes.
+    drop(Board::open_path(
+        &dir.join("lean.db"),
+        &OpenOptions::create(),
+    )?);
+    let mut lean = LeanSqlite::open(&dir.join("lean.db"))?;
+    ops_rounds(&board, &mut lean, |s| {
         s.bare.push(bare.uncached(BATCH)?);
         s.bare_cached.push(bare.cached(BATCH)?);
         Ok(())
@@ -200,6 +212,7 @@ fn board_ops(dir: &Path, bare: &Bare) -> anyhow::Result<OpSamples> {
 /// The rounds of [`board_ops`] on `board`, each after `bare` took its baseline samples.
 fn ops_rounds(
     board: &Board,
+    lean: &mut dyn Lean,
     mut bare: impl FnMut(&mut OpSamples) -> anyhow::Result<()>,
 ) -> anyhow::Result<OpSamples> {
     let t = now();
@@ -211,6 +224,15 @@ fn ops_rounds(
     let mut s = OpSamples::default();
     for round in 0..SAMPLES {
         bare(&mut s)?;
+
+        let lean_ids: Vec<String> = (0..BATCH).map(|i| format!("t_l{round:02}{i:05}")).collect();
+        s.lean_create.push(lean.create(&lean_ids, t)?);
+        let (us, lean_runs) = lean.claim(&lean_ids, t)?;
+        s.lean_claim.push(us);
+        s.lean_heartbeat
+            .push(lean.heartbeat(&lean_ids, &lean_runs, t + 1)?);
+        s.lean_complete
+            .push(lean.complete(&lean_ids, &lean_runs, t + 2)?);
 
         let start = Instant::now();
         let mut ids = Vec::with_capacity(BATCH);
@@ -351,7 +373,19 @@ fn pg_board_ops(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result
     let board = Board::open_path(Path::new(&cluster.url("bench_ops")), &OpenOptions::create())?;
     pg_history(&board)?;
     cluster.connect("bench_ops")?.batch("ANALYZE")?;
-    ops_rounds(&board, |s| {
+    // The lean transactions' own board database: the same schema and the same history.
+    cluster.create_database("bench_lean")?;
+    {
+        let lean_board = Board::open_path(
+            Path::new(&cluster.url("bench_lean")),
+            &OpenOptions::create(),
+        )?;
+        pg_history(&lean_board)?;
+    }
+    let mut lean_client = cluster.connect("bench_lean")?;
+    lean_client.batch("ANALYZE")?;
+    let mut lean = LeanPg::new(lean_client);
+    ops_rounds(&board, &mut lean, |s| {
         let us = bare.commits(BATCH)?;
         s.bare.push(us);
         s.bare_cached.push(us);
@@ -1290,6 +1324,10 @@ fn run() -> anyhow::Result<()> {
         });
     }
 
+    lean_rows(&mut rows, &ops, "")?;
+    progress!("bench: write-ahead log per transition (board and lean transaction)…");
+    rows.extend(sqlite_wal_rows(dir.path())?);
+
     if ops_only {
         return print_table(&rows, out, json_out);
     }
@@ -1481,6 +1519,174 @@ fn run() -> anyhow::Result<()> {
 
 /// A PostgreSQL row of operations per second (`samples`, µs per operation) against the
 /// `baseline` loop's samples of the same rounds (`bare`, µs per commit).
+/// One row per transition: the board's rate against the lean hand-written transaction that
+/// writes the same rows, round by round (`prefix` names the store).
+fn lean_rows(rows: &mut Vec<Row>, ops: &OpSamples, prefix: &str) -> anyhow::Result<()> {
+    for (name, board, lean) in [
+        ("create", &ops.create, &ops.lean_create),
+        ("claim, single", &ops.claim, &ops.lean_claim),
+        ("heartbeat", &ops.heartbeat, &ops.lean_heartbeat),
+        ("complete", &ops.complete, &ops.lean_complete),
+    ] {
+        rows.push(pg_rate_row(
+            format!(
+                "{prefix}{name} / s against the lean transaction writing the same rows ({BATCH} per sample, one transaction each)"
+            ),
+            format!("{prefix}{name} per second against its lean transaction"),
+            board,
+            lean,
+            &format!("lean hand-written {name}"),
+        )?);
+    }
+    Ok(())
+}
+
+/// Runs a body and returns the write-ahead-log volume it wrote.
+type WalMeasure<'a> = dyn FnMut(&mut dyn FnMut() -> anyhow::Result<()>) -> anyhow::Result<i64> + 'a;
+
+/// Tasks per write-ahead-log measurement.
+const WAL_BATCH: usize = 50;
+
+/// The board's four transitions on `n` fresh tasks, each phase run inside `measure` (which
+/// returns its WAL volume); per-task volumes in the order create, claim, heartbeat, complete.
+fn board_wal(board: &Board, n: usize, measure: &mut WalMeasure<'_>) -> anyhow::Result<[f64; 4]> {
+    let t = now();
+    let spec = ClaimSpec {
+        lock: "bench:wal".to_owned(),
+        ttl_seconds: 900,
+        origin: kanban_runtime::board::ClaimOrigin::External,
+    };
+    let mut ids = Vec::new();
+    let create = measure(&mut || {
+        for i in 0..n {
+            let created = board.create_task(
+                &NewTask {
+                    title: format!("wal {i}"),
+                    ..NewTask::default()
+                },
+                t,
+            )?;
+            ids.push(created.id);
+        }
+        Ok(())
+    })?;
+    let mut runs = Vec::new();
+    let claim = measure(&mut || {
+        for id in &ids {
+            match board.claim(id, &spec, t)? {
+                ClaimOutcome::Claimed(c) => runs.push(c.run_id),
+                ClaimOutcome::Lost(r) => bail!("bench claim of {id} lost: {r}"),
+            }
+        }
+        Ok(())
+    })?;
+    let heartbeat = measure(&mut || {
+        for (id, run) in ids.iter().zip(&runs) {
+            let fence = Fence {
+                claim_lock: Some(spec.lock.clone()),
+                run_id: Some(*run),
+            };
+            board
+                .heartbeat(id, &fence, None, 900, t + 1)?
+                .into_result()
+                .map_err(|r| anyhow::anyhow!("bench heartbeat of {id} refused: {r}"))?;
+        }
+        Ok(())
+    })?;
+    let complete = measure(&mut || {
+        for (id, run) in ids.iter().zip(&runs) {
+            let completion = board::Completion {
+                expected_run_id: Some(*run),
+                summary: Some("done".to_owned()),
+                ..Default::default()
+            };
+            board
+                .complete(id, &completion, t + 2)?
+                .into_result()
+                .map_err(|r| anyhow::anyhow!("bench completion of {id} refused: {r}"))?;
+        }
+        Ok(())
+    })?;
+    Ok([create, claim, heartbeat, complete].map(|v| v as f64 / n as f64))
+}
+
+/// The lean transactions' WAL volume per task, as [`board_wal`].
+fn lean_wal(
+    lean: &mut dyn Lean,
+    prefix: &str,
+    n: usize,
+    measure: &mut WalMeasure<'_>,
+) -> anyhow::Result<[f64; 4]> {
+    let t = now();
+    let ids: Vec<String> = (0..n).map(|i| format!("t_{prefix}{i:05}")).collect();
+    let lean = std::cell::RefCell::new(lean);
+    let create = measure(&mut || lean.borrow_mut().create(&ids, t).map(drop))?;
+    let mut runs = Vec::new();
+    let claim = measure(&mut || {
+        runs = lean.borrow_mut().claim(&ids, t)?.1;
+        Ok(())
+    })?;
+    let heartbeat = measure(&mut || lean.borrow_mut().heartbeat(&ids, &runs, t + 1).map(drop))?;
+    let complete = measure(&mut || lean.borrow_mut().complete(&ids, &runs, t + 2).map(drop))?;
+    Ok([create, claim, heartbeat, complete].map(|v| v as f64 / n as f64))
+}
+
+/// Rows of WAL volume per transition: the board's against the lean transaction's.
+fn wal_rows(store: &str, unit: &str, board: [f64; 4], lean: [f64; 4]) -> Vec<Row> {
+    ["create", "claim", "heartbeat", "complete"]
+        .into_iter()
+        .zip(board.into_iter().zip(lean))
+        .map(|(name, (b, l))| Row {
+            measure: format!("{store}: {unit} per {name} (one transaction each)"),
+            samples: format!("one measurement ({WAL_BATCH} tasks)"),
+            value: format!("{b:.1}"),
+            baseline: format!("{l:.1} (the lean transaction writing the same rows)"),
+            ratio: format!("{:.2}× the lean volume", b / l),
+            json: serde_json::json!({
+                "measure": format!("{store} {unit} per {name}"),
+                "value": b, "baseline": { "name": "lean transaction", "value": l },
+            }),
+        })
+        .collect()
+}
+
+/// SQLite WAL frames per transition, on fresh board files (a frame is one page written).
+fn sqlite_wal_rows(dir: &Path) -> anyhow::Result<Vec<Row>> {
+    let board_path = dir.join("wal-board.db");
+    let lean_path = dir.join("wal-lean.db");
+    let board = Board::open_path(&board_path, &OpenOptions::create())?;
+    drop(Board::open_path(&lean_path, &OpenOptions::create())?);
+    let mut measure_board = |body: &mut dyn FnMut() -> anyhow::Result<()>| {
+        kanban_tests::lean::sqlite_wal_frames(&board_path, body)
+    };
+    let b = board_wal(&board, WAL_BATCH, &mut measure_board)?;
+    let mut lean = LeanSqlite::open(&lean_path)?;
+    let mut measure_lean = |body: &mut dyn FnMut() -> anyhow::Result<()>| {
+        kanban_tests::lean::sqlite_wal_frames(&lean_path, body)
+    };
+    let l = lean_wal(&mut lean, "w", WAL_BATCH, &mut measure_lean)?;
+    Ok(wal_rows("SQLite", "WAL frames", b, l))
+}
+
+/// PostgreSQL WAL bytes per transition (nothing else writes to the server meanwhile).
+fn pg_wal_rows(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result<Vec<Row>> {
+    cluster.create_database("bench_wal")?;
+    cluster.create_database("bench_wal_lean")?;
+    let board = Board::open_path(Path::new(&cluster.url("bench_wal")), &OpenOptions::create())?;
+    drop(Board::open_path(
+        Path::new(&cluster.url("bench_wal_lean")),
+        &OpenOptions::create(),
+    )?);
+    let mut reader = cluster.connect("bench_wal")?;
+    let mut measure = |body: &mut dyn FnMut() -> anyhow::Result<()>| {
+        kanban_tests::lean::pg_wal_bytes(&mut reader, body)
+    };
+    let b = board_wal(&board, WAL_BATCH, &mut measure)?;
+    let mut lean = LeanPg::new(cluster.connect("bench_wal_lean")?);
+    let l = lean_wal(&mut lean, "w", WAL_BATCH, &mut measure)?;
+    Ok(wal_rows("PostgreSQL", "WAL bytes", b, l))
+}
+
 fn pg_rate_row(
     measure: String,
     json_measure: String,
@@ -1548,6 +1754,8 @@ fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
             "bare PostgreSQL loop",
         )?);
     }
+    lean_rows(rows, &ops, "PostgreSQL: ")?;
+    rows.extend(pg_wal_rows(&cluster)?);
     let concurrent = pg_concurrent(&cluster)?;
     rows.push(pg_rate_row(
         format!(

@@ -1,8 +1,9 @@
-//! `kanban boards list|rename|export|import|create|set-default-workdir|switch|rm|migrate`: the boards of the home, one function per
-//! subcommand; the PostgreSQL ones (`create --url`, `migrate`) are [`postgres`]. Parse, call
-//! [`crate::home`] / [`crate::home`], print.
+//! `kanban boards list|rename|export|import|create|set-default-workdir|set-policy|switch|rm|migrate`:
+//! the boards of the home, one function per subcommand; the PostgreSQL ones (`create --url`,
+//! `migrate`) are [`postgres`], the policy [`policy`]. Parse, call [`crate::home`], print.
 
 mod list;
+mod policy;
 mod postgres;
 mod rename;
 mod transfer;
@@ -60,6 +61,23 @@ pub enum BoardsCommand {
     },
     /// Set board SLUG's default workdir: the repository its worktree tasks are worktrees of.
     SetDefaultWorkdir { slug: String, dir: PathBuf },
+    /// Set board SLUG's `pre_claim` policy: a command every claim and promotion must pass (it
+    /// gets the task as JSON on stdin and answers `{"allow": bool, "reason": "..."}`); with
+    /// --clear, remove it. Kept in the board's board.json, as the original.
+    #[command(group(clap::ArgGroup::new("policy").required(true).args(["pre_claim_command", "clear"])))]
+    SetPolicy {
+        slug: String,
+        /// Seconds the command may take (1-60); past them it is killed and the claim denied.
+        #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+        timeout: f64,
+        /// The command and its arguments, last on the line: an absolute path, run without a
+        /// shell.
+        #[arg(long, value_name = "ARGV", num_args = 1.., allow_hyphen_values = true)]
+        pre_claim_command: Vec<String>,
+        /// Remove the policy.
+        #[arg(long)]
+        clear: bool,
+    },
     /// Make SLUG the current board.
     Switch { slug: String },
     /// Remove board SLUG and its folder (refused while one of its tasks has a live claim, and
@@ -116,6 +134,12 @@ pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResul
         BoardsCommand::Migrate { slug, to } => postgres::migrate(&root, &slug, &to, globals),
         BoardsCommand::Rm { slug } => rm(&root, &slug, globals),
         BoardsCommand::Switch { slug } => switch(&root, &slug, globals),
+        BoardsCommand::SetPolicy {
+            slug,
+            timeout,
+            pre_claim_command,
+            clear: _,
+        } => policy::set_policy(&root, &slug, pre_claim_command, timeout, globals),
     }
 }
 

@@ -6,9 +6,9 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::board::{Decomposition, NewChild, Outcome, Refusal, Specification, WorkspaceSpec};
+use crate::board::{Decomposition, NewChild, Outcome, Refusal, Specification};
 use crate::cli::escape::line;
 use crate::cli::session::{
     authorize, done, now, open, open_read, parse_seconds, parse_time, print_out, read_body, root,
@@ -103,125 +103,9 @@ fn read_children_text(source: &str) -> anyhow::Result<String> {
     })
 }
 
-/// A string field of child `i` (absent or null: `None`).
-fn text_field(i: usize, o: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(format!("child {i}: `{key}` must be a string")),
-    }
-}
-
-/// Child `i` of the list: its fields, its parents, its workspace (read as `create` reads it).
-fn child(i: usize, value: &Value) -> Result<NewChild, String> {
-    const KEYS: [&str; 9] = [
-        "title",
-        "body",
-        "assignee",
-        "parents",
-        "workspace",
-        "branch",
-        "base",
-        "workspace_kind",
-        "workspace_path",
-    ];
-    let Value::Object(o) = value else {
-        return Err(format!("child {i} is not a JSON object"));
-    };
-    if let Some(key) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(format!(
-            "child {i}: unknown key `{key}` (known: {})",
-            KEYS.join(", ")
-        ));
-    }
-    let title = text_field(i, o, "title")?
-        .ok_or_else(|| format!("child {i} has no `title`; every child needs one"))?;
-    let parents = match o.get("parents") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(ps)) => ps
-            .iter()
-            .map(|p| p.as_u64().and_then(|p| usize::try_from(p).ok()))
-            .collect::<Option<Vec<usize>>>()
-            .ok_or_else(|| {
-                format!("child {i}: `parents` must be indices into the list (0, 1, …)")
-            })?,
-        Some(_) => return Err(format!("child {i}: `parents` must be a list of indices")),
-    };
-    Ok(NewChild {
-        title,
-        body: text_field(i, o, "body")?,
-        assignee: text_field(i, o, "assignee")?,
-        parents,
-        workspace: workspace(i, o)?,
-    })
-}
-
-/// The workspace keys of child `i` as `create --workspace/--branch/--base` reads them; the
-/// branch and base are checked by the board, inside the decomposition's transaction.
-fn workspace(i: usize, o: &Map<String, Value>) -> Result<Option<WorkspaceSpec>, String> {
-    // The original's keys: `workspace_kind` with an optional `workspace_path`.
-    let original = match (
-        text_field(i, o, "workspace_kind")?,
-        text_field(i, o, "workspace_path")?,
-    ) {
-        (Some(kind), Some(path)) => Some(format!("{kind}:{path}")),
-        (Some(kind), None) => Some(kind),
-        (None, Some(_)) => {
-            return Err(format!(
-                "child {i}: `workspace_path` needs a `workspace_kind`"
-            ));
-        }
-        (None, None) => None,
-    };
-    let kind = match (text_field(i, o, "workspace")?, original) {
-        (Some(_), Some(_)) => {
-            return Err(format!(
-                "child {i}: give `workspace` or `workspace_kind`/`workspace_path`, not both"
-            ));
-        }
-        (one, other) => one.or(other),
-    };
-    let branch = text_field(i, o, "branch")?;
-    let base = text_field(i, o, "base")?;
-    if kind.is_none() && branch.is_none() && base.is_none() {
-        return Ok(None);
-    }
-    let (kind, path) = match kind {
-        Some(value) => {
-            let (kind, path) =
-                crate::workspace::parse_flag(&value).map_err(|e| format!("child {i}: {e}"))?;
-            (Some(kind), path)
-        }
-        None => (None, None),
-    };
-    let spec = WorkspaceSpec {
-        kind,
-        path,
-        branch,
-        base,
-    };
-    spec.check_branch_needs_worktree()
-        .map_err(|e| format!("child {i}: {e}"))?;
-    if let Some(path) = &spec.path {
-        crate::workspace::check_path(spec.kind(), path).map_err(|e| format!("child {i}: {e}"))?;
-    }
-    Ok(Some(spec))
-}
-
 /// The children's JSON list, read whole before the board is touched.
 fn parse_children(text: &str) -> anyhow::Result<Vec<NewChild>> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        anyhow::anyhow!("the children are not valid JSON ({e}); nothing was changed")
-    })?;
-    let Value::Array(items) = value else {
-        anyhow::bail!("the children must be a JSON list of objects; nothing was changed");
-    };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| child(i, v))
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("{e}; nothing was changed"))
+    triage::parse_children(text).map_err(|e| anyhow::anyhow!("{e}; nothing was changed"))
 }
 
 /// `kanban decompose ID --children FILE|- | --with PROFILE`, `kanban decompose --all --with
@@ -301,19 +185,7 @@ fn children_from_agent(
         profile,
         &triage::decomposition_prompt(&task, &config),
     )?;
-    let list = match triage::json_in(&answer, '{') {
-        Some(Value::Object(mut o)) if o.contains_key("children") => o.remove("children"),
-        _ => triage::json_in(&answer, '['),
-    };
-    let Some(list) = list else {
-        return Err(triage::TriageError::NoJson {
-            profile: profile.to_owned(),
-            wanted: "list of children",
-        }
-        .into());
-    };
-    parse_children(&list.to_string())
-        .map_err(|e| e.context(format!("the answer of profile `{profile}`'s agent")))
+    Ok(triage::children_from_answer(&answer, profile)?)
 }
 
 /// `decompose --all --with PROFILE`: each triage task in turn; a task that fails is reported

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::board::{Edit, Promotion};
 use crate::cli::escape::line;
-use crate::cli::session::{authorize, done, each, now, open, print_out, read_body};
+use crate::cli::session::{authorize, done, each, now, open, print_out, read_body, root};
 use crate::cli::{CmdResult, Globals};
 
 /// `kanban edit ID`: the fields to change (at least one).
@@ -235,6 +235,21 @@ pub(in crate::cli) fn promote(
     each(&unique, globals, |id| {
         authorize(id)?;
         let o = open(globals)?;
+        // A board's pre_claim policy is asked first (under the tick lock, held until the
+        // promotion is written); a denial refuses it and changes nothing.
+        let judged = if mode.dry_run {
+            None
+        } else {
+            crate::dispatch::policy::judge_promotion(&root(globals)?, &o.loc, &o.board, id)?
+        };
+        if let Some(j) = &judged
+            && !j.decision.allow
+        {
+            anyhow::bail!(
+                "{id}: the board's pre_claim policy denies its promotion ({}); nothing changed",
+                j.decision.reason
+            );
+        }
         let outcome = if mode.dry_run {
             o.board.promote_dry_run(id, mode.force)?
         } else {

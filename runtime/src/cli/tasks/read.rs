@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::board::{self, Comment, Run, Status, StoredEvent, Task, TaskFilter, TaskRef};
 use crate::cli::escape::{block, line};
 use crate::cli::explain;
-use crate::cli::session::{Opened, now, open_read, task_arg};
+use crate::cli::session::{Opened, now, open_read, root, task_arg};
 use crate::cli::{CmdResult, Exit, Globals, print_json};
 
 /// `list --status`: the statuses, which the shells complete.
@@ -26,6 +26,12 @@ pub struct ListArgs {
     /// Include archived tasks.
     #[arg(long)]
     pub all: bool,
+    /// At most N tasks (a page of a big board; with --offset, the next pages).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Skip the first N tasks of the order (priority, then age).
+    #[arg(long, value_name = "N")]
+    pub offset: Option<usize>,
 }
 
 /// `kanban list`.
@@ -35,7 +41,8 @@ pub(in crate::cli) fn list(args: ListArgs, globals: &Globals) -> CmdResult {
         statuses: args.statuses,
         assignee: args.assignee,
         include_archived: args.all,
-        limit: None,
+        limit: args.limit,
+        offset: args.offset,
     })?;
     if globals.json {
         print_json(&tasks)?;
@@ -168,8 +175,11 @@ pub(in crate::cli) fn show(id: Option<String>, events: usize, globals: &Globals)
     };
     let o = open_read(globals)?;
     let s = Shown::read(&o, &id, events)?;
+    // A board whose pre_claim policy is not valid denies every claim: said beside the task.
+    let policy_invalid = crate::dispatch::policy::Gate::load(&root(globals)?, &o.loc.slug)
+        .and_then(|g| g.invalid().map(str::to_owned));
     if globals.json {
-        print_json(&serde_json::json!({
+        let mut shown = serde_json::json!({
             "task": s.task,
             "parents": s.parents,
             "children": s.children,
@@ -177,8 +187,18 @@ pub(in crate::cli) fn show(id: Option<String>, events: usize, globals: &Globals)
             "turns": s.turns,
             "comments": s.comments,
             "events": s.recent,
-        }))?;
+        });
+        if let Some(why) = &policy_invalid {
+            shown["pre_claim_invalid"] = serde_json::Value::String(why.clone());
+        }
+        print_json(&shown)?;
         return Ok(Exit::OK);
+    }
+    if let Some(why) = &policy_invalid {
+        println!(
+            "pre_claim:  the board's policy is not valid ({}): every claim and promotion is denied",
+            line(why)
+        );
     }
     let at = now();
     print_state(&o, &id, &s, at)?;
