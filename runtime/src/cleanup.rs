@@ -17,12 +17,20 @@
 //!
 //! The filesystem and git work is [`crate::workspace::cleanup`]; this module decides which tasks,
 //! and records what happened.
+//!
+//! [`purge`] is `kanban delete` and `kanban archive --rm`: the hard delete
+//! ([`crate::board::purge`]) of a task that does not run, after (for `--rm`) archiving it and
+//! cleaning up its workspace as above; refused, as the original refuses, while a task-owned
+//! workspace (scratch or worktree) is still on disk — the task stays (archived) for recovery.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::board::events::{DiscardedFile, Event};
+use crate::board::model::Status;
+use crate::board::outcome::{Outcome, Refusal};
+use crate::board::purge::{Deleted, remove_attachment_files};
 use crate::board::{Board, BoardError, FinishedWorkspace};
 use crate::workspace::{Cleanup, Kind};
 
@@ -74,6 +82,69 @@ pub fn after_finish(scope: &Scope<'_>, id: &str) -> Result<Vec<Step>, BoardError
         }
     }
     Ok(steps)
+}
+
+/// What [`purge`] did to one task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Purged {
+    #[serde(flatten)]
+    pub deleted: Deleted,
+    /// The task was archived by this command before it was deleted (`archive --rm`).
+    pub archived: bool,
+    /// What became of its workspace when it was archived.
+    pub workspace: Vec<Step>,
+    /// The attachment files removed.
+    pub files_removed: Vec<String>,
+}
+
+/// Hard-deletes task `id` (see the module docs); with `archive_first`, archives it and cleans
+/// up its workspace first.
+pub fn purge(
+    scope: &Scope<'_>,
+    id: &str,
+    archive_first: bool,
+) -> Result<Outcome<Purged>, BoardError> {
+    let task = scope.board.get_task(id)?;
+    if task.status == Status::Running || task.current_run_id.is_some() {
+        return Ok(Outcome::Refused(Refusal::DeleteRunning {
+            task_id: id.to_owned(),
+            claim_lock: task.claim_lock,
+        }));
+    }
+    let mut workspace = Vec::new();
+    let mut archived = false;
+    if archive_first {
+        if task.status != Status::Archived {
+            if let Outcome::Refused(r) = scope.board.archive(id, scope.now)? {
+                return Ok(Outcome::Refused(r));
+            }
+            archived = true;
+        }
+        workspace = after_finish(scope, id)?;
+    }
+    let task = scope.board.get_task(id)?;
+    let owned = Kind::from_column(&task.workspace_kind)
+        .is_some_and(|k| matches!(k, Kind::Scratch | Kind::Worktree));
+    if let Some(left) =
+        finished_workspace(scope, &task).filter(|w| owned && Path::new(&w.path).exists())
+    {
+        return Ok(Outcome::Refused(Refusal::WorkspacePresent {
+            task_id: id.to_owned(),
+            path: left.path,
+        }));
+    }
+    let deleted = match scope.board.delete_task(id, scope.now)? {
+        Outcome::Done(d) => d,
+        Outcome::Refused(r) => return Ok(Outcome::Refused(r)),
+    };
+    let dir = crate::home::attachments_dir(scope.root, scope.slug, id);
+    let files_removed = remove_attachment_files(&deleted.attachments, &dir);
+    Ok(Outcome::Done(Purged {
+        deleted,
+        archived,
+        workspace,
+        files_removed,
+    }))
 }
 
 /// The workspace a finished task names: its `workspace_path`, or for a scratch task that ran

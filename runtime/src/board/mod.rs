@@ -35,6 +35,7 @@ pub mod model;
 mod operator;
 pub mod outcome;
 pub mod policy;
+pub mod purge;
 pub mod query;
 pub mod redact;
 mod review;

@@ -33,6 +33,13 @@ pub enum Refusal {
         expected: String,
         current: Option<String>,
     },
+    /// A hard delete of a task that runs (its worker would be orphaned).
+    DeleteRunning {
+        task_id: String,
+        claim_lock: Option<String>,
+    },
+    /// A hard delete of a task whose own workspace (scratch or worktree) is still on disk.
+    WorkspacePresent { task_id: String, path: String },
     /// Another claim that has not expired holds the task.
     LiveClaim {
         task_id: String,
@@ -171,6 +178,23 @@ impl fmt::Display for Refusal {
                 f,
                 "completion of `{task_id}` refused: PR acceptance {classification}: {detail} \
                  The task stays open; the receipt is its pr_acceptance event."
+            ),
+            Refusal::DeleteRunning {
+                task_id,
+                claim_lock,
+            } => write!(
+                f,
+                "task `{task_id}` is running{}; deleting it would orphan its worker: reclaim it \
+                 first (`kanban reclaim {task_id}`); nothing was deleted",
+                claim_lock
+                    .as_deref()
+                    .map(|l| format!(" under the claim {l}"))
+                    .unwrap_or_default()
+            ),
+            Refusal::WorkspacePresent { task_id, path } => write!(
+                f,
+                "task `{task_id}`'s workspace {path} is still there (kept: it may hold work); \
+                 recover or remove it, then delete the task again; the task was not deleted"
             ),
             Refusal::NotAuthorizable { task_id, why } => write!(
                 f,

@@ -29,7 +29,7 @@ use super::tasks::operator::{self, EditArgs, PromoteMode};
 use super::tasks::read::{self, ListArgs};
 use super::tasks::recipe::{self, RecipeCommand, SwarmArgs};
 use super::tasks::workspace;
-use super::tasks::{context, lifecycle, proof, steering};
+use super::tasks::{context, lifecycle, proof, purge, repair, steering};
 use super::{CmdResult, Globals};
 use crate::acceptance::{Evidence, PrRef};
 use crate::board::StorageError;
@@ -180,6 +180,16 @@ pub enum BoardCommand {
     Archive {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
+        /// Then delete each for good, as `kanban delete` (refused while it runs or while its
+        /// own workspace is still on disk; the task then stays archived).
+        #[arg(long)]
+        rm: bool,
+    },
+    /// Delete tasks for good, with their runs, events, comments, links and attachments
+    /// (refused while a task runs); one line per id.
+    Delete {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
     },
     /// Change a task's title, body, priority, retry limit or (before it first runs) workspace
     /// (records an `edited` event).
@@ -313,6 +323,9 @@ pub enum BoardCommand {
     },
     /// Check the board's invariants; exit 1 naming each violation.
     Fsck,
+    /// Repair the board file when only its indexes are damaged: a quarantine backup copy
+    /// first, then REINDEX (a healthy board is left alone; SQLite boards only).
+    Repair,
 }
 
 /// `complete --evidence KIND=DETAIL`.
@@ -388,6 +401,7 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::Runs(args) => observe::print_runs(args, g),
         BoardCommand::Watch(args) => observe::watch_board(&args, g),
         BoardCommand::Fsck => read::fsck(g),
+        BoardCommand::Repair => repair::repair(g),
         BoardCommand::Claim { id, ttl, claimer } => lifecycle::claim(&id, ttl, claimer, g),
         BoardCommand::Heartbeat { id, note, ttl } => {
             lifecycle::heartbeat(id.as_deref(), note.as_deref(), ttl, g)
@@ -444,7 +458,9 @@ fn run_command(mut command: BoardCommand, globals: &Globals) -> CmdResult {
         BoardCommand::AttachRm { id, name } => attach::remove(&id, &name, g),
         BoardCommand::Edit(args) => operator::edit(args, g),
         BoardCommand::Unblock { ids, reason } => operator::unblock(&ids, reason.as_deref(), g),
-        BoardCommand::Archive { ids } => operator::archive(&ids, g),
+        BoardCommand::Archive { ids, rm: false } => operator::archive(&ids, g),
+        BoardCommand::Archive { ids, rm: true } => purge::archive_rm(&ids, g),
+        BoardCommand::Delete { ids } => purge::delete(&ids, g),
         BoardCommand::Gc { dry_run } => workspace::gc(dry_run, g),
         BoardCommand::Reopen { id, reason } => operator::reopen(&id, reason.as_deref(), g),
         BoardCommand::Reclaim { ids, reason } => operator::reclaim(&ids, reason.as_deref(), g),
@@ -525,6 +541,7 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         // Several ids: each is resolved on its own by [`each`], so one bad id spoils no other.
         BoardCommand::Unblock { .. }
         | BoardCommand::Archive { .. }
+        | BoardCommand::Delete { .. }
         | BoardCommand::Reclaim { .. }
         | BoardCommand::Promote { .. } => {}
         BoardCommand::Link { parent, child } | BoardCommand::Unlink { parent, child } => {
@@ -551,7 +568,8 @@ fn resolve_ids(command: &mut BoardCommand, globals: &Globals) -> anyhow::Result<
         | BoardCommand::List(_)
         | BoardCommand::Boards { .. }
         | BoardCommand::Gc { .. }
-        | BoardCommand::Fsck => {}
+        | BoardCommand::Fsck
+        | BoardCommand::Repair => {}
     }
     ids.retain(|id| !is_full_id(id));
     if ids.is_empty() {

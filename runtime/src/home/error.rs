@@ -92,9 +92,30 @@ pub enum HomeError {
         source: crate::workspace::ResolveError,
     },
 
+    #[error("cannot rename board `{slug}`; nothing was changed")]
+    BadName {
+        slug: String,
+        #[source]
+        source: BadName,
+    },
+
     /// A board of the home that could not be opened or read.
     #[error(transparent)]
     Board(#[from] crate::board::BoardError),
+}
+
+/// The longest display name a board may have, in characters.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// Why `meta::set_name` refused a display name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadName {
+    #[error("a board's display name cannot be empty")]
+    Empty,
+    #[error("a board's display name is at most {MAX_NAME_CHARS} characters (this one has {0})")]
+    TooLong(usize),
+    #[error("a board's display name is one line of printable text (no control characters)")]
+    Control,
 }
 
 /// Result alias of the home.

@@ -1,7 +1,9 @@
 //! A board's settings file, `board.json` in its folder (`<root>/kanban/boards/<slug>/board.json`,
 //! `…/boards/default/board.json` for the default board), where the original keeps them: today
 //! the default workdir, the repository a worktree task with no path of its own is a worktree of
-//! (`kanban boards create --default-workdir`, `kanban boards set-default-workdir`).
+//! (`kanban boards create --default-workdir`, `kanban boards set-default-workdir`), the display
+//! name (`kanban boards rename`; the slug never changes) and the original's `archived` flag
+//! (`kanban boards list` marks such a board).
 //!
 //! The file is kept per home, beside the board, for SQLite and PostgreSQL boards alike: a
 //! workdir is a path on this machine, so two hosts sharing a PostgreSQL board each name their own
@@ -26,6 +28,31 @@ pub(crate) fn meta_path(root: &Path, slug: &str) -> PathBuf {
 pub struct BoardMeta {
     /// Absolute; `None` when unset (or empty, as the original writes an unset one).
     pub default_workdir: Option<PathBuf>,
+    /// The display name (`boards rename`); `None` when unset or empty.
+    pub name: Option<String>,
+    /// The original marks a board it archived with `"archived": true`.
+    pub archived: bool,
+}
+
+/// The name a board without one is shown by, as the original derives it from the slug
+/// (`atm10-server` → `Atm10 Server`).
+pub fn default_name(slug: &str) -> String {
+    let words: Vec<String> = slug
+        .split(['-', '_'])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    if words.is_empty() {
+        slug.to_owned()
+    } else {
+        words.join(" ")
+    }
 }
 
 pub(super) fn read_object(path: &Path) -> Result<serde_json::Map<String, serde_json::Value>> {
@@ -93,7 +120,58 @@ pub fn read(root: &Path, slug: &str) -> Result<BoardMeta> {
             });
         }
     };
-    Ok(BoardMeta { default_workdir })
+    let name = match map.get("name") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => None,
+        Some(serde_json::Value::String(s)) => Some(s.trim().to_owned()),
+        Some(_) => {
+            return Err(HomeError::BoardMeta {
+                path,
+                message: "name is not a string".to_owned(),
+            });
+        }
+    };
+    // The original writes a boolean; anything else is read as it would read it (truthiness of
+    // `true`) only when it is `true` itself.
+    let archived = matches!(map.get("archived"), Some(serde_json::Value::Bool(true)));
+    Ok(BoardMeta {
+        default_workdir,
+        name,
+        archived,
+    })
+}
+
+pub use super::error::{BadName, MAX_NAME_CHARS};
+
+/// `name` trimmed, or why it cannot be a display name.
+pub fn check_name(name: &str) -> std::result::Result<String, BadName> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(BadName::Empty);
+    }
+    if name.chars().any(char::is_control) {
+        return Err(BadName::Control);
+    }
+    let n = name.chars().count();
+    if n > MAX_NAME_CHARS {
+        return Err(BadName::TooLong(n));
+    }
+    Ok(name.to_owned())
+}
+
+/// Sets board `slug`'s display name (checked by [`check_name`]; the caller checks the board
+/// exists) and returns it as stored; every other key of the file is kept.
+pub fn set_name(root: &Path, slug: &str, name: &str) -> Result<String> {
+    validate_slug(slug)?;
+    let name = check_name(name).map_err(|source| HomeError::BadName {
+        slug: slug.to_owned(),
+        source,
+    })?;
+    let path = meta_path(root, slug);
+    let mut map = read_object(&path)?;
+    map.insert("name".to_owned(), serde_json::Value::String(name.clone()));
+    write_object(&path, map)?;
+    Ok(name)
 }
 
 /// Sets board `slug`'s default workdir after checking it ([`crate::workspace::check_default_workdir`]:
@@ -137,7 +215,37 @@ mod tests {
         std::fs::write(&path, "{\"default_workdir\": 3}").unwrap();
         let err = read(root.path(), "default").unwrap_err().to_string();
         assert!(err.contains("default_workdir is not a string"), "{err}");
-        std::fs::write(&path, "{\"default_workdir\": \"\", \"name\": \"X\"}").unwrap();
+        std::fs::write(&path, "{\"default_workdir\": \"\", \"name\": \" \"}").unwrap();
         assert_eq!(read(root.path(), "default").unwrap(), BoardMeta::default());
+        std::fs::write(&path, "{\"name\": 3}").unwrap();
+        let err = read(root.path(), "default").unwrap_err().to_string();
+        assert!(err.contains("name is not a string"), "{err}");
+    }
+
+    #[test]
+    fn names_are_checked_and_kept_with_the_other_keys() {
+        assert_eq!(default_name("atm10-server"), "Atm10 Server");
+        assert_eq!(default_name("a_b"), "A B");
+        assert_eq!(check_name("  x "), Ok("x".to_owned()));
+        assert_eq!(check_name(" "), Err(BadName::Empty));
+        assert_eq!(check_name("a\nb"), Err(BadName::Control));
+        assert_eq!(check_name(&"é".repeat(101)), Err(BadName::TooLong(101)));
+        let root = tempfile::tempdir().unwrap();
+        let path = meta_path(root.path(), "b");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{\"icon\": \"*\", \"archived\": true}").unwrap();
+        assert_eq!(
+            set_name(root.path(), "b", " Ops board ").unwrap(),
+            "Ops board"
+        );
+        let meta = read(root.path(), "b").unwrap();
+        assert_eq!(meta.name.as_deref(), Some("Ops board"));
+        assert!(meta.archived);
+        assert!(std::fs::read_to_string(&path).unwrap().contains("\"icon\""));
+        assert!(set_name(root.path(), "b", "").is_err());
+        assert_eq!(
+            read(root.path(), "b").unwrap().name.as_deref(),
+            Some("Ops board")
+        );
     }
 }

@@ -47,9 +47,11 @@ pub mod lock;
 pub mod meta;
 pub mod migrate;
 pub mod migrate_plan;
+pub mod overview;
 pub mod policy;
 pub mod remove;
 pub mod steering;
+pub mod transfer;
 
 pub(crate) use error::HomeError;
 pub use error::Result;

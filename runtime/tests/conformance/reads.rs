@@ -52,7 +52,7 @@ pub(crate) fn list_tasks_filters_and_orders_by_priority_then_creation(s: &dyn St
         offset: Some(2),
         ..TaskFilter::default()
     };
-    assert_eq!(ids(&rest), [second.clone()]);
+    assert_eq!(ids(&rest), std::slice::from_ref(&second));
     let mine = TaskFilter {
         assignee: Some(" CODER ".into()),
         ..TaskFilter::default()

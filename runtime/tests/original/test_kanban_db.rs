@@ -950,3 +950,71 @@ fn complete_task_persists_duplicate_scratch_artifact_names() {
         .collect();
     assert_eq!(contents, ["first", "second"]);
 }
+
+/// The rows of every table that names task `id`.
+fn rows_naming(home: &Home, id: &str) -> i64 {
+    [
+        "SELECT COUNT(*) FROM tasks WHERE id = '{id}'",
+        "SELECT COUNT(*) FROM task_links WHERE child_id = '{id}' OR parent_id = '{id}'",
+        "SELECT COUNT(*) FROM task_comments WHERE task_id = '{id}'",
+        "SELECT COUNT(*) FROM task_events WHERE task_id = '{id}'",
+        "SELECT COUNT(*) FROM task_runs WHERE task_id = '{id}'",
+        "SELECT COUNT(*) FROM task_attachments WHERE task_id = '{id}'",
+    ]
+    .iter()
+    .map(|sql| home.count(&sql.replace("{id}", id)))
+    .sum()
+}
+
+#[test]
+fn delete_archived_task_removes_related_rows() {
+    // `kanban archive --rm` is the original's archive then `delete_archived_task`; the original's
+    // notify subscriptions are not built (kanban has no chat gateway).
+    let home = Home::new();
+    let parent = home.create("parent", &[]);
+    let tid = home.create("child", &["--parent", &parent, "--assignee", "worker"]);
+    home.ok(&["comment", &tid, "--body", "cleanup me"]);
+    home.ok(&["complete", &parent, "--summary", "p", "--force"]);
+    home.ok(&["claim", &tid]);
+    home.ok(&["complete", &tid, "--result", "done", "--force"]);
+    home.ok(&["archive", &tid]);
+    assert!(rows_naming(&home, &tid) > 0);
+    home.ok(&["archive", "--rm", &tid]);
+    assert_eq!(home.run(&["show", &tid]).code, 1);
+    assert_eq!(rows_naming(&home, &tid), 0);
+    assert_eq!(home.status(&parent), "done");
+}
+
+#[test]
+fn delete_task_removes_task_and_cascades() {
+    let home = Home::new();
+    let t = home.create("to-delete", &["--assignee", "alice"]);
+    home.ok(&["comment", &t, "--body", "comment"]);
+    home.ok(&["comment", &t, "--body", "another"]);
+    let deleted = home.json(&["delete", &t]);
+    assert_eq!(deleted["comments"], 2, "{deleted}");
+    assert_eq!(home.run(&["show", &t]).code, 1);
+    assert_eq!(rows_naming(&home, &t), 0);
+}
+
+#[test]
+fn delete_task_returns_false_for_missing_task() {
+    // The original returns False; kanban's command says so and exits 1.
+    let home = Home::new();
+    let run = home.run(&["delete", "t_00000000"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.contains("t_00000000"), "{}", run.stderr);
+}
+
+#[test]
+fn delete_task_cascades_links() {
+    let home = Home::new();
+    let p = home.create("parent", &[]);
+    let c = home.create("child", &["--parent", &p]);
+    assert_eq!(home.status(&c), "todo");
+    home.ok(&["delete", &p]);
+    assert_eq!(home.run(&["show", &p]).code, 1);
+    // The child lost its only unfinished parent: it is ready, with no parent left.
+    assert_eq!(home.status(&c), "ready");
+    assert_eq!(home.json(&["show", &c])["parents"], serde_json::json!([]));
+}

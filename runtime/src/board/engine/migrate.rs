@@ -246,7 +246,7 @@ pub fn to_postgres(
 }
 
 /// True when `path` starts with SQLite's header.
-fn is_sqlite_file(path: &Path) -> bool {
+pub(crate) fn is_sqlite_file(path: &Path) -> bool {
     use std::io::Read;
     let mut header = [0u8; 16];
     std::fs::File::open(path)
@@ -276,6 +276,23 @@ fn copy_locked(
             tasks: running,
         });
     }
+    copy_into_empty(conn, path, target)
+}
+
+/// Copies the SQLite board on `conn` (the file at `path`) into `target`'s empty database in one
+/// PostgreSQL transaction: refused for a board holding a table kanban does not know and for a
+/// database that is not empty; every row with its id, the sequences advanced past them. The
+/// copy of `boards migrate` and of `boards import` into PostgreSQL
+/// (`crate::board::engine::transfer`).
+pub(crate) fn copy_into_empty(
+    conn: &Connection,
+    path: &Path,
+    target: &PgTarget,
+) -> Result<Vec<(String, u64)>, MigrateError> {
+    let sqlite_err = |source| MigrateError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
     let foreign = foreign_tables(conn).map_err(sqlite_err)?;
     if !foreign.is_empty() {
         return Err(MigrateError::ForeignTables {
@@ -318,7 +335,7 @@ fn copy_locked(
 }
 
 /// Tables of the SQLite board that are neither the board's nor SQLite's own.
-fn foreign_tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+pub(crate) fn foreign_tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let names: Vec<String> = conn
         .prepare(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \

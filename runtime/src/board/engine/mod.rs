@@ -6,3 +6,4 @@
 pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
+pub mod transfer;

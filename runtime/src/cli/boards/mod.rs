@@ -1,24 +1,51 @@
-//! `kanban boards list|create|set-default-workdir|set-policy|switch|rm|migrate`: the boards of the home, one function per
-//! subcommand; the PostgreSQL ones (`create --url`, `migrate`) are [`postgres`], the policy [`policy`]. Parse, call
-//! [`crate::home`] / [`crate::home`], print.
+//! `kanban boards list|rename|export|import|create|set-default-workdir|set-policy|switch|rm|migrate`:
+//! the boards of the home, one function per subcommand; the PostgreSQL ones (`create --url`,
+//! `migrate`) are [`postgres`], the policy [`policy`]. Parse, call [`crate::home`], print.
 
+mod list;
 mod policy;
 mod postgres;
+mod rename;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::cli::session::{fence, now, print_out, root};
-use crate::cli::{CmdResult, Exit, Globals, Refused, print_json};
+use crate::cli::{CmdResult, Globals, Refused};
 use crate::home as paths;
 use crate::home::create::{self, CreateError, NewBoard};
 use crate::home::remove::{self, RemoveError};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum BoardsCommand {
-    /// Every board under the root (`*` marks the current one).
+    /// Every board under the root (`*` marks the current one) with its display name, task
+    /// counts and store, and the archived boards.
     List,
+    /// Set board SLUG's display name (shown by `boards list`; the slug never changes).
+    Rename { slug: String, name: String },
+    /// Write board SLUG (SQLite or PostgreSQL) to FILE, a new `.tar.gz`: its tasks, runs,
+    /// events, comments, links and attachments (and worker logs with --with-logs).
+    Export {
+        slug: String,
+        file: PathBuf,
+        /// Also the worker logs of its tasks.
+        #[arg(long)]
+        with_logs: bool,
+    },
+    /// Make a new board from an archive `boards export` wrote (refused, changing nothing, for a
+    /// slug that exists and for a corrupt, truncated, unsafe or unknown archive).
+    Import {
+        file: PathBuf,
+        /// The new board's slug (default: the slug it was exported from).
+        #[arg(long = "as", value_name = "SLUG")]
+        as_slug: Option<String>,
+        /// Put the board in this empty PostgreSQL database (as `boards create --url`); without
+        /// it the board goes where `boards create` would put it.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
     /// Create board SLUG (a SQLite file; with --url, in a PostgreSQL database).
     Create {
         slug: String,
@@ -70,7 +97,16 @@ pub enum BoardsCommand {
 pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResult {
     let root = root(globals)?;
     match command {
-        BoardsCommand::List => list(&root, globals),
+        BoardsCommand::List => list::list(&root, globals),
+        BoardsCommand::Rename { slug, name } => rename::rename(&root, &slug, &name, globals),
+        BoardsCommand::Export {
+            slug,
+            file,
+            with_logs,
+        } => transfer::export(&root, &slug, &file, with_logs, globals),
+        BoardsCommand::Import { file, as_slug, url } => {
+            transfer::import(&root, &file, as_slug.as_deref(), url.as_deref(), globals)
+        }
         BoardsCommand::Create {
             slug,
             url,
@@ -105,69 +141,6 @@ pub(in crate::cli) fn run(command: BoardsCommand, globals: &Globals) -> CmdResul
             clear: _,
         } => policy::set_policy(&root, &slug, pre_claim_command, timeout, globals),
     }
-}
-
-/// `kanban boards list`.
-fn list(root: &Path, globals: &Globals) -> CmdResult {
-    let current = paths::resolve(root, globals.board.as_deref())
-        .map(|l| l.slug)
-        .unwrap_or_else(|_| crate::home::DEFAULT_BOARD.to_owned());
-    #[derive(Serialize)]
-    struct Entry {
-        slug: String,
-        /// `sqlite` or `postgres`.
-        store: &'static str,
-        /// The SQLite file (null for a PostgreSQL board).
-        db_path: Option<PathBuf>,
-        /// The PostgreSQL URL without its password (null for a SQLite board).
-        url: Option<String>,
-        /// The PostgreSQL board's `sslmode` (`none` over a Unix socket; null for SQLite).
-        tls: Option<String>,
-        exists: bool,
-        current: bool,
-        /// The repository worktree tasks are worktrees of (null when unset).
-        default_workdir: Option<PathBuf>,
-    }
-    let entries: Vec<Entry> = paths::list_boards(root)?
-        .into_iter()
-        .map(|b| -> anyhow::Result<Entry> {
-            Ok(Entry {
-                default_workdir: crate::home::meta::read(root, &b.slug)?.default_workdir,
-                exists: b.exists(),
-                current: b.slug == current,
-                store: b.store.kind(),
-                url: b.postgres().map(crate::db::target::PgTarget::redacted),
-                tls: b.postgres().map(crate::db::target::PgTarget::tls_mode),
-                db_path: b.postgres().is_none().then(|| b.db_path.clone()),
-                slug: b.slug,
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    if globals.json {
-        print_json(&entries)?;
-    } else {
-        for e in &entries {
-            println!(
-                "{} {}{}{}{}",
-                if e.current { "*" } else { " " },
-                e.slug,
-                e.url
-                    .as_deref()
-                    .zip(e.tls.as_deref())
-                    .map(|(u, tls)| format!(" (postgres {u} tls={tls})"))
-                    .unwrap_or_default(),
-                if e.exists { "" } else { " (not created yet)" },
-                e.default_workdir
-                    .as_deref()
-                    .map(|d| format!(
-                        " workdir={}",
-                        crate::cli::escape::line(&d.display().to_string())
-                    ))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    Ok(Exit::OK)
 }
 
 /// `kanban boards create SLUG` (without `--url`): a SQLite board, unless kanban.toml puts the

@@ -2,7 +2,7 @@
 //! [`create`] (`init`, `create`), [`read`] (`list`, `show`, `events`, `fsck`), [`lifecycle`] (the
 //! agent-facing `claim`, `heartbeat`, `complete`, `block`, `comment`) and [`operator`] (`edit`,
 //! `unblock`, `archive`, `reopen`, `reclaim`, `assign`, `link`, `unlink`, `promote`) and
-//! [`attach`] (`attach`, `attachments`, `attach-rm`), [`graph`] (`decompose`, `specify`,
+//! [`purge`] (`delete`, `archive --rm`), [`repair`] (`repair`), [`attach`] (`attach`, `attachments`, `attach-rm`), [`graph`] (`decompose`, `specify`,
 //! `schedule`, `reassign`), [`observe`] (`stats`, `assignees`, `runs`, `watch`,
 //! `events --follow`), [`proof`] (`authorize-existing-pr`), [`recipe`] (`recipe …`, `swarm`) and
 //! [`steering`] (`set-model`, `profiles`). Each parses no flag itself (clap
@@ -17,7 +17,9 @@ pub(super) mod lifecycle;
 pub(super) mod observe;
 pub(super) mod operator;
 pub(super) mod proof;
+pub(super) mod purge;
 pub(super) mod read;
 pub(super) mod recipe;
+pub(super) mod repair;
 pub(super) mod steering;
 pub(super) mod workspace;

@@ -2,5 +2,6 @@
 //! migrations ([`schema`]).
 
 pub(crate) mod open;
+pub mod repair;
 pub(crate) mod schema;
 pub use open::wal_safe;
