@@ -640,7 +640,7 @@ fn pg_end_to_end(
         .map(|home| {
             kanban(bin, home)
                 .args(["dispatch", "--until-idle"])
-                .stdout(Stdio::null())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
         })
@@ -658,15 +658,30 @@ fn pg_end_to_end(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let done = board
-        .list_tasks(&Default::default())?
-        .iter()
-        .filter(|t| t.status == Status::Done)
-        .count();
-    ensure!(
-        done == PG_E2E_TASKS,
-        "only {done} of {PG_E2E_TASKS} tasks done on PostgreSQL with {dispatchers} dispatcher(s)"
-    );
+    let tasks = board.list_tasks(&Default::default())?;
+    let done = tasks.iter().filter(|t| t.status == Status::Done).count();
+    if done != PG_E2E_TASKS {
+        let mut by_status = std::collections::BTreeMap::new();
+        for t in &tasks {
+            *by_status.entry(t.status.as_str()).or_insert(0) += 1;
+        }
+        let said: Vec<String> = outputs
+            .iter()
+            .map(|o| {
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                let lines: Vec<&str> = text.lines().collect();
+                lines[lines.len().saturating_sub(8)..].join(" | ")
+            })
+            .collect();
+        bail!(
+            "only {done} of {PG_E2E_TASKS} tasks done on PostgreSQL with {dispatchers} \
+             dispatcher(s): {by_status:?}; the dispatchers said: {said:?}"
+        );
+    }
     let server = cpu1.saturating_sub(cpu0) as f64 / 1e9 / elapsed.as_secs_f64() * 100.0;
     ensure!(
         server > 0.0,
@@ -1534,6 +1549,16 @@ fn run() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut rows = Vec::new();
 
+    // `--pg-e2e N`: only the PostgreSQL end-to-end run with N dispatchers (a quick look).
+    if let Some(n) = args.windows(2).find(|w| w[0] == "--pg-e2e") {
+        let dispatchers: usize = n[1].parse().context("--pg-e2e needs a number")?;
+        let cluster = pg_cluster()?;
+        let (rate_e2e, server) = pg_end_to_end(&kanban_bin()?, dir.path(), &cluster, dispatchers)?;
+        println!(
+            "{dispatchers} dispatcher(s): {rate_e2e:.0} tasks/s, server {server:.0} % of a core"
+        );
+        return Ok(());
+    }
     progress!(
         "bench: board create/claim/heartbeat/complete, {SAMPLES} rounds of {BATCH}, each after a bare loop…"
     );
