@@ -1,6 +1,10 @@
 //! The HTML pages. Every value that comes from a board goes through [`escape`] (text and quoted
 //! attributes alike) or [`url_component`] (inside an `href`); the pages carry no inline script or
 //! style, so the Content-Security-Policy can forbid both.
+//!
+//! Unless the server is read-only the board and task pages carry plain forms (no drag and drop,
+//! no script needed; every control reachable with the keyboard) that `POST` to `/act/VERB`, each
+//! with the session's CSRF token in a hidden `csrf` field.
 
 use std::fmt::Write as _;
 
@@ -129,7 +133,54 @@ fn when(now: i64, at: Option<i64>) -> String {
     }
 }
 
-fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView) {
+/// The opening of a form posting action `verb` of board `slug`, with the CSRF field and, for a
+/// task's action, its id.
+fn form_open(out: &mut String, slug: &str, verb: &str, csrf: &str, id: Option<&str>, class: &str) {
+    let _ = write!(
+        out,
+        "<form class=\"act {class}\" method=\"post\" action=\"/act/{verb}?board={board}\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">",
+        board = url_component(slug),
+        csrf = escape(csrf),
+    );
+    if let Some(id) = id {
+        let _ = write!(
+            out,
+            "<input type=\"hidden\" name=\"id\" value=\"{}\">",
+            escape(id)
+        );
+    }
+}
+
+/// A form of one button (`label`) posting `verb` for task `id`.
+fn button_form(out: &mut String, slug: &str, verb: &str, csrf: &str, id: &str, label: &str) {
+    form_open(out, slug, verb, csrf, Some(id), verb);
+    let _ = write!(
+        out,
+        "<button type=\"submit\" name=\"do\" value=\"{verb}\">{label}</button></form>"
+    );
+}
+
+/// The one-button actions a card offers for its status.
+fn card_actions(out: &mut String, slug: &str, csrf: &str, card: &CardView) {
+    out.push_str("<div class=\"card-actions\">");
+    let status = card.status.as_str();
+    if matches!(status, "triage" | "todo" | "blocked") {
+        button_form(out, slug, "promote", csrf, &card.id, "promote");
+    }
+    if matches!(status, "blocked" | "scheduled") {
+        button_form(out, slug, "unblock", csrf, &card.id, "unblock");
+    }
+    if status == "running" {
+        button_form(out, slug, "reclaim", csrf, &card.id, "reclaim");
+    }
+    if status != "archived" {
+        button_form(out, slug, "archive", csrf, &card.id, "archive");
+    }
+    out.push_str("</div>");
+}
+
+fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView, csrf: Option<&str>) {
     let _ = write!(
         out,
         "<article class=\"card\" data-task=\"{id}\" data-status=\"{status}\">\
@@ -165,7 +216,24 @@ fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView) {
     if let Some(reason) = &card.block_reason {
         let _ = write!(out, "<p class=\"blocked-reason\">{}</p>", escape(reason));
     }
+    if let Some(csrf) = csrf {
+        card_actions(out, slug, csrf, card);
+    }
     out.push_str("</article>");
+}
+
+/// The board page's form that creates a task.
+fn create_form(out: &mut String, slug: &str, csrf: &str) {
+    out.push_str("<details class=\"new-task\"><summary>new task</summary>");
+    form_open(out, slug, "create", csrf, None, "create");
+    out.push_str(
+        "<label>title <input name=\"title\" required maxlength=\"1024\"></label> \
+         <label>assignee <input name=\"assignee\" maxlength=\"1024\"></label> \
+         <label>priority <input name=\"priority\" type=\"number\" value=\"0\"></label> \
+         <label><input type=\"checkbox\" name=\"triage\" value=\"1\"> triage</label>\
+         <label class=\"wide\">body <textarea name=\"body\" rows=\"3\"></textarea></label>\
+         <button type=\"submit\">create</button></form></details>",
+    );
 }
 
 /// Cards shown per column; the rest are counted ("N more"), so a 10 000-task board stays a page
@@ -174,7 +242,13 @@ pub const COLUMN_LIMIT: usize = 200;
 
 /// The board page: the filter form, then one column per status (at most [`COLUMN_LIMIT`] cards
 /// each, in board order: priority, then age).
-pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> String {
+/// `csrf` is the session's token when the page carries forms (`None`: read-only).
+pub fn board_page(
+    view: &BoardView,
+    filter: &BoardFilter,
+    boards: &[String],
+    csrf: Option<&str>,
+) -> String {
     let mut header = String::new();
     if boards.len() > 1 {
         header.push_str("<nav class=\"boards\">");
@@ -206,6 +280,9 @@ pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> 
         q = escape(filter.text.as_deref().unwrap_or("")),
         checked = if filter.archived { " checked" } else { "" },
     );
+    if let Some(csrf) = csrf {
+        create_form(&mut header, &view.slug, csrf);
+    }
     let mut main = String::with_capacity(view.cards.len() * 400 + 1024);
     let _ = write!(
         main,
@@ -228,7 +305,7 @@ pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> 
             n = cards.len()
         );
         for card in cards.iter().take(COLUMN_LIMIT) {
-            card_html(&mut main, &view.slug, view.now, card);
+            card_html(&mut main, &view.slug, view.now, card, csrf);
         }
         if cards.len() > COLUMN_LIMIT {
             let _ = write!(
@@ -263,8 +340,106 @@ fn links(out: &mut String, slug: &str, title: &str, items: &[TaskLink]) {
     out.push_str("</ul>");
 }
 
-/// The task page: head, body, result, links, runs, comments, log tail, events.
-pub fn task_page(view: &TaskView) -> String {
+/// A form of a reason (optional unless `required`) and a button.
+fn reason_form(
+    out: &mut String,
+    slug: &str,
+    verb: &str,
+    csrf: &str,
+    id: &str,
+    required: bool,
+) {
+    form_open(out, slug, verb, csrf, Some(id), verb);
+    let _ = write!(
+        out,
+        "<label>reason <input name=\"reason\" maxlength=\"1024\"{}></label> \
+         <button type=\"submit\">{verb}</button></form>",
+        if required { " required" } else { "" }
+    );
+}
+
+/// The task page's actions for the task's status: moves, reassignment, comment, attachment,
+/// and decomposition of a triage task.
+fn task_actions(out: &mut String, view: &TaskView, csrf: &str) {
+    let slug = view.slug.as_str();
+    let id = view.card.id.as_str();
+    let status = view.card.status.as_str();
+    out.push_str("<section class=\"actions\"><h2>actions</h2><div class=\"action-row\">");
+    if matches!(status, "triage" | "todo" | "blocked") {
+        button_form(out, slug, "promote", csrf, id, "promote");
+    }
+    if status == "running" {
+        reason_form(out, slug, "reclaim", csrf, id, false);
+    }
+    if matches!(status, "blocked" | "scheduled") {
+        reason_form(out, slug, "unblock", csrf, id, false);
+    }
+    if matches!(status, "ready" | "running") {
+        reason_form(out, slug, "block", csrf, id, true);
+    }
+    if status == "done" {
+        reason_form(out, slug, "reopen", csrf, id, false);
+    }
+    if matches!(status, "todo" | "ready" | "blocked" | "running" | "scheduled") {
+        form_open(out, slug, "schedule", csrf, Some(id), "schedule");
+        out.push_str(
+            "<label>in or at <input name=\"when\" required placeholder=\"30m, 2h, 2026-12-02T08:00:00Z\"></label> \
+             <label>reason <input name=\"reason\" maxlength=\"1024\"></label> \
+             <button type=\"submit\">schedule</button></form>",
+        );
+    }
+    if status != "archived" {
+        form_open(out, slug, "reassign", csrf, Some(id), "reassign");
+        out.push_str(
+            "<label>profile <input name=\"profile\" required maxlength=\"1024\"></label> \
+             <label><input type=\"checkbox\" name=\"reclaim\" value=\"1\"> reclaim first</label> \
+             <button type=\"submit\">reassign</button></form>",
+        );
+        button_form(out, slug, "archive", csrf, id, "archive");
+    }
+    out.push_str("</div>");
+    if status == "triage" {
+        form_open(out, slug, "decompose", csrf, Some(id), "decompose");
+        out.push_str(
+            "<label class=\"wide\">children (JSON list: [{\"title\": \"…\", \"parents\": [0]}]) \
+             <textarea name=\"children\" rows=\"4\" required></textarea></label>\
+             <label>root assignee <input name=\"root_assignee\" maxlength=\"1024\"></label> \
+             <label><input type=\"checkbox\" name=\"no_promote\" value=\"1\"> leave children in todo</label> \
+             <button type=\"submit\">decompose</button></form>",
+        );
+    }
+    form_open(out, slug, "comment", csrf, Some(id), "comment");
+    out.push_str(
+        "<label class=\"wide\">comment <textarea name=\"body\" rows=\"3\" required></textarea></label>\
+         <button type=\"submit\">comment</button></form>",
+    );
+    let _ = write!(
+        out,
+        "<form class=\"act attach\" method=\"post\" enctype=\"multipart/form-data\" \
+         action=\"/act/attach?board={board}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <input type=\"hidden\" name=\"id\" value=\"{id}\">\
+         <label>file <input type=\"file\" name=\"file\" required></label> \
+         <button type=\"submit\">attach</button></form>",
+        board = url_component(slug),
+        csrf = escape(csrf),
+        id = escape(id),
+    );
+    out.push_str("</section>");
+}
+
+/// The page after a write done without a redirect-following client: what happened, and a link.
+pub fn done_page(message: &str, location: &str) -> String {
+    let main = format!(
+        "<h1>done</h1><p class=\"done\">{}</p><p><a href=\"{}\">continue</a></p>",
+        escape(message),
+        escape(location)
+    );
+    frame("done", None, None, "", &main)
+}
+
+/// The task page: head, actions (`csrf`: the session's token; `None` when read-only), body,
+/// result, links, runs, comments, log tail, events.
+pub fn task_page(view: &TaskView, csrf: Option<&str>) -> String {
     let card = &view.card;
     let now = view.now;
     let mut main = String::with_capacity(8192);
@@ -310,6 +485,9 @@ pub fn task_page(view: &TaskView) -> String {
             "<p class=\"workspace-kept\">workspace kept: {}</p>",
             escape(kept)
         );
+    }
+    if let Some(csrf) = csrf {
+        task_actions(&mut main, view, csrf);
     }
     main.push_str("<h2>body</h2>");
     let _ = write!(
@@ -530,7 +708,17 @@ mod tests {
                 card("t_3", "archived", "old"),
             ],
         };
-        let html = board_page(&view, &BoardFilter::default(), &["default".to_owned()]);
+        let html = board_page(
+            &view,
+            &BoardFilter::default(),
+            &["default".to_owned()],
+            None,
+        );
+        assert!(!html.contains("<form class=\"act"), "read-only pages have no forms");
+        let forms = board_page(&view, &BoardFilter::default(), &[], Some("tok\"en"));
+        assert!(forms.contains("action=\"/act/create?board=default\""));
+        assert!(forms.contains("action=\"/act/archive?board=default\""));
+        assert!(forms.contains("name=\"csrf\" value=\"tok&quot;en\""));
         assert!(html.contains("data-status=\"ready\"><h2>ready <span class=\"count\">1</span>"));
         assert!(html.contains("&lt;b&gt;second&lt;/b&gt;"));
         assert!(!html.contains("<b>second"));
@@ -542,7 +730,7 @@ mod tests {
                 .collect(),
             ..view.clone()
         };
-        let html = board_page(&many, &BoardFilter::default(), &[]);
+        let html = board_page(&many, &BoardFilter::default(), &[], None);
         assert_eq!(html.matches("<article").count(), COLUMN_LIMIT);
         assert!(html.contains(&format!(
             "<span class=\"count\">{}</span>",
@@ -553,7 +741,7 @@ mod tests {
             archived: true,
             ..BoardFilter::default()
         };
-        assert!(board_page(&view, &all, &[]).contains("t_3"));
+        assert!(board_page(&view, &all, &[], None).contains("t_3"));
     }
 
     #[test]

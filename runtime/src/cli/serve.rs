@@ -1,7 +1,9 @@
-//! `kanban serve`: the read-only live web view (crate `kanban-web`) over this home's boards.
+//! `kanban serve`: the live web view (crate `kanban-web`) over this home's boards, and its write
+//! actions (none with `--read-only`).
 //!
 //! This file implements [`kanban_web::Source`] with the board's read API: every board is opened
-//! read-only ([`OpenOptions::read_only`]) per page, so the view can change nothing; each board's
+//! read-only ([`OpenOptions::read_only`]) per page, so a page can change nothing; a write action
+//! opens the board for writing and runs the CLI's library call (`cli/web_actions.rs`); each board's
 //! change watcher keeps its own read-only connection and reads its change counter
 //! ([`Board::data_version`]: SQLite's `PRAGMA data_version`, or a PostgreSQL board's counter of
 //! other connections' commits), the signal the dispatcher wakes on; a PostgreSQL watcher whose
@@ -54,6 +56,9 @@ pub struct ServeArgs {
     /// Connections still sending their request are counted apart (see docs/web.md).
     #[arg(long, value_name = "N", default_value_t = ServeConfig::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Serve the view only: no forms, and every POST is refused (405).
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 /// Runs the server until it fails.
@@ -78,12 +83,14 @@ pub fn run(args: ServeArgs, globals: &Globals) -> CmdResult {
         max_spawn: i64::from(config.dispatch.max_spawn),
         stale_after: config.dispatch.heartbeat_max_stale_seconds,
         clock: Arc::new(SystemClock),
+        read_only: args.read_only,
     });
     let server = Server::bind(
         &ServeConfig {
             token,
             allowed_hosts: args.allow_host,
             max_connections: args.max_connections,
+            read_only: args.read_only,
             ..ServeConfig::new(args.listen)
         },
         source,
@@ -128,6 +135,8 @@ pub struct HomeSource {
     /// `heartbeat_max_stale_seconds`).
     pub stale_after: i64,
     pub clock: Arc<dyn Clock>,
+    /// `--read-only`: [`kanban_web::Source::act`] refuses too (the server already does).
+    pub read_only: bool,
 }
 
 fn failure(err: impl std::fmt::Display) -> SourceError {
@@ -454,6 +463,24 @@ impl kanban_web::Source for HomeSource {
             seen: None,
             open_runs: Vec::new(),
         })))
+    }
+
+    fn act(
+        &self,
+        slug: &str,
+        action: &kanban_web::Action,
+    ) -> Result<kanban_web::ActionDone, kanban_web::ActionError> {
+        if self.read_only {
+            return Err(kanban_web::ActionError::Refused(
+                "this server is read-only (kanban serve --read-only)".to_owned(),
+            ));
+        }
+        let Some(location) = self.location(slug) else {
+            return Err(kanban_web::ActionError::NotFound(format!(
+                "no board {slug} is served"
+            )));
+        };
+        crate::cli::web_actions::apply(&self.root, location, action, self.clock.now())
     }
 
     fn spawn<F>(&self, name: &str, job: F) -> std::io::Result<()>

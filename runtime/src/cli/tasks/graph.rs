@@ -209,7 +209,7 @@ fn workspace(i: usize, o: &Map<String, Value>) -> Result<Option<WorkspaceSpec>, 
 }
 
 /// The children's JSON list, read whole before the board is touched.
-fn parse_children(text: &str) -> anyhow::Result<Vec<NewChild>> {
+pub(in crate::cli) fn parse_children(text: &str) -> anyhow::Result<Vec<NewChild>> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         anyhow::anyhow!("the children are not valid JSON ({e}); nothing was changed")
     })?;
