@@ -977,6 +977,16 @@ fn handle<S: Source>(
         );
     }
     let post = request.method == "POST";
+    let misplaced = post && !state.read_only && !request.path.starts_with("/act/");
+    if misplaced {
+        let mut r = Response::error(
+            405,
+            "Method Not Allowed",
+            "this page is read with GET; writes are POSTed to /act/VERB by the page's forms",
+        );
+        r.extra.push("Allow: GET, HEAD".to_owned());
+        return write_response(&mut stream, false, &r);
+    }
     if (post && state.read_only) || !(post || request.method == "GET" || head_only) {
         let mut r = if state.read_only {
             let mut r = Response::error(
@@ -1053,13 +1063,13 @@ fn handle<S: Source>(
         }
     };
     let mut response = route(state, &request, session.as_ref().map(|(t, _)| t.as_str()));
-    if let Some((token, true)) = &session {
-        response.extra.push(csrf_cookie(token));
-    }
     if auth == Auth::GrantedByQuery
         && let Some(token) = &state.token
     {
         response.extra.push(token_cookie(token));
+    }
+    if let Some((token, true)) = &session {
+        response.extra.push(csrf_cookie(token));
     }
     write_response(&mut stream, head_only, &response)
 }
