@@ -100,15 +100,15 @@ impl Action {
 
     /// Reads the action of `verb` from a url-encoded form's fields; a missing, blank, repeated,
     /// too long or malformed field is an [`ActionError::Invalid`] naming it. `attach` is not a
-    /// url-encoded form (see [`Action::attach`]).
+    /// url-encoded form (see [`Action::from_upload`]).
     pub fn from_form(verb: &str, form: &Form) -> Result<Action, ActionError> {
         let id = || form.required("id");
         Ok(match verb {
             "create" => Action::Create {
                 title: form.required("title")?,
-                body: form.text("body", usize::MAX)?,
-                assignee: form.optional("assignee")?,
-                priority: match form.optional("priority")? {
+                body: form.multiline("body", usize::MAX)?,
+                assignee: form.line_field("assignee")?,
+                priority: match form.line_field("priority")? {
                     None => 0,
                     Some(p) => p.parse::<i64>().map_err(|_| {
                         ActionError::Invalid(format!(
@@ -121,7 +121,7 @@ impl Action {
             "promote" => Action::Promote { id: id()? },
             "unblock" => Action::Unblock {
                 id: id()?,
-                reason: form.optional("reason")?,
+                reason: form.line_field("reason")?,
             },
             "block" => Action::Block {
                 id: id()?,
@@ -130,12 +130,12 @@ impl Action {
             "archive" => Action::Archive { id: id()? },
             "reopen" => Action::Reopen {
                 id: id()?,
-                reason: form.optional("reason")?,
+                reason: form.line_field("reason")?,
             },
             "schedule" => Action::Schedule {
                 id: id()?,
                 when: form.required("when")?,
-                reason: form.optional("reason")?,
+                reason: form.line_field("reason")?,
             },
             "reassign" => Action::Reassign {
                 id: id()?,
@@ -144,23 +144,23 @@ impl Action {
             },
             "reclaim" => Action::Reclaim {
                 id: id()?,
-                reason: form.optional("reason")?,
+                reason: form.line_field("reason")?,
             },
             "comment" => Action::Comment {
                 id: id()?,
                 body: form
-                    .text("body", usize::MAX)?
+                    .multiline("body", usize::MAX)?
                     .ok_or_else(|| ActionError::Invalid("the comment is empty".to_owned()))?,
             },
             "decompose" => Action::Decompose {
                 id: id()?,
-                children: form.text("children", usize::MAX)?.ok_or_else(|| {
+                children: form.multiline("children", usize::MAX)?.ok_or_else(|| {
                     ActionError::Invalid(
                         "the children are empty: give a JSON list such as [{\"title\": \"…\"}]"
                             .to_owned(),
                     )
                 })?,
-                root_assignee: form.optional("root_assignee")?,
+                root_assignee: form.line_field("root_assignee")?,
                 promote: !form.flag("no_promote")?,
             },
             "attach" => {
@@ -178,7 +178,7 @@ impl Action {
     }
 
     /// The attach action from a multipart form's parts: `id` and one non-empty `file`.
-    pub fn attach(parts: &[Part]) -> Result<Action, ActionError> {
+    pub fn from_upload(parts: &[Part]) -> Result<Action, ActionError> {
         let field = |name: &str| -> Vec<&Part> { parts.iter().filter(|p| p.name == name).collect() };
         let id = match field("id").as_slice() {
             [one] => String::from_utf8(one.data.clone())
@@ -280,15 +280,15 @@ impl Form {
         for pair in text.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             fields.push((
-                crate::http::percent_decode(k, true)?,
-                crate::http::percent_decode(v, true)?,
+                percent_decode(k, true)?,
+                percent_decode(v, true)?,
             ));
         }
         Some(Form(fields))
     }
 
     /// The one value of `name` (`None` when absent); given twice is refused.
-    pub fn get(&self, name: &str) -> Result<Option<&str>, ActionError> {
+    pub fn single(&self, name: &str) -> Result<Option<&str>, ActionError> {
         let mut values = self.0.iter().filter(|(k, _)| k == name).map(|(_, v)| v);
         let first = values.next();
         if values.next().is_some() {
@@ -301,8 +301,8 @@ impl Form {
 
     /// A one-line field, trimmed; blank is `None`. Longer than [`MAX_LINE`] or with a control
     /// character is refused.
-    pub fn optional(&self, name: &str) -> Result<Option<String>, ActionError> {
-        let Some(value) = self.get(name)? else {
+    pub fn line_field(&self, name: &str) -> Result<Option<String>, ActionError> {
+        let Some(value) = self.single(name)? else {
             return Ok(None);
         };
         let value = value.trim();
@@ -321,13 +321,13 @@ impl Form {
 
     /// A one-line field that must be given.
     pub fn required(&self, name: &str) -> Result<String, ActionError> {
-        self.optional(name)?
+        self.line_field(name)?
             .ok_or_else(|| ActionError::Invalid(format!("the field `{name}` is required")))
     }
 
     /// A multi-line text field (a body, a comment, JSON); blank is `None`. Line ends are kept.
-    pub fn text(&self, name: &str, max: usize) -> Result<Option<String>, ActionError> {
-        let Some(value) = self.get(name)? else {
+    pub fn multiline(&self, name: &str, max: usize) -> Result<Option<String>, ActionError> {
+        let Some(value) = self.single(name)? else {
             return Ok(None);
         };
         if value.len() > max {
@@ -341,7 +341,7 @@ impl Form {
 
     /// A checkbox: absent is `false`; `1`, `on` or `true` is `true`; anything else is refused.
     pub fn flag(&self, name: &str) -> Result<bool, ActionError> {
-        match self.get(name)? {
+        match self.single(name)? {
             None => Ok(false),
             Some("1" | "on" | "true") => Ok(true),
             Some(other) => Err(ActionError::Invalid(format!(
@@ -349,6 +349,32 @@ impl Form {
             ))),
         }
     }
+}
+
+/// Decodes `%XX` and `+` (in query strings); `None` for a `%` not followed by two hex digits or
+/// invalid UTF-8.
+pub fn percent_decode(text: &str, plus_is_space: bool) -> Option<String> {
+    let bytes = text.as_bytes();
+    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'%'
+            || bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !well_formed {
+        return None;
+    }
+    let spaced;
+    let text = if plus_is_space {
+        spaced = text.replace('+', " ");
+        spaced.as_str()
+    } else {
+        text
+    };
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
 /// One part of a `multipart/form-data` body.
@@ -486,7 +512,7 @@ Content-Type: text/plain\r\n\r\nline\r\nmore\r\n--XyZ--\r\n";
             multipart_boundary("multipart/form-data; boundary=XyZ").expect("boundary");
         let parts = parse_multipart(body, &boundary).expect("parts");
         assert_eq!(
-            Action::attach(&parts),
+            Action::from_upload(&parts),
             Ok(Action::Attach {
                 id: "t_1".into(),
                 filename: "notes.txt".into(),

@@ -51,6 +51,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+pub use crate::action::percent_decode;
 use crate::live::{Change, Hub};
 use crate::page::{self, BoardFilter};
 use crate::{Source, SourceError};
@@ -385,9 +386,9 @@ impl<S> State<S> {
     /// The CSRF token of the browser session `request` belongs to (its `kanban_csrf` cookie,
     /// when this server handed it out), or a new one from the kernel's random generator, with
     /// `true` when it is new (the answer then sets the cookie).
-    fn session(&self, request: &Request) -> io::Result<(String, bool)> {
+    fn csrf_session(&self, request: &Request) -> io::Result<(String, bool)> {
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(given) = cookie(request, CSRF_COOKIE)
+        if let Some(given) = cookie_value(request, CSRF_COOKIE)
             && sessions.iter().any(|s| same_secret(s, &given))
         {
             return Ok((given, false));
@@ -403,7 +404,7 @@ impl<S> State<S> {
     /// True when the request's `kanban_csrf` cookie is a session this server handed out and
     /// `field` (the form's `csrf`) is the same token; compared in constant time.
     fn csrf_ok(&self, request: &Request, field: Option<&str>) -> bool {
-        let (Some(given), Some(field)) = (cookie(request, CSRF_COOKIE), field) else {
+        let (Some(given), Some(field)) = (cookie_value(request, CSRF_COOKIE), field) else {
             return false;
         };
         let known = self
@@ -558,32 +559,6 @@ impl Request {
     }
 }
 
-/// Decodes `%XX` and `+` (in query strings); `None` for a `%` not followed by two hex digits or
-/// invalid UTF-8.
-pub fn percent_decode(text: &str, plus_is_space: bool) -> Option<String> {
-    let bytes = text.as_bytes();
-    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
-        b != b'%'
-            || bytes
-                .get(i + 1..i + 3)
-                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
-    });
-    if !well_formed {
-        return None;
-    }
-    let spaced;
-    let text = if plus_is_space {
-        spaced = text.replace('+', " ");
-        spaced.as_str()
-    } else {
-        text
-    };
-    percent_encoding::percent_decode_str(text)
-        .decode_utf8()
-        .ok()
-        .map(std::borrow::Cow::into_owned)
-}
-
 /// Parses a request head (without the final blank line); `None` when it is not HTTP/1.x.
 pub fn parse_head(head: &str) -> Option<Request> {
     let mut lines = head.split("\r\n");
@@ -643,7 +618,7 @@ fn join(old: Option<String>, value: String, sep: &str) -> String {
 }
 
 /// The value of cookie `name` in the request's Cookie headers.
-fn cookie(request: &Request, name: &str) -> Option<String> {
+fn cookie_value(request: &Request, name: &str) -> Option<String> {
     let cookies = request.cookie.as_deref()?;
     cookies.split(';').find_map(|c| {
         let (k, v) = c.trim().split_once('=')?;
@@ -1043,7 +1018,7 @@ fn handle<S: Source>(
         );
     };
     if let Some(body) = body {
-        return write_response(&mut stream, false, &act(state, &request, &body));
+        return write_response(&mut stream, false, &post_action(state, &request, &body));
     }
     if request.path == "/events" {
         return event_stream(state, stream, &request, auth);
@@ -1052,7 +1027,7 @@ fn handle<S: Source>(
     let session = if state.read_only || !page || head_only {
         None
     } else {
-        match state.session(&request) {
+        match state.csrf_session(&request) {
             Ok(session) => Some(session),
             Err(e) => {
                 return respond_error(
@@ -1149,7 +1124,7 @@ fn is_form(content_type: &str) -> bool {
 
 /// `POST /act/VERB?board=SLUG`: the form's CSRF token, then the action; a success is a 303 to
 /// the task's page.
-fn act<S: Source>(state: &State<S>, request: &Request, body: &[u8]) -> Response {
+fn post_action<S: Source>(state: &State<S>, request: &Request, body: &[u8]) -> Response {
     use crate::action::{Action, ActionError, Form};
     let Some(verb) = request.path.strip_prefix("/act/") else {
         return Response::error(
@@ -1162,7 +1137,7 @@ fn act<S: Source>(state: &State<S>, request: &Request, body: &[u8]) -> Response 
     let parsed = if is_form(content_type) {
         match Form::parse(body) {
             Some(form) => form
-                .get("csrf")
+                .single("csrf")
                 .map(|csrf| (csrf.map(str::to_owned), Action::from_form(verb, &form))),
             None => Err(ActionError::Invalid(
                 "the form is not url-encoded UTF-8".to_owned(),
@@ -1181,7 +1156,7 @@ fn act<S: Source>(state: &State<S>, request: &Request, body: &[u8]) -> Response 
                     .find(|p| p.name == "csrf")
                     .and_then(|p| String::from_utf8(p.data.clone()).ok());
                 let action = if verb == "attach" {
-                    Action::attach(&parts)
+                    Action::from_upload(&parts)
                 } else {
                     Err(ActionError::Invalid(format!(
                         "{verb} takes a url-encoded form; only attach is multipart"

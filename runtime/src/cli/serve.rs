@@ -480,7 +480,7 @@ impl kanban_web::Source for HomeSource {
                 "no board {slug} is served"
             )));
         };
-        crate::cli::web_actions::apply(&self.root, location, action, self.clock.now())
+        crate::cli::web_actions::apply_web_action(&self.root, location, action, self.clock.now())
     }
 
     fn spawn<F>(&self, name: &str, job: F) -> std::io::Result<()>

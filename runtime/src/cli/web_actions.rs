@@ -21,7 +21,7 @@ pub const WEB_ACTOR: &str = "web";
 
 /// A board error as the web answers it: an unknown task is 404, the store's failures are 500,
 /// anything else is the input's fault (400).
-fn refusal(err: &BoardError) -> ActionError {
+fn web_refusal(err: &BoardError) -> ActionError {
     let mut text = err.to_string();
     let mut source = std::error::Error::source(err);
     while let Some(s) = source {
@@ -37,15 +37,15 @@ fn refusal(err: &BoardError) -> ActionError {
 }
 
 /// A transition's outcome: done, or the board's refusal (409).
-fn done<T>(outcome: Result<Outcome<T>, BoardError>) -> Result<T, ActionError> {
-    match outcome.map_err(|e| refusal(&e))? {
+fn web_outcome<T>(outcome: Result<Outcome<T>, BoardError>) -> Result<T, ActionError> {
+    match outcome.map_err(|e| web_refusal(&e))? {
         Outcome::Done(value) => Ok(value),
         Outcome::Refused(r) => Err(ActionError::Refused(r.to_string())),
     }
 }
 
 /// Carries out `action` on the board at `location` of home `root`, at time `now`.
-pub fn apply(
+pub fn apply_web_action(
     root: &Path,
     location: &BoardLocation,
     action: &Action,
@@ -56,10 +56,10 @@ pub fn apply(
             "board {} cannot be written by this server: {e}",
             location.slug
         )),
-        other => refusal(&other),
+        other => web_refusal(&other),
     })?;
     let id = match action.task_id() {
-        Some(given) => board.resolve_task_id(given).map_err(|e| refusal(&e))?,
+        Some(given) => board.resolve_task_id(given).map_err(|e| web_refusal(&e))?,
         None => String::new(),
     };
     let message = match action {
@@ -69,15 +69,15 @@ pub fn apply(
             assignee,
             priority,
             triage,
-        } => return create(&board, title, body, assignee, *priority, *triage, now),
-        Action::Attach { filename, data, .. } => attach(root, location, &board, &id, filename, data, now)?,
+        } => return create_from_form(&board, title, body, assignee, *priority, *triage, now),
+        Action::Attach { filename, data, .. } => attach_upload(root, location, &board, &id, filename, data, now)?,
         Action::Decompose {
             children,
             root_assignee,
             promote,
             ..
-        } => decompose(&board, &id, children, root_assignee.as_deref(), *promote, now)?,
-        other => transition(&board, &id, other, now)?,
+        } => decompose_from_form(&board, &id, children, root_assignee.as_deref(), *promote, now)?,
+        other => web_transition(&board, &id, other, now)?,
     };
     Ok(ActionDone {
         task_id: id,
@@ -86,7 +86,7 @@ pub fn apply(
 }
 
 /// `kanban create`, created by the web.
-fn create(
+fn create_from_form(
     board: &Board,
     title: &str,
     body: &Option<String>,
@@ -104,7 +104,7 @@ fn create(
         created_by: Some(WEB_ACTOR.to_owned()),
         ..NewTask::default()
     };
-    let created = board.create_task(&new, now).map_err(|e| refusal(&e))?;
+    let created = board.create_task(&new, now).map_err(|e| web_refusal(&e))?;
     Ok(ActionDone {
         message: format!("created {}", created.id),
         task_id: created.id,
@@ -113,7 +113,7 @@ fn create(
 
 /// The one-task transitions: promote, unblock, block, archive, reopen, schedule, reassign,
 /// reclaim, comment.
-fn transition(board: &Board, id: &str, action: &Action, now: i64) -> Result<String, ActionError> {
+fn web_transition(board: &Board, id: &str, action: &Action, now: i64) -> Result<String, ActionError> {
     Ok(match action {
         Action::Promote { .. } => {
             let promotion = Promotion {
@@ -121,34 +121,34 @@ fn transition(board: &Board, id: &str, action: &Action, now: i64) -> Result<Stri
                 reason: None,
                 force: false,
             };
-            let m = done(board.promote_with(id, &promotion, now))?;
+            let m = web_outcome(board.promote_with(id, &promotion, now))?;
             format!("{} is now {}", m.task_id, m.to)
         }
         Action::Unblock { reason, .. } => {
-            let m = done(board.unblock_by(id, reason.as_deref(), WEB_ACTOR, now))?;
+            let m = web_outcome(board.unblock_by(id, reason.as_deref(), WEB_ACTOR, now))?;
             format!("{} is now {}", m.task_id, m.to)
         }
         Action::Block { reason, .. } => {
-            let b = done(board.block_by(id, reason, WEB_ACTOR, now))?;
+            let b = web_outcome(board.block_by(id, reason, WEB_ACTOR, now))?;
             format!("{} is now {}", b.task_id, b.status)
         }
         Action::Archive { .. } => {
-            let a = done(board.archive_by(id, WEB_ACTOR, now))?;
+            let a = web_outcome(board.archive_by(id, WEB_ACTOR, now))?;
             format!("archived {} (was {})", a.task_id, a.prev_status)
         }
         Action::Reopen { reason, .. } => {
-            let r = done(board.reopen(id, reason.as_deref(), now))?;
+            let r = web_outcome(board.reopen(id, reason.as_deref(), now))?;
             format!("reopened {}; now {}", r.task_id, r.status)
         }
         Action::Schedule { when, reason, .. } => {
             let at = schedule_time(when, now)?;
-            let s = done(board.schedule_by(id, Some(at), reason.as_deref(), WEB_ACTOR, now))?;
+            let s = web_outcome(board.schedule_by(id, Some(at), reason.as_deref(), WEB_ACTOR, now))?;
             format!("scheduled {} (was {})", s.task_id, s.from)
         }
         Action::Reassign {
             profile, reclaim, ..
         } => {
-            let r = done(board.reassign_by(id, profile, *reclaim, WEB_ACTOR, now))?;
+            let r = web_outcome(board.reassign_by(id, profile, *reclaim, WEB_ACTOR, now))?;
             format!(
                 "{} reassigned to {}",
                 r.task_id,
@@ -156,13 +156,13 @@ fn transition(board: &Board, id: &str, action: &Action, now: i64) -> Result<Stri
             )
         }
         Action::Reclaim { reason, .. } => {
-            let r = done(board.reclaim_by(id, reason.as_deref(), WEB_ACTOR, now))?;
+            let r = web_outcome(board.reclaim_by(id, reason.as_deref(), WEB_ACTOR, now))?;
             format!("reclaimed {}; now {}", r.task_id, r.retry_status)
         }
         Action::Comment { body, .. } => {
             board
                 .comment(id, WEB_ACTOR, body, now)
-                .map_err(|e| refusal(&e))?;
+                .map_err(|e| web_refusal(&e))?;
             format!("commented on {id}")
         }
         Action::Create { .. } | Action::Attach { .. } | Action::Decompose { .. } => {
@@ -193,7 +193,7 @@ fn schedule_time(when: &str, now: i64) -> Result<i64, ActionError> {
 }
 
 /// `kanban attach ID FILE`, uploaded by the web.
-fn attach(
+fn attach_upload(
     root: &Path,
     location: &BoardLocation,
     board: &Board,
@@ -214,7 +214,7 @@ fn attach(
 }
 
 /// `kanban decompose ID --children JSON`, by the web.
-fn decompose(
+fn decompose_from_form(
     board: &Board,
     id: &str,
     children: &str,
@@ -229,7 +229,7 @@ fn decompose(
         promote,
         author: Some(WEB_ACTOR),
     };
-    let d = done(board.decompose(id, &children, &how, now))?;
+    let d = web_outcome(board.decompose(id, &children, &how, now))?;
     Ok(format!(
         "decomposed {} into {} children",
         d.task_id,
