@@ -253,7 +253,7 @@ fn forged_and_malformed_writes_are_refused_and_change_nothing() {
     let s = session(serve.addr);
     let addr = serve.addr;
     let before = board_bytes(&k);
-    let promote = format!("/act/promote?board=default");
+    let promote = "/act/promote?board=default".to_owned();
     let same_origin = format!("Origin: http://{addr}\r\n");
     let with_cookie = format!("{same_origin}Cookie: {}\r\n", s.cookie);
     let good = format!("csrf={}&id={id}", s.token);

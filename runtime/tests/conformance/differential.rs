@@ -1088,6 +1088,7 @@ fn script(b: &Board) -> Vec<String> {
             now: Some(t(780)),
             heartbeat_stale: Some(false),
             retry_status: Status::Ready,
+            actor: None,
             termination: None,
         },
         failure: Failure::NotCounted,
