@@ -166,10 +166,18 @@ pub struct BoardMetricsView {
     pub run_duration: HistogramView,
     pub claim_to_spawn: HistogramView,
     pub oldest_ready_age_seconds: Option<i64>,
+    /// Seconds since the newest tick any dispatcher recorded (`None`: never recorded).
+    pub last_tick_age_seconds: Option<i64>,
+    /// Dispatchers whose recorded tick is fresh (running).
+    pub dispatchers_running: i64,
+    /// Active diagnostics per (rule, severity).
+    pub diagnostics: Vec<(String, String, i64)>,
 }
 
-/// `/metrics`: every served board.
+/// `/metrics`: every served board, and the home's owner turns.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MetricsView {
     pub boards: Vec<BoardMetricsView>,
+    /// Owner-mode turns per (profile, state) from each owner's `state.db`.
+    pub owner_turns: Vec<(String, String, i64)>,
 }

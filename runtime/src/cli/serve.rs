@@ -396,7 +396,13 @@ impl kanban_web::Source for HomeSource {
             let m = board
                 .board_metrics(now)
                 .map_err(|e: BoardError| failure_chain(&e))?;
+            let ticks = board
+                .dispatcher_ticks()
+                .map_err(|e: BoardError| failure_chain(&e))?;
             boards.push(BoardMetricsView {
+                last_tick_age_seconds: ticks.first().map(|t| (now - t.last_tick_at).max(0)),
+                dispatchers_running: ticks.iter().filter(|t| t.running(now)).count() as i64,
+                diagnostics: diagnostics_by_rule(&board, now)?,
                 slug: location.slug.clone(),
                 tasks_by_status: m.tasks_by_status,
                 runs_by_outcome: m.runs_by_outcome,
@@ -406,7 +412,10 @@ impl kanban_web::Source for HomeSource {
                 oldest_ready_age_seconds: m.oldest_ready_age_seconds,
             });
         }
-        Ok(MetricsView { boards })
+        Ok(MetricsView {
+            boards,
+            owner_turns: owner_turns(&self.root)?,
+        })
     }
 
     fn health(&self) -> Result<HealthView, SourceError> {
@@ -436,7 +445,7 @@ impl kanban_web::Source for HomeSource {
             boards.push(BoardHealth {
                 slug: location.slug.clone(),
                 workers,
-                last_tick_at: None,
+                last_tick_at: board.last_tick().map_err(chain)?.map(|t| t.last_tick_at),
                 running: running.len() as i64,
                 max_spawn: self.max_spawn,
                 given_up: board
@@ -538,6 +547,47 @@ impl kanban_web::Watcher for BoardWatcher {
             })
             .collect()
     }
+}
+
+/// The board's active diagnostics counted per (rule, severity), in rule order.
+fn diagnostics_by_rule(board: &Board, now: i64) -> Result<Vec<(String, String, i64)>, SourceError> {
+    use crate::board::diagnostics::{Severity, Thresholds};
+    let found = board
+        .board_diagnostics(Severity::Warning, now, &Thresholds::default())
+        .map_err(|e| failure_chain(&e))?;
+    let mut counts = std::collections::BTreeMap::<(String, String), i64>::new();
+    for task in &found {
+        for d in &task.diagnostics {
+            *counts
+                .entry((d.kind.to_owned(), d.severity.as_str().to_owned()))
+                .or_insert(0) += 1;
+        }
+    }
+    Ok(counts.into_iter().map(|((r, s), n)| (r, s, n)).collect())
+}
+
+/// Each owner's turns per state, from the `state.db` of every profile under `<root>/owner/`
+/// (none when no owner ever ran).
+fn owner_turns(root: &Path) -> Result<Vec<(String, String, i64)>, SourceError> {
+    let Ok(entries) = std::fs::read_dir(root.join("owner")) else {
+        return Ok(Vec::new());
+    };
+    let mut profiles: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|p| crate::admission::state_path(root, p).is_file())
+        .collect();
+    profiles.sort();
+    let mut out = Vec::new();
+    for profile in profiles {
+        let state = crate::admission::state::StateDb::open(&crate::admission::state_path(
+            root, &profile,
+        ))
+        .map_err(|e| failure_chain(&e))?;
+        for (status, n) in state.turns_by_state().map_err(|e| failure_chain(&e))? {
+            out.push((profile.clone(), status, n));
+        }
+    }
+    Ok(out)
 }
 
 /// A board histogram as the web view takes it: each bucket with its bound.
