@@ -216,10 +216,59 @@ fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView, csrf: Opti
     if let Some(reason) = &card.block_reason {
         let _ = write!(out, "<p class=\"blocked-reason\">{}</p>", escape(reason));
     }
+    badges(out, &card.diagnostics);
     if let Some(csrf) = csrf {
         card_actions(out, slug, csrf, card);
     }
     out.push_str("</article>");
+}
+
+/// A card's diagnostics as badges: the rule's title, colored by severity, its detail and
+/// suggested command on hover (`title`).
+fn badges(out: &mut String, diagnostics: &[crate::view::DiagnosticView]) {
+    if diagnostics.is_empty() {
+        return;
+    }
+    out.push_str("<div class=\"badges\">");
+    for d in diagnostics {
+        let hint = match d.commands.first() {
+            Some(c) => format!("{}: {} — {}", d.severity, d.detail, c),
+            None => format!("{}: {}", d.severity, d.detail),
+        };
+        let _ = write!(
+            out,
+            "<span class=\"badge sev-{sev}\" data-kind=\"{kind}\" title=\"{hint}\">{title}</span>",
+            sev = escape(&d.severity),
+            kind = escape(&d.kind),
+            hint = escape(&hint),
+            title = escape(&d.title),
+        );
+    }
+    out.push_str("</div>");
+}
+
+/// The task page's diagnostics: each with its detail and suggested commands.
+fn diagnostics_section(out: &mut String, diagnostics: &[crate::view::DiagnosticView]) {
+    if diagnostics.is_empty() {
+        return;
+    }
+    out.push_str("<section class=\"diagnostics\"><h2>diagnostics</h2><ul>");
+    for d in diagnostics {
+        let _ = write!(
+            out,
+            "<li class=\"diagnostic\" data-kind=\"{kind}\"><span class=\"badge sev-{sev}\">{sev}</span> \
+             <strong>{title}</strong> <span class=\"detail\">{detail}</span>",
+            kind = escape(&d.kind),
+            sev = escape(&d.severity),
+            title = escape(&d.title),
+            detail = escape(&d.detail),
+        );
+        for c in &d.commands {
+            let _ = write!(out, " <code>{}</code>", escape(c));
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ul></section>");
 }
 
 /// The board page's form that creates a task.
@@ -486,6 +535,7 @@ pub fn task_page(view: &TaskView, csrf: Option<&str>) -> String {
             escape(kept)
         );
     }
+    diagnostics_section(&mut main, &card.diagnostics);
     if let Some(csrf) = csrf {
         task_actions(&mut main, view, csrf);
     }

@@ -20,6 +20,21 @@ pub struct CardView {
     /// A running task whose heartbeat is older than the board's stale limit.
     pub stale: bool,
     pub block_reason: Option<String>,
+    /// Its active diagnostics (`kanban diagnostics`), worst first.
+    pub diagnostics: Vec<DiagnosticView>,
+}
+
+/// One active diagnostic of a task (`board::diagnostics`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DiagnosticView {
+    /// The rule: `repeated_failures`, `stranded_in_ready`, …
+    pub kind: String,
+    /// `warning`, `error` or `critical`.
+    pub severity: String,
+    pub title: String,
+    pub detail: String,
+    /// The suggested commands, the recommended one first.
+    pub commands: Vec<String>,
 }
 
 /// The board page.

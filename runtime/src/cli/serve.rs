@@ -194,8 +194,45 @@ impl HomeSource {
             started_at: t.started_at,
             stale: self.is_stale(t, now),
             block_reason: c.block_reason.clone(),
+            diagnostics: Vec::new(),
         }
     }
+}
+
+/// A diagnostic as the web view shows it: the suggested command first.
+fn diagnostic_view(d: &crate::board::diagnostics::Diagnostic) -> kanban_web::DiagnosticView {
+    let mut actions: Vec<&crate::board::diagnostics::Action> = d.actions.iter().collect();
+    actions.sort_by_key(|a| !a.suggested);
+    kanban_web::DiagnosticView {
+        kind: d.kind.to_owned(),
+        severity: d.severity.as_str().to_owned(),
+        title: d.title.clone(),
+        detail: d.detail.clone(),
+        commands: actions.iter().map(|a| a.command.clone()).collect(),
+    }
+}
+
+/// The diagnostics of the cards a board page can show (the first [`kanban_web::page::COLUMN_LIMIT`]
+/// of each column but the archived one), read in one batch.
+fn card_diagnostics(
+    board: &Board,
+    cards: &[BoardCard],
+    now: i64,
+) -> Result<std::collections::HashMap<String, Vec<crate::board::diagnostics::Diagnostic>>, SourceError> {
+    let mut per_status: std::collections::HashMap<Status, usize> = std::collections::HashMap::new();
+    let shown: Vec<&Task> = cards
+        .iter()
+        .map(|c| &c.task)
+        .filter(|t| t.status != Status::Archived)
+        .filter(|t| {
+            let n = per_status.entry(t.status).or_insert(0);
+            *n += 1;
+            *n <= kanban_web::page::COLUMN_LIMIT
+        })
+        .collect();
+    board
+        .diagnostics_of(&shown, now, &crate::board::diagnostics::Thresholds::default())
+        .map_err(|e| failure_chain(&e))
 }
 
 /// How each run's worker ended, from the task's events: the exit code of its `worker_result`,
@@ -260,11 +297,21 @@ impl kanban_web::Source for HomeSource {
             .board_cards(include_archived)
             .map_err(|e| failure_chain(&e))?;
         let now = self.clock.now();
+        let diagnostics = card_diagnostics(&board, &cards, now)?;
         Ok(Some(BoardView {
             slug: slug.to_owned(),
             now,
             statuses: Status::ALL.iter().map(|s| s.as_str().to_owned()).collect(),
-            cards: cards.iter().map(|c| self.card(c, now)).collect(),
+            cards: cards
+                .iter()
+                .map(|c| {
+                    let mut card = self.card(c, now);
+                    if let Some(found) = diagnostics.get(&c.task.id) {
+                        card.diagnostics = found.iter().map(diagnostic_view).collect();
+                    }
+                    card
+                })
+                .collect(),
         }))
     }
 
@@ -284,7 +331,13 @@ impl kanban_web::Source for HomeSource {
         let runs = board.runs(id).map_err(chain)?;
         let events = board.events(id, None).map_err(chain)?;
         let classes = exit_classes(&events);
-        let card = self.card(&card, now);
+        let mut card = self.card(&card, now);
+        card.diagnostics = board
+            .task_diagnostics(id, now, &crate::board::diagnostics::Thresholds::default())
+            .map_err(chain)?
+            .iter()
+            .map(diagnostic_view)
+            .collect();
         let log = paths::find_log(&self.root, slug, id);
         let first_shown = events.len().saturating_sub(PAGE_EVENTS);
         let workspace_kept = board
