@@ -27,6 +27,8 @@
 //! carry no forms and every `POST` is refused, so nothing can change a board.
 
 pub mod action;
+pub mod chart;
+mod html;
 pub mod http;
 pub mod live;
 pub mod metrics;

@@ -10,21 +10,7 @@ use std::fmt::Write as _;
 
 use crate::view::{BoardView, CardView, CronView, HealthView, TaskLink, TaskView};
 
-/// Escapes `text` for HTML text and double- or single-quoted attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::html::escape;
 
 /// Percent-encodes `text` for a URL path segment or query value (unreserved characters stay).
 pub fn url_component(text: &str) -> String {
@@ -579,6 +565,7 @@ pub fn task_page(view: &TaskView, csrf: Option<&str>) -> String {
             );
         }
         main.push_str("</tbody></table>");
+        main.push_str(&crate::chart::run_timeline(&view.runs, now));
     }
 
     main.push_str("<h2>comments</h2>");
@@ -677,6 +664,29 @@ pub fn health_page(view: &HealthView, board: Option<&str>) -> String {
                 None => "not recorded".to_owned(),
             },
         );
+        let _ = write!(
+            main,
+            "<p class=\"glance\"><span class=\"dispatcher {state}\">dispatcher {state}</span> · \
+             oldest ready task: <span class=\"oldest-ready\">{oldest}</span> · running workers: {workers}</p>",
+            state = if b.dispatcher_running { "running" } else { "not-running" },
+            oldest = b
+                .oldest_ready_age_seconds
+                .map(age)
+                .unwrap_or_else(|| "none ready".to_owned()),
+            workers = if b.workers_by_profile.is_empty() {
+                "none".to_owned()
+            } else {
+                b.workers_by_profile
+                    .iter()
+                    .map(|(p, n)| format!("<span class=\"profile\">{}</span> {n}", escape(p)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        );
+        main.push_str("<div class=\"charts\">");
+        main.push_str(&crate::chart::activity("24 h", &b.day));
+        main.push_str(&crate::chart::activity("7 d", &b.week));
+        main.push_str("</div>");
         if b.workers.is_empty() {
             main.push_str("<p class=\"none\">no live workers</p>");
         } else {

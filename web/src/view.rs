@@ -142,6 +142,20 @@ pub struct WorkerView {
     pub stale: bool,
 }
 
+/// A board's activity per hour (the health page's charts): runs ended per outcome in each hour,
+/// and tasks waiting, running and done at the end of each.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ActivityView {
+    /// The start of the first hour (epoch seconds).
+    pub start: i64,
+    pub completed: Vec<i64>,
+    pub failed: Vec<i64>,
+    pub rate_limited: Vec<i64>,
+    pub waiting: Vec<i64>,
+    pub running: Vec<i64>,
+    pub done: Vec<i64>,
+}
+
 /// One board on the health page.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BoardHealth {
@@ -149,6 +163,14 @@ pub struct BoardHealth {
     pub workers: Vec<WorkerView>,
     /// The dispatcher's last tick, when the board records it.
     pub last_tick_at: Option<i64>,
+    /// A dispatcher's recorded tick is fresh: one runs.
+    pub dispatcher_running: bool,
+    pub oldest_ready_age_seconds: Option<i64>,
+    /// Running workers per profile.
+    pub workers_by_profile: Vec<(String, i64)>,
+    /// The last 24 hours and the last 7 days, per hour.
+    pub day: ActivityView,
+    pub week: ActivityView,
     /// Workers running / `max_spawn`.
     pub running: i64,
     pub max_spawn: i64,

@@ -11,6 +11,7 @@
 //! statements go through [`crate::db`].
 
 pub mod acceptance;
+pub mod activity;
 pub mod admission;
 pub mod attachments;
 mod block;

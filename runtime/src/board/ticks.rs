@@ -65,8 +65,21 @@ impl Board {
         self.record_tick(dispatcher, STOPPED, now)
     }
 
-    /// Every recorded dispatcher, the newest tick first.
+    /// Whether the board has the table of recorded ticks: every board kanban created; not a
+    /// board of the original adopted in place, whose schema stays its own (no tick is recorded
+    /// there, and no one can tell from it whether a dispatcher runs).
+    pub fn records_ticks(&self) -> bool {
+        self.conn()
+            .prepare_cached("SELECT COUNT(*) FROM kanban_dispatchers WHERE 0 = 1")
+            .is_ok()
+    }
+
+    /// Every recorded dispatcher, the newest tick first (none on a board that does not record
+    /// them, [`Board::records_ticks`]).
     pub fn dispatcher_ticks(&self) -> Result<Vec<DispatcherTick>> {
+        if !self.records_ticks() {
+            return Ok(Vec::new());
+        }
         let mut stmt = self.conn().prepare_cached(
             "SELECT dispatcher, last_tick_at, interval_seconds FROM kanban_dispatchers \
              ORDER BY last_tick_at DESC, dispatcher",

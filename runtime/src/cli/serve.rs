@@ -495,10 +495,21 @@ impl kanban_web::Source for HomeSource {
                         .is_some_and(|hb| now - hb > self.stale_after),
                 })
                 .collect();
+            let last_tick = board.last_tick().map_err(chain)?;
+            let metrics = board.board_metrics(now).map_err(chain)?;
             boards.push(BoardHealth {
                 slug: location.slug.clone(),
                 workers,
-                last_tick_at: board.last_tick().map_err(chain)?.map(|t| t.last_tick_at),
+                last_tick_at: last_tick.as_ref().map(|t| t.last_tick_at),
+                dispatcher_running: board
+                    .dispatcher_ticks()
+                    .map_err(chain)?
+                    .iter()
+                    .any(|t| t.running(now)),
+                oldest_ready_age_seconds: metrics.oldest_ready_age_seconds,
+                workers_by_profile: metrics.workers_by_profile,
+                day: activity(&board.activity(now, 24).map_err(chain)?),
+                week: activity(&board.activity(now, 7 * 24).map_err(chain)?),
                 running: running.len() as i64,
                 max_spawn: self.max_spawn,
                 given_up: board
@@ -599,6 +610,18 @@ impl kanban_web::Watcher for BoardWatcher {
                 (id.clone(), size)
             })
             .collect()
+    }
+}
+
+fn activity(a: &crate::board::activity::Activity) -> kanban_web::ActivityView {
+    kanban_web::ActivityView {
+        start: a.start,
+        completed: a.completed.clone(),
+        failed: a.failed.clone(),
+        rate_limited: a.rate_limited.clone(),
+        waiting: a.waiting.clone(),
+        running: a.running.clone(),
+        done: a.done.clone(),
     }
 }
 

@@ -135,7 +135,9 @@ pub fn run(
         &dispatcher,
     );
     // Best effort: a board that cannot be written keeps the last tick, which goes stale.
-    let _ = board.record_stop(&dispatcher, clock.now());
+    if board.records_ticks() {
+        let _ = board.record_stop(&dispatcher, clock.now());
+    }
     result
 }
 
@@ -155,6 +157,8 @@ fn run_loop(
     let mut hooks = Hooks::new(settings.hooks.clone(), board.last_event_id().unwrap_or(0));
     let interval_seconds = i64::try_from(options.interval.as_secs()).unwrap_or(i64::MAX);
     let mut recorded_at: Option<i64> = None;
+    // A board of the original adopted in place has no table for them (`Board::records_ticks`).
+    let records = board.records_ticks();
     loop {
         // What other connections committed before this tick is seen by it; a commit during the
         // tick wakes the wait after it at once.
@@ -172,7 +176,8 @@ fn run_loop(
                 // The board's record that this dispatcher runs (board::ticks), at most once per
                 // RECORD_EVERY; best effort: a board that refuses it still gets its ticks.
                 let now = clock.now();
-                if recorded_at.is_none_or(|at| now - at >= crate::board::ticks::RECORD_EVERY)
+                if records
+                    && recorded_at.is_none_or(|at| now - at >= crate::board::ticks::RECORD_EVERY)
                     && board.record_tick(dispatcher, interval_seconds, now).is_ok()
                 {
                     recorded_at = Some(now);

@@ -223,6 +223,9 @@ pub(in crate::cli) fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
 /// (`board::ticks`): the task waits until one runs. The exit code is unchanged; an unreadable
 /// record says nothing.
 fn warn_without_dispatcher(board: &Board, slug: &str, now: i64) {
+    if !board.records_ticks() {
+        return;
+    }
     let Ok(ticks) = board.dispatcher_ticks() else {
         return;
     };

@@ -394,7 +394,8 @@ fn adopt_in(tx: &Tx<'_>, path: &Path) -> Result<()> {
     // Creates only tables that are missing; an existing table is left as it is.
     tx.execute_batch(MIGRATIONS[0].sql)?;
     tx.execute_batch(ATTACHMENTS_TABLE)?;
-    tx.execute_batch(DISPATCHERS_TABLE)?;
+    // No `kanban_dispatchers` on a board of the original: it stays the original's schema plus
+    // columns (its ticks are not recorded; `Board::records_ticks`).
     for (table, column, decl) in ADOPTED_COLUMNS {
         let present = columns(tx, table)?;
         if present.iter().any(|c| c == column) {
