@@ -35,9 +35,17 @@ fn create_warns_while_no_dispatcher_runs_and_is_quiet_while_one_does() {
     let first = k.run(&["create", "nobody picks this up"]);
     assert_eq!(first.code, 0, "{first:?}");
     assert!(first.stderr.contains(WARNING), "{}", first.stderr);
-    assert!(first.stderr.contains("none ever recorded a tick"), "{}", first.stderr);
+    assert!(
+        first.stderr.contains("none ever recorded a tick"),
+        "{}",
+        first.stderr
+    );
     assert!(first.stdout.trim().starts_with("t_"), "{}", first.stdout);
-    assert!(get(serve.addr, "/health", "").body.contains("last tick: not recorded"));
+    assert!(
+        get(serve.addr, "/health", "")
+            .body
+            .contains("last tick: not recorded")
+    );
 
     let mut daemon = k
         .cmd()
@@ -46,13 +54,21 @@ fn create_warns_while_no_dispatcher_runs_and_is_quiet_while_one_does() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for("the dispatcher's first recorded tick", Duration::from_secs(60), || {
-        let run = k.run(&["create", "picked up"]);
-        assert_eq!(run.code, 0, "{run:?}");
-        (!run.stderr.contains(WARNING)).then_some(())
-    });
+    wait_for(
+        "the dispatcher's first recorded tick",
+        Duration::from_secs(60),
+        || {
+            let run = k.run(&["create", "picked up"]);
+            assert_eq!(run.code, 0, "{run:?}");
+            (!run.stderr.contains(WARNING)).then_some(())
+        },
+    );
     let health = get(serve.addr, "/health", "");
-    assert!(!health.body.contains("last tick: not recorded"), "{}", health.body);
+    assert!(
+        !health.body.contains("last tick: not recorded"),
+        "{}",
+        health.body
+    );
     assert!(health.body.contains("s ago"), "{}", health.body);
 
     // Stopped cleanly (SIGTERM), it says so: the warning is back, naming the last tick.
@@ -68,7 +84,11 @@ fn create_warns_while_no_dispatcher_runs_and_is_quiet_while_one_does() {
     let after = k.run(&["create", "waits again"]);
     assert_eq!(after.code, 0, "{after:?}");
     assert!(after.stderr.contains(WARNING), "{}", after.stderr);
-    assert!(after.stderr.contains("the last tick was"), "{}", after.stderr);
+    assert!(
+        after.stderr.contains("the last tick was"),
+        "{}",
+        after.stderr
+    );
 }
 
 #[test]

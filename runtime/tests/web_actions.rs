@@ -142,11 +142,19 @@ fn each_action_is_the_cli_transition_recorded_with_the_web_actor() {
     assert_eq!(task["task"]["created_by"], "web");
     assert_eq!(task["task"]["priority"], 3);
 
-    assert_eq!(post(serve.addr, &s, "promote", &format!("id={id}")).status, 303);
+    assert_eq!(
+        post(serve.addr, &s, "promote", &format!("id={id}")).status,
+        303
+    );
     assert_eq!(k.status(&id), "ready");
     assert_eq!(event(&events(&k, &id), "promoted_manual")["actor"], "web");
 
-    let r = post(serve.addr, &s, "block", &format!("id={id}&reason=needs+a+key"));
+    let r = post(
+        serve.addr,
+        &s,
+        "block",
+        &format!("id={id}&reason=needs+a+key"),
+    );
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(k.status(&id), "blocked");
     assert_eq!(event(&events(&k, &id), "blocked")["actor"], "web");
@@ -156,11 +164,19 @@ fn each_action_is_the_cli_transition_recorded_with_the_web_actor() {
     assert_eq!(k.status(&id), "ready");
     assert_eq!(event(&events(&k, &id), "unblocked")["actor"], "web");
 
-    let r = post(serve.addr, &s, "schedule", &format!("id={id}&when=2h&reason=later"));
+    let r = post(
+        serve.addr,
+        &s,
+        "schedule",
+        &format!("id={id}&when=2h&reason=later"),
+    );
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(k.status(&id), "scheduled");
     assert_eq!(event(&events(&k, &id), "scheduled")["actor"], "web");
-    assert_eq!(post(serve.addr, &s, "unblock", &format!("id={id}")).status, 303);
+    assert_eq!(
+        post(serve.addr, &s, "unblock", &format!("id={id}")).status,
+        303
+    );
 
     k.ok(&["claim", &id, "--claimer", "w1", "--ttl", "900"]);
     assert_eq!(k.status(&id), "running");
@@ -171,7 +187,12 @@ fn each_action_is_the_cli_transition_recorded_with_the_web_actor() {
     assert_eq!(event(&reclaimed, "reclaimed")["actor"], "web");
     assert_eq!(event(&reclaimed, "reclaimed")["reason"], "stuck");
 
-    let r = post(serve.addr, &s, "reassign", &format!("id={id}&profile=reviewer"));
+    let r = post(
+        serve.addr,
+        &s,
+        "reassign",
+        &format!("id={id}&profile=reviewer"),
+    );
     assert_eq!(r.status, 303, "{}", r.body);
     let assigned = events(&k, &id);
     assert_eq!(event(&assigned, "assigned")["assignee"], "reviewer");
@@ -192,7 +213,10 @@ fn each_action_is_the_cli_transition_recorded_with_the_web_actor() {
     assert_eq!(comment["author"], "web", "{shown}");
     assert_eq!(comment["body"], "<script>alert(1)</script> & more");
     let page = get(serve.addr, &format!("/task/{id}"), "");
-    assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; more"));
+    assert!(
+        page.body
+            .contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; more")
+    );
     assert!(!page.body.contains("<script>alert(1)"));
 
     let r = post(serve.addr, &s, "archive", &format!("id={id}"));
@@ -268,7 +292,12 @@ fn forged_and_malformed_writes_are_refused_and_change_nothing() {
         ),
         (
             "a wrong CSRF token",
-            post_with(addr, &promote, &with_cookie, &format!("csrf={}&id={id}", "0".repeat(64))),
+            post_with(
+                addr,
+                &promote,
+                &with_cookie,
+                &format!("csrf={}&id={id}", "0".repeat(64)),
+            ),
             403,
             "CSRF",
         ),
@@ -294,7 +323,10 @@ fn forged_and_malformed_writes_are_refused_and_change_nothing() {
             post_with(
                 addr,
                 &promote,
-                &format!("Origin: http://evil.example.com\r\nCookie: {}\r\n", s.cookie),
+                &format!(
+                    "Origin: http://evil.example.com\r\nCookie: {}\r\n",
+                    s.cookie
+                ),
                 &good,
             ),
             403,

@@ -154,10 +154,7 @@ fn a_task_is_created_promoted_commented_and_reclaimed_from_the_page_with_the_key
     b.goto(&serve.url("/"));
     // Create: open the form, type a title (as text: markup stays text) and press Enter.
     b.eval("document.querySelector('details.new-task').open = true; return null;");
-    b.type_into(
-        "form.create input[name=title]",
-        "<b>made</b> on the web",
-    );
+    b.type_into("form.create input[name=title]", "<b>made</b> on the web");
     b.type_into("form.create input[name=triage]", " ");
     b.type_into("form.create input[name=title]", ENTER);
     let id = wait_for("the new task's page", LIVE_LIMIT, || {
@@ -185,7 +182,10 @@ fn a_task_is_created_promoted_commented_and_reclaimed_from_the_page_with_the_key
             .is_some_and(|t| t == payload)
             .then_some(())
     });
-    assert_eq!(b.eval("return window.__xss === undefined;"), Value::Bool(true));
+    assert_eq!(
+        b.eval("return window.__xss === undefined;"),
+        Value::Bool(true)
+    );
 
     // Claimed elsewhere: the page follows live and offers the reclaim.
     mark_and_wait_live(&b);

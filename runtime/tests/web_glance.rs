@@ -42,7 +42,14 @@ fn the_health_page_charts_a_dispatch_run_and_cards_carry_their_diagnostics() {
         .collect();
     // A card a rule fires for (hallucinated_cards), parked so the dispatcher leaves it alone.
     let phantom = k.create("claims a phantom card", &[]);
-    let refused = k.run(&["complete", &phantom, "--summary", "x", "--created-cards", "t_deadbeef00"]);
+    let refused = k.run(&[
+        "complete",
+        &phantom,
+        "--summary",
+        "x",
+        "--created-cards",
+        "t_deadbeef00",
+    ]);
     assert_eq!(refused.code, 3, "{refused:?}");
     k.ok(&["block", &phantom, "--reason", "checking"]);
     let run = k.run(&["dispatch", "--until-idle"]);

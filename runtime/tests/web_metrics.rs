@@ -82,7 +82,14 @@ fn metrics_are_parsable_documented_and_monotonic_across_a_dispatch_run() {
     // A diagnostic (hallucinated_cards): a completion refused for a card that does not exist.
     // (Blocked afterwards, so that the dispatcher leaves it alone.)
     let phantom = k.create("claims a phantom card", &[]);
-    let refused = k.run(&["complete", &phantom, "--summary", "x", "--created-cards", "t_deadbeef00"]);
+    let refused = k.run(&[
+        "complete",
+        &phantom,
+        "--summary",
+        "x",
+        "--created-cards",
+        "t_deadbeef00",
+    ]);
     assert_eq!(refused.code, 3, "{refused:?}");
     k.ok(&["block", &phantom, "--reason", "checking"]);
     // An owner's state.db with two completed turns and one started.
@@ -124,11 +131,16 @@ fn metrics_are_parsable_documented_and_monotonic_across_a_dispatch_run() {
     let closed_before = v["kanban_run_duration_seconds_count{board=default}"];
     assert!(closed_before <= 1.0, "{closed_before}");
     // No dispatcher ever ticked: no age, none running.
-    assert!(!text.contains("kanban_dispatcher_last_tick_age_seconds{"), "{text}");
+    assert!(
+        !text.contains("kanban_dispatcher_last_tick_age_seconds{"),
+        "{text}"
+    );
     assert_eq!(v["kanban_dispatchers_running{board=default}"], 0.0);
     let diagnostic = v
         .iter()
-        .find(|(key, _)| key.starts_with("kanban_diagnostics{board=default,rule=hallucinated_cards,"))
+        .find(|(key, _)| {
+            key.starts_with("kanban_diagnostics{board=default,rule=hallucinated_cards,")
+        })
         .unwrap_or_else(|| panic!("no hallucinated_cards diagnostic: {text}"));
     assert_eq!(*diagnostic.1, 1.0);
     assert_eq!(v["kanban_owner_turns{profile=ops,state=completed}"], 2.0);

@@ -179,7 +179,8 @@ impl Action {
 
     /// The attach action from a multipart form's parts: `id` and one non-empty `file`.
     pub fn from_upload(parts: &[Part]) -> Result<Action, ActionError> {
-        let field = |name: &str| -> Vec<&Part> { parts.iter().filter(|p| p.name == name).collect() };
+        let field =
+            |name: &str| -> Vec<&Part> { parts.iter().filter(|p| p.name == name).collect() };
         let id = match field("id").as_slice() {
             [one] => String::from_utf8(one.data.clone())
                 .ok()
@@ -279,10 +280,7 @@ impl Form {
         let mut fields = Vec::new();
         for pair in text.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            fields.push((
-                percent_decode(k, true)?,
-                percent_decode(v, true)?,
-            ));
+            fields.push((percent_decode(k, true)?, percent_decode(v, true)?));
         }
         Some(Form(fields))
     }
@@ -508,8 +506,7 @@ mod tests {
         let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"id\"\r\n\r\nt_1\r\n\
 --XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\n\
 Content-Type: text/plain\r\n\r\nline\r\nmore\r\n--XyZ--\r\n";
-        let boundary =
-            multipart_boundary("multipart/form-data; boundary=XyZ").expect("boundary");
+        let boundary = multipart_boundary("multipart/form-data; boundary=XyZ").expect("boundary");
         let parts = parse_multipart(body, &boundary).expect("parts");
         assert_eq!(
             Action::from_upload(&parts),

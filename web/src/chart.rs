@@ -31,7 +31,12 @@ fn hour_of(at: i64) -> String {
 pub fn stacked_bars(caption: &str, start: i64, series: &[Series<'_>]) -> String {
     let hours = series.iter().map(|s| s.values.len()).max().unwrap_or(0);
     let totals: Vec<i64> = (0..hours)
-        .map(|h| series.iter().map(|s| s.values.get(h).copied().unwrap_or(0)).sum())
+        .map(|h| {
+            series
+                .iter()
+                .map(|s| s.values.get(h).copied().unwrap_or(0))
+                .sum()
+        })
         .collect();
     let peak = totals.iter().copied().max().unwrap_or(0).max(1);
     let plot = HEIGHT - TOP - BOTTOM;
@@ -51,7 +56,7 @@ pub fn stacked_bars(caption: &str, start: i64, series: &[Series<'_>]) -> String 
     if hours > 0 {
         let slot = WIDTH as f64 / hours as f64;
         let bar = (slot * 0.8).max(1.0);
-        for h in 0..hours {
+        for (h, total) in totals.iter().enumerate() {
             let x = h as f64 * slot;
             let mut y = (HEIGHT - BOTTOM) as f64;
             let at = start + h as i64 * 3600;
@@ -62,7 +67,7 @@ pub fn stacked_bars(caption: &str, start: i64, series: &[Series<'_>]) -> String 
             let _ = write!(
                 out,
                 "<g class=\"hour\" data-total=\"{}\"><title>{} UTC: {}</title>",
-                totals[h],
+                total,
                 hour_of(at),
                 escape(&tip.join(", "))
             );
@@ -179,10 +184,13 @@ pub fn run_timeline(runs: &[RunView], now: i64) -> String {
         let end = r.ended_at.unwrap_or(now);
         let x = LABEL as f64 + (r.started_at - first) as f64 * plot / span;
         let w = ((end - r.started_at) as f64 * plot / span).max(2.0);
-        let outcome = r
-            .outcome
-            .clone()
-            .unwrap_or_else(|| if r.ended_at.is_none() { "open".into() } else { r.status.clone() });
+        let outcome = r.outcome.clone().unwrap_or_else(|| {
+            if r.ended_at.is_none() {
+                "open".into()
+            } else {
+                r.status.clone()
+            }
+        });
         let _ = write!(
             out,
             "<g class=\"run\" data-run=\"{id}\"><title>run {id}: {outcome}, {secs} s{profile}</title>\
@@ -201,7 +209,9 @@ pub fn run_timeline(runs: &[RunView], now: i64) -> String {
             bh = ROW - 4,
         );
     }
-    out.push_str("</svg><figcaption>runs, from the first start to the last end</figcaption></figure>");
+    out.push_str(
+        "</svg><figcaption>runs, from the first start to the last end</figcaption></figure>",
+    );
     out
 }
 
@@ -259,7 +269,10 @@ mod tests {
         let svg = run_timeline(&runs, 200);
         assert_eq!(svg.matches("<g class=\"run\"").count(), 2);
         assert!(svg.contains("class=\"o-crashed\""));
-        assert!(svg.contains("run 2: open, 40 s, profile &lt;p&gt;"), "{svg}");
+        assert!(
+            svg.contains("run 2: open, 40 s, profile &lt;p&gt;"),
+            "{svg}"
+        );
         assert_eq!(run_timeline(&[], 0), "");
     }
 }

@@ -15,4 +15,3 @@ pub fn escape(text: &str) -> String {
     }
     out
 }
-

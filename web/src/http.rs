@@ -631,9 +631,12 @@ fn random_token() -> io::Result<String> {
     let mut bytes = [0u8; 32];
     let mut filled = 0;
     while filled < bytes.len() {
-        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
-        {
-            Ok(0) => return Err(io::Error::other("the kernel's random generator gave nothing")),
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(0) => {
+                return Err(io::Error::other(
+                    "the kernel's random generator gave nothing",
+                ));
+            }
             Ok(n) => filled += n,
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
@@ -776,7 +779,10 @@ fn read_body(
     max: usize,
     deadline: Instant,
 ) -> Result<Vec<u8>, BodyError> {
-    let text = request.content_length.as_deref().ok_or(BodyError::Missing)?;
+    let text = request
+        .content_length
+        .as_deref()
+        .ok_or(BodyError::Missing)?;
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(BodyError::Malformed);
     }
@@ -793,7 +799,12 @@ fn read_body(
     match rest.read_to_end(&mut body) {
         Ok(_) if body.len() == len => Ok(body),
         Ok(_) => Err(BodyError::Closed),
-        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
             Err(BodyError::TimedOut)
         }
         Err(_) => Err(BodyError::Closed),
@@ -1116,10 +1127,10 @@ fn post_body<S>(
 }
 
 fn is_form(content_type: &str) -> bool {
-    content_type
-        .split(';')
-        .next()
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+    content_type.split(';').next().is_some_and(|t| {
+        t.trim()
+            .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+    })
 }
 
 /// `POST /act/VERB?board=SLUG`: the form's CSRF token, then the action; a success is a 303 to
@@ -1207,7 +1218,11 @@ fn post_action<S: Source>(state: &State<S>, request: &Request, body: &[u8]) -> R
 
 fn action_refused(e: &crate::action::ActionError) -> Response {
     let (status, reason) = e.status();
-    let mut r = Response::error(status, reason, &format!("{}; nothing was changed", e.message()));
+    let mut r = Response::error(
+        status,
+        reason,
+        &format!("{}; nothing was changed", e.message()),
+    );
     r.extra.push("X-Kanban-Refused: action".to_owned());
     r
 }
@@ -1256,9 +1271,12 @@ fn route<S: Source>(state: &State<S>, request: &Request, csrf: Option<&str>) -> 
                 archived: request.param("archived").is_some_and(|a| a == "1"),
             };
             match state.source.board(&slug, filter.archived) {
-                Ok(Some(view)) => {
-                    Response::html(page::board_page(&view, &filter, &state.source.boards(), csrf))
-                }
+                Ok(Some(view)) => Response::html(page::board_page(
+                    &view,
+                    &filter,
+                    &state.source.boards(),
+                    csrf,
+                )),
                 Ok(None) => {
                     Response::error(404, "Not Found", &format!("no board {slug} is served"))
                 }

@@ -223,11 +223,7 @@ mod tests {
                 log: Arc::clone(&self.log),
             })))
         }
-        fn act(
-            &self,
-            _: &str,
-            _: &crate::Action,
-        ) -> Result<crate::ActionDone, crate::ActionError> {
+        fn act(&self, _: &str, _: &crate::Action) -> Result<crate::ActionDone, crate::ActionError> {
             Err(crate::ActionError::Refused("read-only fake".to_owned()))
         }
         #[allow(

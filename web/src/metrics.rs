@@ -225,7 +225,10 @@ mod tests {
             owner_turns: vec![("ops".to_owned(), "completed".to_owned(), 3)],
         });
         assert!(text.contains("kanban_owner_turns{profile=\"ops\",state=\"completed\"} 3"));
-        assert!(!text.contains("kanban_dispatcher_last_tick_age_seconds{"), "never recorded");
+        assert!(
+            !text.contains("kanban_dispatcher_last_tick_age_seconds{"),
+            "never recorded"
+        );
         assert!(
             text.contains("kanban_tasks{board=\"a\\\"b\\\\c\\nd\",status=\"ready\"} 2"),
             "{text}"

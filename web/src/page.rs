@@ -376,14 +376,7 @@ fn links(out: &mut String, slug: &str, title: &str, items: &[TaskLink]) {
 }
 
 /// A form of a reason (optional unless `required`) and a button.
-fn reason_form(
-    out: &mut String,
-    slug: &str,
-    verb: &str,
-    csrf: &str,
-    id: &str,
-    required: bool,
-) {
+fn reason_form(out: &mut String, slug: &str, verb: &str, csrf: &str, id: &str, required: bool) {
     form_open(out, slug, verb, csrf, Some(id), verb);
     let _ = write!(
         out,
@@ -415,7 +408,10 @@ fn task_actions(out: &mut String, view: &TaskView, csrf: &str) {
     if status == "done" {
         reason_form(out, slug, "reopen", csrf, id, false);
     }
-    if matches!(status, "todo" | "ready" | "blocked" | "running" | "scheduled") {
+    if matches!(
+        status,
+        "todo" | "ready" | "blocked" | "running" | "scheduled"
+    ) {
         form_open(out, slug, "schedule", csrf, Some(id), "schedule");
         out.push_str(
             "<label>in or at <input name=\"when\" required placeholder=\"30m, 2h, 2026-12-02T08:00:00Z\"></label> \
@@ -668,7 +664,11 @@ pub fn health_page(view: &HealthView, board: Option<&str>) -> String {
             main,
             "<p class=\"glance\"><span class=\"dispatcher {state}\">dispatcher {state}</span> · \
              oldest ready task: <span class=\"oldest-ready\">{oldest}</span> · running workers: {workers}</p>",
-            state = if b.dispatcher_running { "running" } else { "not-running" },
+            state = if b.dispatcher_running {
+                "running"
+            } else {
+                "not-running"
+            },
             oldest = b
                 .oldest_ready_age_seconds
                 .map(age)
@@ -774,7 +774,10 @@ mod tests {
             &["default".to_owned()],
             None,
         );
-        assert!(!html.contains("<form class=\"act"), "read-only pages have no forms");
+        assert!(
+            !html.contains("<form class=\"act"),
+            "read-only pages have no forms"
+        );
         let forms = board_page(&view, &BoardFilter::default(), &[], Some("tok\"en"));
         assert!(forms.contains("action=\"/act/create?board=default\""));
         assert!(forms.contains("action=\"/act/archive?board=default\""));

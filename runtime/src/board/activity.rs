@@ -111,9 +111,11 @@ impl Board {
                 }
             }
         }
-        for i in 0..hours {
-            a.waiting[i] = (created[i] - a.done[i] - a.running[i]).max(0);
-        }
+        a.waiting = created
+            .iter()
+            .zip(a.done.iter().zip(&a.running))
+            .map(|(c, (d, r))| (c - d - r).max(0))
+            .collect();
         Ok(a)
     }
 }

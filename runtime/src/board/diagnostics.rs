@@ -612,7 +612,10 @@ impl Board {
             "SELECT {} FROM task_events WHERE task_id IN ({list}) ORDER BY id",
             super::events::EVENT_COLUMNS
         ))?;
-        for e in stmt.query_map(crate::db::params_from_iter(ids.iter()), StoredEvent::from_row)? {
+        for e in stmt.query_map(
+            crate::db::params_from_iter(ids.iter()),
+            StoredEvent::from_row,
+        )? {
             let e = e?;
             events.entry(e.task_id.clone()).or_default().push(e);
         }

@@ -218,7 +218,10 @@ fn card_diagnostics(
     board: &Board,
     cards: &[BoardCard],
     now: i64,
-) -> Result<std::collections::HashMap<String, Vec<crate::board::diagnostics::Diagnostic>>, SourceError> {
+) -> Result<
+    std::collections::HashMap<String, Vec<crate::board::diagnostics::Diagnostic>>,
+    SourceError,
+> {
     let mut per_status: std::collections::HashMap<Status, usize> = std::collections::HashMap::new();
     let shown: Vec<&Task> = cards
         .iter()
@@ -231,7 +234,11 @@ fn card_diagnostics(
         })
         .collect();
     board
-        .diagnostics_of(&shown, now, &crate::board::diagnostics::Thresholds::default())
+        .diagnostics_of(
+            &shown,
+            now,
+            &crate::board::diagnostics::Thresholds::default(),
+        )
         .map_err(|e| failure_chain(&e))
 }
 
@@ -655,10 +662,9 @@ fn owner_turns(root: &Path) -> Result<Vec<(String, String, i64)>, SourceError> {
     profiles.sort();
     let mut out = Vec::new();
     for profile in profiles {
-        let state = crate::admission::state::StateDb::open(&crate::admission::state_path(
-            root, &profile,
-        ))
-        .map_err(|e| failure_chain(&e))?;
+        let state =
+            crate::admission::state::StateDb::open(&crate::admission::state_path(root, &profile))
+                .map_err(|e| failure_chain(&e))?;
         for (status, n) in state.turns_by_state().map_err(|e| failure_chain(&e))? {
             out.push((profile.clone(), status, n));
         }

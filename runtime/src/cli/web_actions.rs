@@ -70,13 +70,22 @@ pub fn apply_web_action(
             priority,
             triage,
         } => return create_from_form(&board, title, body, assignee, *priority, *triage, now),
-        Action::Attach { filename, data, .. } => attach_upload(root, location, &board, &id, filename, data, now)?,
+        Action::Attach { filename, data, .. } => {
+            attach_upload(root, location, &board, &id, filename, data, now)?
+        }
         Action::Decompose {
             children,
             root_assignee,
             promote,
             ..
-        } => decompose_from_form(&board, &id, children, root_assignee.as_deref(), *promote, now)?,
+        } => decompose_from_form(
+            &board,
+            &id,
+            children,
+            root_assignee.as_deref(),
+            *promote,
+            now,
+        )?,
         other => web_transition(&board, &id, other, now)?,
     };
     Ok(ActionDone {
@@ -113,7 +122,12 @@ fn create_from_form(
 
 /// The one-task transitions: promote, unblock, block, archive, reopen, schedule, reassign,
 /// reclaim, comment.
-fn web_transition(board: &Board, id: &str, action: &Action, now: i64) -> Result<String, ActionError> {
+fn web_transition(
+    board: &Board,
+    id: &str,
+    action: &Action,
+    now: i64,
+) -> Result<String, ActionError> {
     Ok(match action {
         Action::Promote { .. } => {
             let promotion = Promotion {
@@ -142,7 +156,8 @@ fn web_transition(board: &Board, id: &str, action: &Action, now: i64) -> Result<
         }
         Action::Schedule { when, reason, .. } => {
             let at = schedule_time(when, now)?;
-            let s = web_outcome(board.schedule_by(id, Some(at), reason.as_deref(), WEB_ACTOR, now))?;
+            let s =
+                web_outcome(board.schedule_by(id, Some(at), reason.as_deref(), WEB_ACTOR, now))?;
             format!("scheduled {} (was {})", s.task_id, s.from)
         }
         Action::Reassign {
