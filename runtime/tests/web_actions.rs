@@ -219,6 +219,20 @@ fn each_action_is_the_cli_transition_recorded_with_the_web_actor() {
     );
     assert!(!page.body.contains("<script>alert(1)"));
 
+    // Done, then reopened from the web.
+    k.ok(&["complete", &id, "--summary", "done by hand"]);
+    let r = post(
+        serve.addr,
+        &s,
+        "reopen",
+        &format!("id={id}&reason=not+quite"),
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(k.status(&id), "ready");
+    let reopened = events(&k, &id);
+    assert_eq!(event(&reopened, "status")["actor"], "web");
+    assert_eq!(event(&reopened, "status")["reason"], "reopened: not quite");
+
     let r = post(serve.addr, &s, "archive", &format!("id={id}"));
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(k.status(&id), "archived");

@@ -452,6 +452,9 @@ pub enum Event {
         previous_status: Option<Status>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resume_status: Option<Status>,
+        /// Who reopened it when it was not the CLI (`web`); absent otherwise, as in the original.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
     },
     /// A descendant of a reopened task went back to `todo` (its result no longer stands).
     DescendantInvalidated {

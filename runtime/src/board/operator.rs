@@ -166,10 +166,12 @@ pub(crate) fn archive_in(
 /// reclaimed. Events: `status` {reason `reopened`} on the task; `descendant_invalidated` and
 /// `status` {reason `ancestor_reopened`} plus a comment on each descendant. No process is
 /// signalled: a worker whose run closed is terminated by the dispatcher.
+/// `actor` is recorded in the task's `status` event (`None` from the CLI).
 pub(crate) fn reopen_in(
     tx: &Tx<'_>,
     id: &str,
     reason: Option<&str>,
+    actor: Option<&str>,
     now: i64,
 ) -> Result<Outcome<Reopened>> {
     let task = load_task(tx, id)?;
@@ -203,6 +205,7 @@ pub(crate) fn reopen_in(
             parent: None,
             previous_status: Some(Status::Done),
             resume_status: None,
+            actor: actor.map(str::to_owned),
         },
         now,
     )?;
@@ -271,6 +274,7 @@ pub(crate) fn reopen_in(
                 parent: Some(id.to_owned()),
                 previous_status: Some(child.status),
                 resume_status: Some(Status::Ready),
+                actor: None,
             },
             now,
         )?;
@@ -567,7 +571,18 @@ impl Board {
 
     /// See [`reopen_in`].
     pub fn reopen(&self, id: &str, reason: Option<&str>, now: i64) -> Result<Outcome<Reopened>> {
-        self.write(|tx| reopen_in(tx, id, reason, now))
+        self.write(|tx| reopen_in(tx, id, reason, None, now))
+    }
+
+    /// [`Board::reopen`] by `actor` (the web board's), recorded in the task's `status` event.
+    pub fn reopen_by(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<Outcome<Reopened>> {
+        self.write(|tx| reopen_in(tx, id, reason, Some(actor), now))
     }
 
     /// See [`reclaim_in`].

@@ -148,6 +148,7 @@ pub(crate) fn wake_due_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
                 parent: None,
                 previous_status: Some(Status::Scheduled),
                 resume_status: None,
+                actor: None,
             },
             now,
         )?;

@@ -151,7 +151,7 @@ fn web_transition(
             format!("archived {} (was {})", a.task_id, a.prev_status)
         }
         Action::Reopen { reason, .. } => {
-            let r = web_outcome(board.reopen(id, reason.as_deref(), now))?;
+            let r = web_outcome(board.reopen_by(id, reason.as_deref(), WEB_ACTOR, now))?;
             format!("reopened {}; now {}", r.task_id, r.status)
         }
         Action::Schedule { when, reason, .. } => {
