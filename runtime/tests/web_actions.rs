@@ -539,3 +539,69 @@ fn read_only_mode_serves_no_forms_and_refuses_every_post() {
     assert_eq!(k.status(&id), "triage");
     assert_eq!(board_bytes(&k), before);
 }
+
+#[test]
+fn a_postgresql_board_is_written_from_the_web_the_same_way() {
+    let cluster = kanban_pgwire::cluster::TestCluster::shared().unwrap();
+    let url = cluster.url(&cluster.fresh_database("web_actions").unwrap());
+    let k = kanban();
+    k.ok(&["boards", "create", "pgb", "--url", &url]);
+    let serve = Serve::start(&k, &["--board", "pgb"]);
+    let addr = serve.addr;
+    let page = get(addr, "/?board=pgb", "");
+    let cookie = page
+        .header("Set-Cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let token = cookie.strip_prefix("kanban_csrf=").unwrap().to_owned();
+    let headers = format!("Origin: http://{addr}\r\nCookie: {cookie}\r\n");
+    let r = post_with(
+        addr,
+        "/act/create?board=pgb",
+        &headers,
+        &format!("csrf={token}&title=on+postgres&triage=1"),
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    let id = r
+        .header("Location")
+        .unwrap()
+        .strip_prefix("/task/")
+        .and_then(|l| l.split('?').next())
+        .unwrap()
+        .to_owned();
+    for (verb, fields) in [("promote", ""), ("comment", "&body=from+the+web")] {
+        let r = post_with(
+            addr,
+            &format!("/act/{verb}?board=pgb"),
+            &headers,
+            &format!("csrf={token}&id={id}{fields}"),
+        );
+        assert_eq!(r.status, 303, "{verb}: {}", r.body);
+    }
+    let shown = k.json(&["--board", "pgb", "show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "ready", "{shown}");
+    assert_eq!(shown["task"]["created_by"], "web");
+    assert_eq!(shown["comments"][0]["author"], "web");
+    let promoted = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "promoted_manual")
+        .unwrap();
+    assert_eq!(promoted["payload"]["actor"], "web");
+    // A forged write changes nothing there either.
+    let r = post_with(
+        addr,
+        "/act/archive?board=pgb",
+        &format!("Origin: http://evil.example.com\r\nCookie: {cookie}\r\n"),
+        &format!("csrf={token}&id={id}"),
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        k.json(&["--board", "pgb", "show", &id, "--json"])["task"]["status"],
+        "ready"
+    );
+}
