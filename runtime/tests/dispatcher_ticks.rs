@@ -46,6 +46,11 @@ fn create_warns_while_no_dispatcher_runs_and_is_quiet_while_one_does() {
             .body
             .contains("last tick: not recorded")
     );
+    let board = get(serve.addr, "/", "").body;
+    assert!(
+        board.contains("no dispatcher running (none ever ticked)"),
+        "{board}"
+    );
 
     let mut daemon = k
         .cmd()
@@ -70,6 +75,8 @@ fn create_warns_while_no_dispatcher_runs_and_is_quiet_while_one_does() {
         health.body
     );
     assert!(health.body.contains("s ago"), "{}", health.body);
+    let board = get(serve.addr, "/", "").body;
+    assert!(board.contains("dispatcher running, last tick"), "{board}");
 
     // Stopped cleanly (SIGTERM), it says so: the warning is back, naming the last tick.
     let status = Command::new("kill")

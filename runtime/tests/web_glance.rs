@@ -83,8 +83,13 @@ fn the_health_page_charts_a_dispatch_run_and_cards_carry_their_diagnostics() {
     assert!(health.contains("class=\"oldest-ready\""), "{health}");
     assert!(!health.contains("oldest ready task: <span class=\"oldest-ready\">none ready"));
 
-    // The board page: a badge on the phantom's card only.
+    // The board page: the dispatcher at a glance, and a badge on the phantom's card only.
     let board = get(serve.addr, "/", "").body;
+    assert!(
+        board.contains("no dispatcher running (last tick"),
+        "{board}"
+    );
+    assert!(!board.contains("oldest-ready\">none ready"), "{board}");
     let card = |id: &str| {
         board
             .split("<article")

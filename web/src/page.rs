@@ -257,6 +257,35 @@ fn diagnostics_section(out: &mut String, diagnostics: &[crate::view::DiagnosticV
     out.push_str("</ul></section>");
 }
 
+/// The board page's line at a glance: the dispatcher (running, its last tick) and the oldest
+/// ready task's age; the health page has the rest.
+fn glance(out: &mut String, view: &BoardView) {
+    let dispatcher = match (view.dispatcher_running, view.last_tick_at) {
+        (None, _) => "dispatcher: not recorded on this board".to_owned(),
+        (Some(true), Some(t)) => format!("dispatcher running, last tick {} ago", age(view.now - t)),
+        (Some(_), Some(t)) => format!(
+            "no dispatcher running (last tick {} ago)",
+            age(view.now - t)
+        ),
+        (Some(_), None) => "no dispatcher running (none ever ticked)".to_owned(),
+    };
+    let state = if view.dispatcher_running == Some(true) {
+        "running"
+    } else {
+        "not-running"
+    };
+    let _ = write!(
+        out,
+        "<p class=\"glance\"><span class=\"dispatcher {state}\">{dispatcher}</span> · oldest ready \
+         task: <span class=\"oldest-ready\">{oldest}</span> · <a href=\"/health?board={board}\">health</a></p>",
+        oldest = view
+            .oldest_ready_age_seconds
+            .map(age)
+            .unwrap_or_else(|| "none ready".to_owned()),
+        board = url_component(&view.slug),
+    );
+}
+
 /// The board page's form that creates a task.
 fn create_form(out: &mut String, slug: &str, csrf: &str) {
     out.push_str("<details class=\"new-task\"><summary>new task</summary>");
@@ -319,11 +348,9 @@ pub fn board_page(
         create_form(&mut header, &view.slug, csrf);
     }
     let mut main = String::with_capacity(view.cards.len() * 400 + 1024);
-    let _ = write!(
-        main,
-        "<h1>board {}</h1><div class=\"board\">",
-        escape(&view.slug)
-    );
+    let _ = write!(main, "<h1>board {}</h1>", escape(&view.slug));
+    glance(&mut main, view);
+    main.push_str("<div class=\"board\">");
     for status in &view.statuses {
         if status == "archived" && !filter.archived {
             continue;

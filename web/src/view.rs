@@ -45,6 +45,11 @@ pub struct BoardView {
     /// The columns, in order (one per status).
     pub statuses: Vec<String>,
     pub cards: Vec<CardView>,
+    /// The dispatcher at a glance: `Some(true)` while one runs, `None` when the board records
+    /// no ticks (a board of the original).
+    pub dispatcher_running: Option<bool>,
+    pub last_tick_at: Option<i64>,
+    pub oldest_ready_age_seconds: Option<i64>,
 }
 
 /// A link to another task.

@@ -305,7 +305,14 @@ impl kanban_web::Source for HomeSource {
             .map_err(|e| failure_chain(&e))?;
         let now = self.clock.now();
         let diagnostics = card_diagnostics(&board, &cards, now)?;
+        let ticks = board.dispatcher_ticks().map_err(|e| failure_chain(&e))?;
+        let stats = board.board_stats(now).map_err(|e| failure_chain(&e))?;
         Ok(Some(BoardView {
+            dispatcher_running: board
+                .records_ticks()
+                .then(|| ticks.iter().any(|t| t.running(now))),
+            last_tick_at: ticks.first().map(|t| t.last_tick_at),
+            oldest_ready_age_seconds: stats.oldest_ready_age_seconds,
             slug: slug.to_owned(),
             now,
             statuses: Status::ALL.iter().map(|s| s.as_str().to_owned()).collect(),
