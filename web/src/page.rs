@@ -794,6 +794,7 @@ mod tests {
                 card("t_2", "done", "<b>second</b>"),
                 card("t_3", "archived", "old"),
             ],
+            ..BoardView::default()
         };
         let html = board_page(
             &view,
