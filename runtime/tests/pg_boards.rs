@@ -100,10 +100,10 @@ fn sqlite_rows(db: &Path, table: &str, columns: &[&str]) -> Vec<Vec<Value>> {
 }
 
 fn order(table: &str) -> &'static str {
-    if table == "task_links" {
-        "parent_id, child_id"
-    } else {
-        "id"
+    match table {
+        "task_links" => "parent_id, child_id",
+        "kanban_dispatchers" => "dispatcher",
+        _ => "id",
     }
 }
 
@@ -174,6 +174,15 @@ fn migrate_copies_every_row_of_every_table_and_switches_the_board() {
     ]);
     k.assert_fsck_clean();
     let db = k.default_db();
+    // A dispatcher's recorded tick (schema 8) travels too.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "INSERT INTO kanban_dispatchers (dispatcher, last_tick_at, interval_seconds) \
+             VALUES ('host-a:42', 1000, 5)",
+            [],
+        )
+        .unwrap();
     let before: Vec<Vec<Vec<Value>>> = TABLES
         .iter()
         .map(|(t, c)| {

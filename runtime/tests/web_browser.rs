@@ -137,6 +137,95 @@ fn board_columns_hold_the_seeded_cards_and_a_cli_completion_moves_live() {
     );
 }
 
+/// The path of the page the browser shows.
+fn path(b: &Browser) -> String {
+    b.eval("return window.location.pathname;")
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn a_task_is_created_promoted_commented_and_reclaimed_from_the_page_with_the_keyboard() {
+    const ENTER: &str = "\u{E007}";
+    let b = browser();
+    let k = kanban();
+    let serve = Serve::start(&k, &[]);
+    b.goto(&serve.url("/"));
+    // Create: open the form, type a title (as text: markup stays text) and press Enter.
+    b.eval("document.querySelector('details.new-task').open = true; return null;");
+    b.type_into("form.create input[name=title]", "<b>made</b> on the web");
+    b.type_into("form.create input[name=triage]", " ");
+    b.type_into("form.create input[name=title]", ENTER);
+    let id = wait_for("the new task's page", LIVE_LIMIT, || {
+        path(&b).strip_prefix("/task/").map(str::to_owned)
+    });
+    assert_eq!(
+        b.eval("return document.querySelector('h1.task-title').textContent;"),
+        Value::String("<b>made</b> on the web".into())
+    );
+    assert_eq!(k.status(&id), "triage");
+
+    // Promote: the button, pressed with Enter.
+    b.type_into("form.promote button", ENTER);
+    wait_for("the promotion", LIVE_LIMIT, || {
+        (k.status(&id) == "ready").then_some(())
+    });
+
+    // Comment, with a payload that must stay text.
+    let payload = "<img src=x onerror=\"window.__xss = 1\"> looks good";
+    b.type_into("form.comment textarea", payload);
+    b.type_into("form.comment button", ENTER);
+    wait_for("the comment on the page", LIVE_LIMIT, || {
+        b.eval("var c = document.querySelector('.comment pre'); return c ? c.textContent : '';")
+            .as_str()
+            .is_some_and(|t| t == payload)
+            .then_some(())
+    });
+    assert_eq!(
+        b.eval("return window.__xss === undefined;"),
+        Value::Bool(true)
+    );
+
+    // Claimed elsewhere: the page follows live and offers the reclaim.
+    mark_and_wait_live(&b);
+    k.ok(&["claim", &id, "--claimer", "w1", "--ttl", "900"]);
+    wait_for("the reclaim form", LIVE_LIMIT, || {
+        (b.eval("return document.querySelector('form.reclaim') !== null;") == Value::Bool(true))
+            .then_some(())
+    });
+    assert_not_reloaded(&b);
+    b.type_into("form.reclaim input[name=reason]", "stuck");
+    b.type_into("form.reclaim button", ENTER);
+    wait_for("the reclaim", LIVE_LIMIT, || {
+        (k.status(&id) == "ready").then_some(())
+    });
+
+    // Every step is on the board with the web actor.
+    let shown = k.json(&["show", &id, "--json"]);
+    assert_eq!(shown["task"]["created_by"], "web", "{shown}");
+    assert_eq!(shown["comments"][0]["author"], "web");
+    assert_eq!(shown["comments"][0]["body"], payload);
+    let actor_of = |kind: &str| -> Value {
+        shown["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == kind)
+            .map(|e| e["payload"]["actor"].clone())
+            .unwrap_or_else(|| panic!("no {kind} event: {shown}"))
+    };
+    assert_eq!(actor_of("promoted_manual"), "web");
+    assert_eq!(actor_of("reclaimed"), "web");
+    let commented = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "commented")
+        .unwrap();
+    assert_eq!(commented["payload"]["author"], "web");
+}
+
 #[test]
 fn task_page_follows_the_log_of_a_running_agent() {
     let b = browser();

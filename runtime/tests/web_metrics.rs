@@ -15,8 +15,12 @@ use prometheus_parse::{Sample, Scrape, Value};
 use web_support::{Serve, get};
 
 /// Every family `/metrics` documents, with its type.
-const FAMILIES: [(&str, &str); 6] = [
+const FAMILIES: [(&str, &str); 10] = [
     ("kanban_tasks", "gauge"),
+    ("kanban_dispatcher_last_tick_age_seconds", "gauge"),
+    ("kanban_dispatchers_running", "gauge"),
+    ("kanban_diagnostics", "gauge"),
+    ("kanban_owner_turns", "gauge"),
     ("kanban_runs_total", "counter"),
     ("kanban_workers_running", "gauge"),
     ("kanban_oldest_ready_age_seconds", "gauge"),
@@ -75,6 +79,40 @@ fn metrics_are_parsable_documented_and_monotonic_across_a_dispatch_run() {
         k.create(&format!("task {i}"), &["--assignee", "done"]);
     }
     k.create("waits", &["--triage"]);
+    // A diagnostic (hallucinated_cards): a completion refused for a card that does not exist.
+    // (Blocked afterwards, so that the dispatcher leaves it alone.)
+    let phantom = k.create("claims a phantom card", &[]);
+    let refused = k.run(&[
+        "complete",
+        &phantom,
+        "--summary",
+        "x",
+        "--created-cards",
+        "t_deadbeef00",
+    ]);
+    assert_eq!(refused.code, 3, "{refused:?}");
+    k.ok(&["block", &phantom, "--reason", "checking"]);
+    // An owner's state.db with two completed turns and one started.
+    let state = k.home().join("owner").join("ops").join("state.db");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    kanban_runtime::admission::state::StateDb::open(&state).unwrap();
+    let conn = rusqlite::Connection::open(&state).unwrap();
+    conn.execute(
+        "INSERT INTO sessions (session_id, principal_id, request_id, receipt_json, created_at) \
+         VALUES ('s', 'p', 'r', '{}', 0)",
+        [],
+    )
+    .unwrap();
+    for (i, status) in ["completed", "completed", "started"].iter().enumerate() {
+        conn.execute(
+            "INSERT INTO session_admissions (admission_id, principal_id, target_session_id, \
+             request_id, payload_json, task_id, run_id, status, owner_epoch, updated_at) \
+             VALUES (?1, 'p', 's', ?1, '{}', 't_1', 1, ?2, 1, 0)",
+            rusqlite::params![format!("a{i}"), status],
+        )
+        .unwrap();
+    }
+    drop(conn);
     let serve = Serve::start(&k, &[]);
 
     let (text, before) = scrape(&serve);
@@ -89,7 +127,24 @@ fn metrics_are_parsable_documented_and_monotonic_across_a_dispatch_run() {
     assert_eq!(v["kanban_tasks{board=default,status=ready}"], 3.0, "{v:?}");
     assert_eq!(v["kanban_tasks{board=default,status=triage}"], 1.0);
     assert!(v["kanban_oldest_ready_age_seconds{board=default}"] >= 0.0);
-    assert_eq!(v["kanban_run_duration_seconds_count{board=default}"], 0.0);
+    // The refused completion and the block closed the phantom card's one run.
+    let closed_before = v["kanban_run_duration_seconds_count{board=default}"];
+    assert!(closed_before <= 1.0, "{closed_before}");
+    // No dispatcher ever ticked: no age, none running.
+    assert!(
+        !text.contains("kanban_dispatcher_last_tick_age_seconds{"),
+        "{text}"
+    );
+    assert_eq!(v["kanban_dispatchers_running{board=default}"], 0.0);
+    let diagnostic = v
+        .iter()
+        .find(|(key, _)| {
+            key.starts_with("kanban_diagnostics{board=default,rule=hallucinated_cards,")
+        })
+        .unwrap_or_else(|| panic!("no hallucinated_cards diagnostic: {text}"));
+    assert_eq!(*diagnostic.1, 1.0);
+    assert_eq!(v["kanban_owner_turns{profile=ops,state=completed}"], 2.0);
+    assert_eq!(v["kanban_owner_turns{profile=ops,state=started}"], 1.0);
 
     let run = k.run(&["dispatch", "--until-idle"]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -98,8 +153,15 @@ fn metrics_are_parsable_documented_and_monotonic_across_a_dispatch_run() {
     let w = values(&after);
     assert_eq!(w["kanban_tasks{board=default,status=done}"], 3.0, "{text}");
     assert_eq!(w["kanban_runs_total{board=default,outcome=completed}"], 3.0);
-    assert_eq!(w["kanban_run_duration_seconds_count{board=default}"], 3.0);
+    assert_eq!(
+        w["kanban_run_duration_seconds_count{board=default}"],
+        closed_before + 3.0
+    );
     assert_eq!(w["kanban_claim_to_spawn_seconds_count{board=default}"], 3.0);
+    // The dispatcher recorded its ticks, and that it stopped.
+    let age = w["kanban_dispatcher_last_tick_age_seconds{board=default}"];
+    assert!((0.0..600.0).contains(&age), "{age}");
+    assert_eq!(w["kanban_dispatchers_running{board=default}"], 0.0);
     // Nothing ready is left: the age is 0, and no worker runs.
     assert_eq!(w["kanban_oldest_ready_age_seconds{board=default}"], 0.0);
     assert!(!text.contains("kanban_workers_running{"), "{text}");

@@ -1,4 +1,5 @@
-//! A small HTTP/1.1 server: GET and HEAD only, one request per connection (`Connection: close`),
+//! A small HTTP/1.1 server: GET and HEAD read, POST writes (unless read-only), one request per
+//! connection (`Connection: close`),
 //! a bounded request head with a deadline for the whole of it, a Host check, write timeouts, and
 //! separate caps on connections still sending their head and on live ones. Every response
 //! carries a restrictive Content-Security-Policy (scripts, styles and connections from this origin
@@ -9,6 +10,15 @@
 //! `log` with a task id when the log of its open run grew), `/assets/app.js`, `/assets/app.css`.
 //! Anything else, an unknown board and an unknown task are 404 pages. `HEAD` answers the head a
 //! `GET` would, and no body (for `/events` too: no stream).
+//!
+//! Writes: `POST /act/VERB?board=SLUG` with a form (url-encoded; multipart for `attach`), see
+//! [`crate::action`]. On top of the Host and token checks a write must carry an `Origin` equal
+//! to this server as the `Host` header names it (403), a `Content-Length` within
+//! [`MAX_FORM_BODY`] ([`MAX_UPLOAD_BODY`] for an upload; 411, 413), and the browser session's
+//! CSRF token twice: as the `kanban_csrf` cookie the board and task pages hand out (drawn from
+//! the kernel's random generator, `HttpOnly; SameSite=Strict`) and as the form's `csrf` field,
+//! compared in constant time (403). A refused write changes nothing; a done one is a 303 to the
+//! task's page. In read-only mode the pages carry no forms and every `POST` is 405.
 //!
 //! Host: the `Host` header must name this server — `localhost`, the address the connection came
 //! in on (or the listen address), or a name given in [`ServeConfig::allowed_hosts`] — else the
@@ -41,6 +51,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+pub use crate::action::percent_decode;
 use crate::live::{Change, Hub};
 use crate::page::{self, BoardFilter};
 use crate::{Source, SourceError};
@@ -59,6 +70,15 @@ const MAX_HEAD: usize = 16 * 1024;
 const KEEPALIVE: Duration = Duration::from_secs(15);
 /// How long one write of an answer may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest url-encoded form body accepted (a decomposition's children JSON fits).
+pub const MAX_FORM_BODY: usize = 256 * 1024;
+/// Largest multipart body accepted (an attachment: the board's 25 MiB cap and the form around
+/// it).
+pub const MAX_UPLOAD_BODY: usize = 25 * 1024 * 1024 + 64 * 1024;
+/// The cookie that carries a browser session's CSRF token.
+pub const CSRF_COOKIE: &str = "kanban_csrf";
+/// CSRF sessions remembered at most; a new one beyond forgets the oldest.
+const MAX_SESSIONS: usize = 4096;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -73,8 +93,11 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// Connections still sending their request head at most; one more closes the oldest.
     pub max_pending: usize,
-    /// Time a connection has, from being accepted, to send its whole request head.
+    /// Time a connection has, from being accepted, to send its whole request head (and the
+    /// body of a `POST`).
     pub head_deadline: Duration,
+    /// Serve no forms and refuse every `POST` (405): the view changes nothing.
+    pub read_only: bool,
 }
 
 impl ServeConfig {
@@ -94,6 +117,7 @@ impl ServeConfig {
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_pending: Self::DEFAULT_MAX_PENDING,
             head_deadline: Self::DEFAULT_HEAD_DEADLINE,
+            read_only: false,
         }
     }
 }
@@ -353,9 +377,45 @@ struct State<S> {
     live: AtomicUsize,
     max_connections: usize,
     head_deadline: Duration,
+    read_only: bool,
+    /// The CSRF tokens handed out, oldest first (at most [`MAX_SESSIONS`]).
+    sessions: Mutex<VecDeque<String>>,
 }
 
 impl<S> State<S> {
+    /// The CSRF token of the browser session `request` belongs to (its `kanban_csrf` cookie,
+    /// when this server handed it out), or a new one from the kernel's random generator, with
+    /// `true` when it is new (the answer then sets the cookie).
+    fn csrf_session(&self, request: &Request) -> io::Result<(String, bool)> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(given) = cookie_value(request, CSRF_COOKIE)
+            && sessions.iter().any(|s| same_secret(s, &given))
+        {
+            return Ok((given, false));
+        }
+        let token = random_token()?;
+        if sessions.len() >= MAX_SESSIONS {
+            sessions.pop_front();
+        }
+        sessions.push_back(token.clone());
+        Ok((token, true))
+    }
+
+    /// True when the request's `kanban_csrf` cookie is a session this server handed out and
+    /// `field` (the form's `csrf`) is the same token; compared in constant time.
+    fn csrf_ok(&self, request: &Request, field: Option<&str>) -> bool {
+        let (Some(given), Some(field)) = (cookie_value(request, CSRF_COOKIE), field) else {
+            return false;
+        };
+        let known = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|s| same_secret(s, &given));
+        known && same_secret(&given, field)
+    }
+
     /// Takes a live place, or `None` when all are taken.
     fn enter_live(&self) -> Option<LiveSlot<'_>> {
         if self.live.fetch_add(1, Ordering::SeqCst) >= self.max_connections {
@@ -415,6 +475,8 @@ impl<S: Source> Server<S> {
                 live: AtomicUsize::new(0),
                 max_connections: config.max_connections.max(1),
                 head_deadline: config.head_deadline,
+                read_only: config.read_only,
+                sessions: Mutex::new(VecDeque::new()),
             }),
         })
     }
@@ -480,6 +542,11 @@ pub struct Request {
     pub cookie: Option<String>,
     /// The Host header (repeated ones joined with `, `, which no host name matches).
     pub host: Option<String>,
+    /// The Origin header (repeated ones joined with `, `, which matches no origin).
+    pub origin: Option<String>,
+    /// The Content-Length header as sent (repeated ones joined with `, `).
+    pub content_length: Option<String>,
+    pub content_type: Option<String>,
 }
 
 impl Request {
@@ -490,32 +557,6 @@ impl Request {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
-}
-
-/// Decodes `%XX` and `+` (in query strings); `None` for a `%` not followed by two hex digits or
-/// invalid UTF-8.
-pub fn percent_decode(text: &str, plus_is_space: bool) -> Option<String> {
-    let bytes = text.as_bytes();
-    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
-        b != b'%'
-            || bytes
-                .get(i + 1..i + 3)
-                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
-    });
-    if !well_formed {
-        return None;
-    }
-    let spaced;
-    let text = if plus_is_space {
-        spaced = text.replace('+', " ");
-        spaced.as_str()
-    } else {
-        text
-    };
-    percent_encoding::percent_decode_str(text)
-        .decode_utf8()
-        .ok()
-        .map(std::borrow::Cow::into_owned)
 }
 
 /// Parses a request head (without the final blank line); `None` when it is not HTTP/1.x.
@@ -553,6 +594,12 @@ pub fn parse_head(head: &str) -> Option<Request> {
                 Some(old) => format!("{old}, {value}"),
                 None => value,
             });
+        } else if name.eq_ignore_ascii_case("origin") {
+            request.origin = Some(join(request.origin.take(), value, ", "));
+        } else if name.eq_ignore_ascii_case("content-length") {
+            request.content_length = Some(join(request.content_length.take(), value, ", "));
+        } else if name.eq_ignore_ascii_case("content-type") {
+            request.content_type = Some(join(request.content_type.take(), value, ", "));
         } else if name.eq_ignore_ascii_case("cookie") {
             request.cookie = Some(match request.cookie.take() {
                 Some(old) => format!("{old}; {value}"),
@@ -561,6 +608,41 @@ pub fn parse_head(head: &str) -> Option<Request> {
         }
     }
     Some(request)
+}
+
+fn join(old: Option<String>, value: String, sep: &str) -> String {
+    match old {
+        Some(old) => format!("{old}{sep}{value}"),
+        None => value,
+    }
+}
+
+/// The value of cookie `name` in the request's Cookie headers.
+fn cookie_value(request: &Request, name: &str) -> Option<String> {
+    let cookies = request.cookie.as_deref()?;
+    cookies.split(';').find_map(|c| {
+        let (k, v) = c.trim().split_once('=')?;
+        (k == name).then(|| percent_decode(v, false)).flatten()
+    })
+}
+
+/// 32 bytes from the kernel's random generator (`getrandom(2)`), as 64 hex digits.
+fn random_token() -> io::Result<String> {
+    let mut bytes = [0u8; 32];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(0) => {
+                return Err(io::Error::other(
+                    "the kernel's random generator gave nothing",
+                ));
+            }
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Compares in constant time (`subtle`), so the time taken does not tell how much of a guess
@@ -641,8 +723,9 @@ impl Read for DeadlineRead<'_> {
     }
 }
 
-/// Reads the request head (without the blank line ending it), all of it before `deadline`.
-fn read_head(stream: &TcpStream, deadline: Instant) -> Result<String, HeadError> {
+/// Reads the request head (without the blank line ending it), all of it before `deadline`,
+/// and the bytes read past it (the start of a body).
+fn read_head(stream: &TcpStream, deadline: Instant) -> Result<(String, Vec<u8>), HeadError> {
     let mut reader = BufReader::new(DeadlineRead { stream, deadline }.take(MAX_HEAD as u64));
     let mut head = String::new();
     let mut total = 0;
@@ -675,7 +758,57 @@ fn read_head(stream: &TcpStream, deadline: Instant) -> Result<String, HeadError>
         head.push_str(line.trim_end_matches(['\r', '\n']));
         head.push_str("\r\n");
     }
-    Ok(head.trim_end().to_owned())
+    Ok((head.trim_end().to_owned(), reader.buffer().to_vec()))
+}
+
+/// Why a request body was not read.
+enum BodyError {
+    Missing,
+    Malformed,
+    TooLarge { max: usize },
+    TimedOut,
+    Closed,
+}
+
+/// Reads the body `request` announces with `Content-Length` (at most `max` bytes), `start`
+/// being what came with the head, all of it before `deadline`.
+fn read_body(
+    stream: &TcpStream,
+    request: &Request,
+    start: Vec<u8>,
+    max: usize,
+    deadline: Instant,
+) -> Result<Vec<u8>, BodyError> {
+    let text = request
+        .content_length
+        .as_deref()
+        .ok_or(BodyError::Missing)?;
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(BodyError::Malformed);
+    }
+    let len: usize = text.parse().map_err(|_| BodyError::TooLarge { max })?;
+    if len > max {
+        return Err(BodyError::TooLarge { max });
+    }
+    if start.len() > len {
+        return Err(BodyError::Malformed);
+    }
+    let mut body = start;
+    let missing = (len - body.len()) as u64;
+    let mut rest = DeadlineRead { stream, deadline }.take(missing);
+    match rest.read_to_end(&mut body) {
+        Ok(_) if body.len() == len => Ok(body),
+        Ok(_) => Err(BodyError::Closed),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            Err(BodyError::TimedOut)
+        }
+        Err(_) => Err(BodyError::Closed),
+    }
 }
 
 struct Response {
@@ -729,11 +862,14 @@ fn write_response(stream: &mut TcpStream, head_only: bool, r: &Response) -> io::
     stream.flush()
 }
 
+/// The headers of every answer. `Referrer-Policy: same-origin`, not `no-referrer`: under
+/// `no-referrer` a browser sends `Origin: null` with the page's own form posts, which the
+/// Origin check of a write must refuse; `same-origin` still sends nothing to another site.
 fn push_common_headers(out: &mut String) {
     out.push_str("Content-Security-Policy: ");
     out.push_str(CSP);
     out.push_str(
-        "\r\nX-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n\
+        "\r\nX-Content-Type-Options: nosniff\r\nReferrer-Policy: same-origin\r\n\
          X-Frame-Options: DENY\r\nCache-Control: no-store\r\nConnection: close\r\n",
     );
 }
@@ -757,8 +893,8 @@ fn handle<S: Source>(
     accepted: Instant,
 ) -> io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let head = match read_head(&stream, accepted + state.head_deadline) {
-        Ok(head) => head,
+    let (head, start) = match read_head(&stream, accepted + state.head_deadline) {
+        Ok(read) => read,
         Err(HeadError::Closed) => return Ok(()),
         Err(HeadError::TimedOut) => {
             return respond_error(
@@ -829,13 +965,38 @@ fn handle<S: Source>(
             ),
         );
     }
-    if request.method != "GET" && !head_only {
+    let post = request.method == "POST";
+    let misplaced = post && !state.read_only && !request.path.starts_with("/act/");
+    if misplaced {
         let mut r = Response::error(
             405,
             "Method Not Allowed",
-            "this view is read-only: GET only",
+            "this page is read with GET; writes are POSTed to /act/VERB by the page's forms",
         );
         r.extra.push("Allow: GET, HEAD".to_owned());
+        return write_response(&mut stream, false, &r);
+    }
+    if (post && state.read_only) || !(post || request.method == "GET" || head_only) {
+        let mut r = if state.read_only {
+            let mut r = Response::error(
+                405,
+                "Method Not Allowed",
+                "this server is read-only (kanban serve --read-only): GET and HEAD only",
+            );
+            r.extra.push("Allow: GET, HEAD".to_owned());
+            r
+        } else {
+            let mut r = Response::error(
+                405,
+                "Method Not Allowed",
+                "GET and HEAD read, POST writes; nothing else is served",
+            );
+            r.extra.push("Allow: GET, HEAD, POST".to_owned());
+            r
+        };
+        if post {
+            r.extra.push("X-Kanban-Refused: read-only".to_owned());
+        }
         return write_response(&mut stream, head_only, &r);
     }
     let auth = authorize(&request, state.token.as_deref());
@@ -849,6 +1010,14 @@ fn handle<S: Source>(
         r.extra.push("WWW-Authenticate: Bearer".to_owned());
         return write_response(&mut stream, head_only, &r);
     }
+    let body = if post {
+        match post_body(state, &stream, &request, start, accepted) {
+            Ok(body) => Some(body),
+            Err(refusal) => return write_response(&mut stream, false, &refusal),
+        }
+    } else {
+        None
+    };
     drop(pending);
     let Some(_live) = state.enter_live() else {
         return respond_error(
@@ -859,16 +1028,208 @@ fn handle<S: Source>(
             "too many connections; try again",
         );
     };
+    if let Some(body) = body {
+        return write_response(&mut stream, false, &post_action(state, &request, &body));
+    }
     if request.path == "/events" {
         return event_stream(state, stream, &request, auth);
     }
-    let mut response = route(state, &request);
+    let page = request.path == "/" || request.path.starts_with("/task/");
+    let session = if state.read_only || !page || head_only {
+        None
+    } else {
+        match state.csrf_session(&request) {
+            Ok(session) => Some(session),
+            Err(e) => {
+                return respond_error(
+                    &mut stream,
+                    false,
+                    500,
+                    "Internal Server Error",
+                    &format!("no CSRF token could be drawn: {e}"),
+                );
+            }
+        }
+    };
+    let mut response = route(state, &request, session.as_ref().map(|(t, _)| t.as_str()));
     if auth == Auth::GrantedByQuery
         && let Some(token) = &state.token
     {
         response.extra.push(token_cookie(token));
     }
+    if let Some((token, true)) = &session {
+        response.extra.push(csrf_cookie(token));
+    }
     write_response(&mut stream, head_only, &response)
+}
+
+/// True when the request's `Origin` is this server as the request names it (`http://` or
+/// `https://` and exactly the `Host` header's value): a form posted by a page of another site
+/// carries that site's origin. A missing or `null` Origin does not match.
+fn same_origin(request: &Request) -> bool {
+    let (Some(origin), Some(host)) = (request.origin.as_deref(), request.host.as_deref()) else {
+        return false;
+    };
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .is_some_and(|rest| rest.eq_ignore_ascii_case(host.trim()))
+}
+
+/// The checks of a `POST` before its body is read (its `Origin`, its type and announced size)
+/// and the body itself; a refusal is the answer to send.
+fn post_body<S>(
+    state: &State<S>,
+    stream: &TcpStream,
+    request: &Request,
+    start: Vec<u8>,
+    accepted: Instant,
+) -> Result<Vec<u8>, Response> {
+    if !same_origin(request) {
+        return Err(Response::error(
+            403,
+            "Forbidden",
+            "a write must come from this server's own page: the request's Origin is missing \
+             or names another site",
+        ));
+    }
+    let max = match request.content_type.as_deref() {
+        Some(t) if is_form(t) => MAX_FORM_BODY,
+        Some(t) if crate::action::multipart_boundary(t).is_some() => MAX_UPLOAD_BODY,
+        _ => {
+            return Err(Response::error(
+                415,
+                "Unsupported Media Type",
+                "a write is a form: application/x-www-form-urlencoded, or multipart/form-data \
+                 for an attachment",
+            ));
+        }
+    };
+    read_body(stream, request, start, max, accepted + state.head_deadline).map_err(|e| match e {
+        BodyError::Missing => {
+            Response::error(411, "Length Required", "a write needs a Content-Length")
+        }
+        BodyError::Malformed => {
+            Response::error(400, "Bad Request", "the Content-Length is malformed")
+        }
+        BodyError::TooLarge { max } => Response::error(
+            413,
+            "Content Too Large",
+            &format!("the form is larger than {max} bytes; nothing was changed"),
+        ),
+        BodyError::TimedOut => Response::error(
+            408,
+            "Request Timeout",
+            "the request body did not arrive in time",
+        ),
+        BodyError::Closed => Response::error(400, "Bad Request", "the request body was cut short"),
+    })
+}
+
+fn is_form(content_type: &str) -> bool {
+    content_type.split(';').next().is_some_and(|t| {
+        t.trim()
+            .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+    })
+}
+
+/// `POST /act/VERB?board=SLUG`: the form's CSRF token, then the action; a success is a 303 to
+/// the task's page.
+fn post_action<S: Source>(state: &State<S>, request: &Request, body: &[u8]) -> Response {
+    use crate::action::{Action, ActionError, Form};
+    let Some(verb) = request.path.strip_prefix("/act/") else {
+        return Response::error(
+            404,
+            "Not Found",
+            &format!("no action at {}; writes go to /act/VERB", request.path),
+        );
+    };
+    let content_type = request.content_type.as_deref().unwrap_or("");
+    let parsed = if is_form(content_type) {
+        match Form::parse(body) {
+            Some(form) => form
+                .single("csrf")
+                .map(|csrf| (csrf.map(str::to_owned), Action::from_form(verb, &form))),
+            None => Err(ActionError::Invalid(
+                "the form is not url-encoded UTF-8".to_owned(),
+            )),
+        }
+    } else {
+        let parts = crate::action::multipart_boundary(content_type)
+            .and_then(|b| crate::action::parse_multipart(body, &b));
+        match parts {
+            None => Err(ActionError::Invalid(
+                "the multipart form is malformed".to_owned(),
+            )),
+            Some(parts) => {
+                let csrf = parts
+                    .iter()
+                    .find(|p| p.name == "csrf")
+                    .and_then(|p| String::from_utf8(p.data.clone()).ok());
+                let action = if verb == "attach" {
+                    Action::from_upload(&parts)
+                } else {
+                    Err(ActionError::Invalid(format!(
+                        "{verb} takes a url-encoded form; only attach is multipart"
+                    )))
+                };
+                Ok((csrf, action))
+            }
+        }
+    };
+    // The CSRF token is checked before anything else the form says is looked at.
+    let (csrf, action) = match parsed {
+        Ok(found) => found,
+        Err(e) => return action_refused(&e),
+    };
+    if !state.csrf_ok(request, csrf.as_deref()) {
+        return Response::error(
+            403,
+            "Forbidden",
+            "the form's CSRF token is missing or not this browser session's: reload the page \
+             and try again; nothing was changed",
+        );
+    }
+    let action = match action {
+        Ok(action) => action,
+        Err(e) => return action_refused(&e),
+    };
+    let Some(slug) = board_slug(state, request) else {
+        return Response::error(404, "Not Found", "no board is served");
+    };
+    match state.source.act(&slug, &action) {
+        Ok(done) => {
+            let location = format!(
+                "/task/{}?board={}",
+                page::url_component(&done.task_id),
+                page::url_component(&slug)
+            );
+            let mut r = Response {
+                status: 303,
+                reason: "See Other",
+                ..Response::html(page::done_page(&done.message, &location))
+            };
+            r.extra.push(format!("Location: {location}"));
+            r
+        }
+        Err(e) => action_refused(&e),
+    }
+}
+
+fn action_refused(e: &crate::action::ActionError) -> Response {
+    let (status, reason) = e.status();
+    let mut r = Response::error(
+        status,
+        reason,
+        &format!("{}; nothing was changed", e.message()),
+    );
+    r.extra.push("X-Kanban-Refused: action".to_owned());
+    r
+}
+
+/// The header that hands a new browser session its CSRF token (the forms carry it too).
+fn csrf_cookie(token: &str) -> String {
+    format!("Set-Cookie: {CSRF_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict")
 }
 
 /// The header that hands a token given in the URL back as a cookie.
@@ -890,7 +1251,8 @@ fn board_slug<S: Source>(state: &State<S>, request: &Request) -> Option<String> 
     }
 }
 
-fn route<S: Source>(state: &State<S>, request: &Request) -> Response {
+/// Answers a read; `csrf` is the session's token when the pages carry forms.
+fn route<S: Source>(state: &State<S>, request: &Request, csrf: Option<&str>) -> Response {
     let path = request.path.as_str();
     match path {
         "/" => {
@@ -909,9 +1271,12 @@ fn route<S: Source>(state: &State<S>, request: &Request) -> Response {
                 archived: request.param("archived").is_some_and(|a| a == "1"),
             };
             match state.source.board(&slug, filter.archived) {
-                Ok(Some(view)) => {
-                    Response::html(page::board_page(&view, &filter, &state.source.boards()))
-                }
+                Ok(Some(view)) => Response::html(page::board_page(
+                    &view,
+                    &filter,
+                    &state.source.boards(),
+                    csrf,
+                )),
                 Ok(None) => {
                     Response::error(404, "Not Found", &format!("no board {slug} is served"))
                 }
@@ -956,7 +1321,7 @@ fn route<S: Source>(state: &State<S>, request: &Request) -> Response {
                     return Response::error(404, "Not Found", "no board is served");
                 };
                 return match state.source.task(&slug, id) {
-                    Ok(Some(view)) => Response::html(page::task_page(&view)),
+                    Ok(Some(view)) => Response::html(page::task_page(&view, csrf)),
                     Ok(None) => {
                         Response::error(404, "Not Found", &format!("no task {id} on board {slug}"))
                     }
@@ -1090,7 +1455,7 @@ mod tests {
                 .collect(),
             authorization: auth.map(str::to_owned),
             cookie: cookie.map(str::to_owned),
-            host: None,
+            ..Request::default()
         };
         let t = Some("s3cret");
         assert_eq!(authorize(&with(None, None, &[]), None), Auth::Granted);
@@ -1257,6 +1622,13 @@ mod tests {
         }
         fn watcher(&self, _: &str) -> Result<Option<Box<dyn crate::Watcher>>, SourceError> {
             Ok(None)
+        }
+        fn act(
+            &self,
+            slug: &str,
+            _: &crate::Action,
+        ) -> Result<crate::ActionDone, crate::ActionError> {
+            Err(crate::ActionError::NotFound(format!("no board {slug}")))
         }
         #[allow(
             clippy::disallowed_methods,

@@ -1,13 +1,19 @@
-//! `kanban-web`: the read-only, live web view of kanban boards that `kanban serve` runs.
+//! `kanban-web`: the live web view of kanban boards that `kanban serve` runs, and the board's
+//! write actions from it.
 //!
-//! The crate depends on std only. It knows nothing of SQLite or of the runtime: the runtime
-//! implements [`Source`] (page data as the plain types of [`view`], a change watcher per board,
-//! and the thread spawner the runtime sanctions), and this crate serves it:
+//! The crate depends on std, `subtle`, `percent-encoding` and `rustix` (the kernel's random
+//! generator for CSRF tokens). It knows nothing of SQLite or of the runtime: the runtime
+//! implements [`Source`] (page data as the plain types of [`view`], the write actions of
+//! [`action`], a change watcher per board, and the thread spawner the runtime sanctions), and
+//! this crate serves it:
 //!
-//! * [`http`]: a small HTTP/1.1 server (GET and HEAD only, one thread per connection, a bounded
-//!   request head with a deadline for all of it, connections still sending it capped apart from
-//!   live ones, a back-off when accepting runs out of descriptors), the Host check against DNS
-//!   rebinding, the token check and the security headers;
+//! * [`http`]: a small HTTP/1.1 server (GET and HEAD read, POST writes; one thread per
+//!   connection, a bounded request head and body with a deadline for all of it, connections
+//!   still sending it capped apart from live ones, a back-off when accepting runs out of
+//!   descriptors), the Host check against DNS rebinding, the token check, the `Origin` and
+//!   per-session CSRF checks of a write, and the security headers;
+//! * [`action`]: the write actions a form asks for, read and checked whole before the
+//!   [`Source`] carries them out;
 //! * [`page`]: the HTML pages — board, task, cron, health, 401 and 404 — with every value from a
 //!   board escaped by [`page::escape`];
 //! * [`metrics`]: `/metrics`, the boards' numbers in the Prometheus text format;
@@ -16,8 +22,13 @@
 //!   change out to the browsers over server-sent events; browsers never poll;
 //! * `assets/`: the page's script and stylesheet, compiled into the binary (`include_str!`).
 //!
-//! It never changes a board: there is no route that writes, and [`Source`] has no write method.
+//! The crate itself never touches a board: every write is [`Source::act`], which the runtime
+//! implements with the same library calls as the CLI. With [`ServeConfig::read_only`] the pages
+//! carry no forms and every `POST` is refused, so nothing can change a board.
 
+pub mod action;
+pub mod chart;
+mod html;
 pub mod http;
 pub mod live;
 pub mod metrics;
@@ -26,6 +37,7 @@ pub mod view;
 
 use std::io;
 
+pub use action::{Action, ActionDone, ActionError};
 pub use http::{ServeConfig, ServeError, Server};
 pub use view::*;
 
@@ -55,6 +67,8 @@ pub trait Source: Send + Sync + 'static {
     fn health(&self) -> Result<HealthView, SourceError>;
     /// The numbers `/metrics` exports of every served board.
     fn metrics(&self) -> Result<MetricsView, SourceError>;
+    /// Carries out a write action on served board `slug`, recorded with the web's actor.
+    fn act(&self, slug: &str, action: &Action) -> Result<ActionDone, ActionError>;
     /// A change watcher of one served board (`None` when `slug` is not served).
     fn watcher(&self, slug: &str) -> Result<Option<Box<dyn Watcher>>, SourceError>;
     /// Starts `job` on a new thread named `name` (the runtime's sanctioned spawner, which carries

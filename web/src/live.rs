@@ -223,6 +223,9 @@ mod tests {
                 log: Arc::clone(&self.log),
             })))
         }
+        fn act(&self, _: &str, _: &crate::Action) -> Result<crate::ActionDone, crate::ActionError> {
+            Err(crate::ActionError::Refused("read-only fake".to_owned()))
+        }
         #[allow(
             clippy::disallowed_methods,
             reason = "test code: a plain thread stands in for the runtime's `identity::spawn`"

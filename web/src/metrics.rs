@@ -69,6 +69,68 @@ pub fn render(view: &MetricsView) -> String {
     );
     family(
         &mut out,
+        "kanban_dispatcher_last_tick_age_seconds",
+        "gauge",
+        "Seconds since a dispatcher of the board last recorded a tick (absent: never).",
+        view,
+        |out, b| {
+            if let Some(age) = b.last_tick_age_seconds {
+                let _ = writeln!(
+                    out,
+                    "kanban_dispatcher_last_tick_age_seconds{{board=\"{}\"}} {age}",
+                    label(&b.slug)
+                );
+            }
+        },
+    );
+    family(
+        &mut out,
+        "kanban_dispatchers_running",
+        "gauge",
+        "Dispatchers whose recorded tick is recent enough that they run.",
+        view,
+        |out, b| {
+            let _ = writeln!(
+                out,
+                "kanban_dispatchers_running{{board=\"{}\"}} {}",
+                label(&b.slug),
+                b.dispatchers_running
+            );
+        },
+    );
+    family(
+        &mut out,
+        "kanban_diagnostics",
+        "gauge",
+        "Active diagnostics (kanban diagnostics), per rule and severity.",
+        view,
+        |out, b| {
+            for (rule, severity, n) in &b.diagnostics {
+                let _ = writeln!(
+                    out,
+                    "kanban_diagnostics{{board=\"{}\",rule=\"{}\",severity=\"{}\"}} {n}",
+                    label(&b.slug),
+                    label(rule),
+                    label(severity)
+                );
+            }
+        },
+    );
+    let _ = writeln!(
+        out,
+        "# HELP kanban_owner_turns Owner-mode turns (kanban owner status), per profile and state."
+    );
+    let _ = writeln!(out, "# TYPE kanban_owner_turns gauge");
+    for (profile, state, n) in &view.owner_turns {
+        let _ = writeln!(
+            out,
+            "kanban_owner_turns{{profile=\"{}\",state=\"{}\"}} {n}",
+            label(profile),
+            label(state)
+        );
+    }
+    family(
+        &mut out,
         "kanban_run_duration_seconds",
         "histogram",
         "Closed runs, from claim to end.",
@@ -160,7 +222,13 @@ mod tests {
                     ..board
                 },
             ],
+            owner_turns: vec![("ops".to_owned(), "completed".to_owned(), 3)],
         });
+        assert!(text.contains("kanban_owner_turns{profile=\"ops\",state=\"completed\"} 3"));
+        assert!(
+            !text.contains("kanban_dispatcher_last_tick_age_seconds{"),
+            "never recorded"
+        );
         assert!(
             text.contains("kanban_tasks{board=\"a\\\"b\\\\c\\nd\",status=\"ready\"} 2"),
             "{text}"

@@ -1,26 +1,16 @@
 //! The HTML pages. Every value that comes from a board goes through [`escape`] (text and quoted
 //! attributes alike) or [`url_component`] (inside an `href`); the pages carry no inline script or
 //! style, so the Content-Security-Policy can forbid both.
+//!
+//! Unless the server is read-only the board and task pages carry plain forms (no drag and drop,
+//! no script needed; every control reachable with the keyboard) that `POST` to `/act/VERB`, each
+//! with the session's CSRF token in a hidden `csrf` field.
 
 use std::fmt::Write as _;
 
 use crate::view::{BoardView, CardView, CronView, HealthView, TaskLink, TaskView};
 
-/// Escapes `text` for HTML text and double- or single-quoted attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::html::escape;
 
 /// Percent-encodes `text` for a URL path segment or query value (unreserved characters stay).
 pub fn url_component(text: &str) -> String {
@@ -129,7 +119,54 @@ fn when(now: i64, at: Option<i64>) -> String {
     }
 }
 
-fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView) {
+/// The opening of a form posting action `verb` of board `slug`, with the CSRF field and, for a
+/// task's action, its id.
+fn form_open(out: &mut String, slug: &str, verb: &str, csrf: &str, id: Option<&str>, class: &str) {
+    let _ = write!(
+        out,
+        "<form class=\"act {class}\" method=\"post\" action=\"/act/{verb}?board={board}\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">",
+        board = url_component(slug),
+        csrf = escape(csrf),
+    );
+    if let Some(id) = id {
+        let _ = write!(
+            out,
+            "<input type=\"hidden\" name=\"id\" value=\"{}\">",
+            escape(id)
+        );
+    }
+}
+
+/// A form of one button (`label`) posting `verb` for task `id`.
+fn button_form(out: &mut String, slug: &str, verb: &str, csrf: &str, id: &str, label: &str) {
+    form_open(out, slug, verb, csrf, Some(id), verb);
+    let _ = write!(
+        out,
+        "<button type=\"submit\" name=\"do\" value=\"{verb}\">{label}</button></form>"
+    );
+}
+
+/// The one-button actions a card offers for its status.
+fn card_actions(out: &mut String, slug: &str, csrf: &str, card: &CardView) {
+    out.push_str("<div class=\"card-actions\">");
+    let status = card.status.as_str();
+    if matches!(status, "triage" | "todo" | "blocked") {
+        button_form(out, slug, "promote", csrf, &card.id, "promote");
+    }
+    if matches!(status, "blocked" | "scheduled") {
+        button_form(out, slug, "unblock", csrf, &card.id, "unblock");
+    }
+    if status == "running" {
+        button_form(out, slug, "reclaim", csrf, &card.id, "reclaim");
+    }
+    if status != "archived" {
+        button_form(out, slug, "archive", csrf, &card.id, "archive");
+    }
+    out.push_str("</div>");
+}
+
+fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView, csrf: Option<&str>) {
     let _ = write!(
         out,
         "<article class=\"card\" data-task=\"{id}\" data-status=\"{status}\">\
@@ -165,7 +202,102 @@ fn card_html(out: &mut String, slug: &str, now: i64, card: &CardView) {
     if let Some(reason) = &card.block_reason {
         let _ = write!(out, "<p class=\"blocked-reason\">{}</p>", escape(reason));
     }
+    badges(out, &card.diagnostics);
+    if let Some(csrf) = csrf {
+        card_actions(out, slug, csrf, card);
+    }
     out.push_str("</article>");
+}
+
+/// A card's diagnostics as badges: the rule's title, colored by severity, its detail and
+/// suggested command on hover (`title`).
+fn badges(out: &mut String, diagnostics: &[crate::view::DiagnosticView]) {
+    if diagnostics.is_empty() {
+        return;
+    }
+    out.push_str("<div class=\"badges\">");
+    for d in diagnostics {
+        let hint = match d.commands.first() {
+            Some(c) => format!("{}: {} — {}", d.severity, d.detail, c),
+            None => format!("{}: {}", d.severity, d.detail),
+        };
+        let _ = write!(
+            out,
+            "<span class=\"badge sev-{sev}\" data-kind=\"{kind}\" title=\"{hint}\">{title}</span>",
+            sev = escape(&d.severity),
+            kind = escape(&d.kind),
+            hint = escape(&hint),
+            title = escape(&d.title),
+        );
+    }
+    out.push_str("</div>");
+}
+
+/// The task page's diagnostics: each with its detail and suggested commands.
+fn diagnostics_section(out: &mut String, diagnostics: &[crate::view::DiagnosticView]) {
+    if diagnostics.is_empty() {
+        return;
+    }
+    out.push_str("<section class=\"diagnostics\"><h2>diagnostics</h2><ul>");
+    for d in diagnostics {
+        let _ = write!(
+            out,
+            "<li class=\"diagnostic\" data-kind=\"{kind}\"><span class=\"badge sev-{sev}\">{sev}</span> \
+             <strong>{title}</strong> <span class=\"detail\">{detail}</span>",
+            kind = escape(&d.kind),
+            sev = escape(&d.severity),
+            title = escape(&d.title),
+            detail = escape(&d.detail),
+        );
+        for c in &d.commands {
+            let _ = write!(out, " <code>{}</code>", escape(c));
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ul></section>");
+}
+
+/// The board page's line at a glance: the dispatcher (running, its last tick) and the oldest
+/// ready task's age; the health page has the rest.
+fn glance(out: &mut String, view: &BoardView) {
+    let dispatcher = match (view.dispatcher_running, view.last_tick_at) {
+        (None, _) => "dispatcher: not recorded on this board".to_owned(),
+        (Some(true), Some(t)) => format!("dispatcher running, last tick {} ago", age(view.now - t)),
+        (Some(_), Some(t)) => format!(
+            "no dispatcher running (last tick {} ago)",
+            age(view.now - t)
+        ),
+        (Some(_), None) => "no dispatcher running (none ever ticked)".to_owned(),
+    };
+    let state = if view.dispatcher_running == Some(true) {
+        "running"
+    } else {
+        "not-running"
+    };
+    let _ = write!(
+        out,
+        "<p class=\"glance\"><span class=\"dispatcher {state}\">{dispatcher}</span> · oldest ready \
+         task: <span class=\"oldest-ready\">{oldest}</span> · <a href=\"/health?board={board}\">health</a></p>",
+        oldest = view
+            .oldest_ready_age_seconds
+            .map(age)
+            .unwrap_or_else(|| "none ready".to_owned()),
+        board = url_component(&view.slug),
+    );
+}
+
+/// The board page's form that creates a task.
+fn create_form(out: &mut String, slug: &str, csrf: &str) {
+    out.push_str("<details class=\"new-task\"><summary>new task</summary>");
+    form_open(out, slug, "create", csrf, None, "create");
+    out.push_str(
+        "<label>title <input name=\"title\" required maxlength=\"1024\"></label> \
+         <label>assignee <input name=\"assignee\" maxlength=\"1024\"></label> \
+         <label>priority <input name=\"priority\" type=\"number\" value=\"0\"></label> \
+         <label><input type=\"checkbox\" name=\"triage\" value=\"1\"> triage</label>\
+         <label class=\"wide\">body <textarea name=\"body\" rows=\"3\"></textarea></label>\
+         <button type=\"submit\">create</button></form></details>",
+    );
 }
 
 /// Cards shown per column; the rest are counted ("N more"), so a 10 000-task board stays a page
@@ -174,7 +306,13 @@ pub const COLUMN_LIMIT: usize = 200;
 
 /// The board page: the filter form, then one column per status (at most [`COLUMN_LIMIT`] cards
 /// each, in board order: priority, then age).
-pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> String {
+/// `csrf` is the session's token when the page carries forms (`None`: read-only).
+pub fn board_page(
+    view: &BoardView,
+    filter: &BoardFilter,
+    boards: &[String],
+    csrf: Option<&str>,
+) -> String {
     let mut header = String::new();
     if boards.len() > 1 {
         header.push_str("<nav class=\"boards\">");
@@ -206,12 +344,13 @@ pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> 
         q = escape(filter.text.as_deref().unwrap_or("")),
         checked = if filter.archived { " checked" } else { "" },
     );
+    if let Some(csrf) = csrf {
+        create_form(&mut header, &view.slug, csrf);
+    }
     let mut main = String::with_capacity(view.cards.len() * 400 + 1024);
-    let _ = write!(
-        main,
-        "<h1>board {}</h1><div class=\"board\">",
-        escape(&view.slug)
-    );
+    let _ = write!(main, "<h1>board {}</h1>", escape(&view.slug));
+    glance(&mut main, view);
+    main.push_str("<div class=\"board\">");
     for status in &view.statuses {
         if status == "archived" && !filter.archived {
             continue;
@@ -228,7 +367,7 @@ pub fn board_page(view: &BoardView, filter: &BoardFilter, boards: &[String]) -> 
             n = cards.len()
         );
         for card in cards.iter().take(COLUMN_LIMIT) {
-            card_html(&mut main, &view.slug, view.now, card);
+            card_html(&mut main, &view.slug, view.now, card, csrf);
         }
         if cards.len() > COLUMN_LIMIT {
             let _ = write!(
@@ -263,8 +402,102 @@ fn links(out: &mut String, slug: &str, title: &str, items: &[TaskLink]) {
     out.push_str("</ul>");
 }
 
-/// The task page: head, body, result, links, runs, comments, log tail, events.
-pub fn task_page(view: &TaskView) -> String {
+/// A form of a reason (optional unless `required`) and a button.
+fn reason_form(out: &mut String, slug: &str, verb: &str, csrf: &str, id: &str, required: bool) {
+    form_open(out, slug, verb, csrf, Some(id), verb);
+    let _ = write!(
+        out,
+        "<label>reason <input name=\"reason\" maxlength=\"1024\"{}></label> \
+         <button type=\"submit\">{verb}</button></form>",
+        if required { " required" } else { "" }
+    );
+}
+
+/// The task page's actions for the task's status: moves, reassignment, comment, attachment,
+/// and decomposition of a triage task.
+fn task_actions(out: &mut String, view: &TaskView, csrf: &str) {
+    let slug = view.slug.as_str();
+    let id = view.card.id.as_str();
+    let status = view.card.status.as_str();
+    out.push_str("<section class=\"actions\"><h2>actions</h2><div class=\"action-row\">");
+    if matches!(status, "triage" | "todo" | "blocked") {
+        button_form(out, slug, "promote", csrf, id, "promote");
+    }
+    if status == "running" {
+        reason_form(out, slug, "reclaim", csrf, id, false);
+    }
+    if matches!(status, "blocked" | "scheduled") {
+        reason_form(out, slug, "unblock", csrf, id, false);
+    }
+    if matches!(status, "ready" | "running") {
+        reason_form(out, slug, "block", csrf, id, true);
+    }
+    if status == "done" {
+        reason_form(out, slug, "reopen", csrf, id, false);
+    }
+    if matches!(
+        status,
+        "todo" | "ready" | "blocked" | "running" | "scheduled"
+    ) {
+        form_open(out, slug, "schedule", csrf, Some(id), "schedule");
+        out.push_str(
+            "<label>in or at <input name=\"when\" required placeholder=\"30m, 2h, 2026-12-02T08:00:00Z\"></label> \
+             <label>reason <input name=\"reason\" maxlength=\"1024\"></label> \
+             <button type=\"submit\">schedule</button></form>",
+        );
+    }
+    if status != "archived" {
+        form_open(out, slug, "reassign", csrf, Some(id), "reassign");
+        out.push_str(
+            "<label>profile <input name=\"profile\" required maxlength=\"1024\"></label> \
+             <label><input type=\"checkbox\" name=\"reclaim\" value=\"1\"> reclaim first</label> \
+             <button type=\"submit\">reassign</button></form>",
+        );
+        button_form(out, slug, "archive", csrf, id, "archive");
+    }
+    out.push_str("</div>");
+    if status == "triage" {
+        form_open(out, slug, "decompose", csrf, Some(id), "decompose");
+        out.push_str(
+            "<label class=\"wide\">children (JSON list: [{\"title\": \"…\", \"parents\": [0]}]) \
+             <textarea name=\"children\" rows=\"4\" required></textarea></label>\
+             <label>root assignee <input name=\"root_assignee\" maxlength=\"1024\"></label> \
+             <label><input type=\"checkbox\" name=\"no_promote\" value=\"1\"> leave children in todo</label> \
+             <button type=\"submit\">decompose</button></form>",
+        );
+    }
+    form_open(out, slug, "comment", csrf, Some(id), "comment");
+    out.push_str(
+        "<label class=\"wide\">comment <textarea name=\"body\" rows=\"3\" required></textarea></label>\
+         <button type=\"submit\">comment</button></form>",
+    );
+    let _ = write!(
+        out,
+        "<form class=\"act attach\" method=\"post\" enctype=\"multipart/form-data\" \
+         action=\"/act/attach?board={board}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <input type=\"hidden\" name=\"id\" value=\"{id}\">\
+         <label>file <input type=\"file\" name=\"file\" required></label> \
+         <button type=\"submit\">attach</button></form>",
+        board = url_component(slug),
+        csrf = escape(csrf),
+        id = escape(id),
+    );
+    out.push_str("</section>");
+}
+
+/// The page after a write done without a redirect-following client: what happened, and a link.
+pub fn done_page(message: &str, location: &str) -> String {
+    let main = format!(
+        "<h1>done</h1><p class=\"done\">{}</p><p><a href=\"{}\">continue</a></p>",
+        escape(message),
+        escape(location)
+    );
+    frame("done", None, None, "", &main)
+}
+
+/// The task page: head, actions (`csrf`: the session's token; `None` when read-only), body,
+/// result, links, runs, comments, log tail, events.
+pub fn task_page(view: &TaskView, csrf: Option<&str>) -> String {
     let card = &view.card;
     let now = view.now;
     let mut main = String::with_capacity(8192);
@@ -311,6 +544,10 @@ pub fn task_page(view: &TaskView) -> String {
             escape(kept)
         );
     }
+    diagnostics_section(&mut main, &card.diagnostics);
+    if let Some(csrf) = csrf {
+        task_actions(&mut main, view, csrf);
+    }
     main.push_str("<h2>body</h2>");
     let _ = write!(
         main,
@@ -351,6 +588,7 @@ pub fn task_page(view: &TaskView) -> String {
             );
         }
         main.push_str("</tbody></table>");
+        main.push_str(&crate::chart::run_timeline(&view.runs, now));
     }
 
     main.push_str("<h2>comments</h2>");
@@ -449,6 +687,33 @@ pub fn health_page(view: &HealthView, board: Option<&str>) -> String {
                 None => "not recorded".to_owned(),
             },
         );
+        let _ = write!(
+            main,
+            "<p class=\"glance\"><span class=\"dispatcher {state}\">dispatcher {state}</span> · \
+             oldest ready task: <span class=\"oldest-ready\">{oldest}</span> · running workers: {workers}</p>",
+            state = if b.dispatcher_running {
+                "running"
+            } else {
+                "not-running"
+            },
+            oldest = b
+                .oldest_ready_age_seconds
+                .map(age)
+                .unwrap_or_else(|| "none ready".to_owned()),
+            workers = if b.workers_by_profile.is_empty() {
+                "none".to_owned()
+            } else {
+                b.workers_by_profile
+                    .iter()
+                    .map(|(p, n)| format!("<span class=\"profile\">{}</span> {n}", escape(p)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        );
+        main.push_str("<div class=\"charts\">");
+        main.push_str(&crate::chart::activity("24 h", &b.day));
+        main.push_str(&crate::chart::activity("7 d", &b.week));
+        main.push_str("</div>");
         if b.workers.is_empty() {
             main.push_str("<p class=\"none\">no live workers</p>");
         } else {
@@ -529,8 +794,22 @@ mod tests {
                 card("t_2", "done", "<b>second</b>"),
                 card("t_3", "archived", "old"),
             ],
+            ..BoardView::default()
         };
-        let html = board_page(&view, &BoardFilter::default(), &["default".to_owned()]);
+        let html = board_page(
+            &view,
+            &BoardFilter::default(),
+            &["default".to_owned()],
+            None,
+        );
+        assert!(
+            !html.contains("<form class=\"act"),
+            "read-only pages have no forms"
+        );
+        let forms = board_page(&view, &BoardFilter::default(), &[], Some("tok\"en"));
+        assert!(forms.contains("action=\"/act/create?board=default\""));
+        assert!(forms.contains("action=\"/act/archive?board=default\""));
+        assert!(forms.contains("name=\"csrf\" value=\"tok&quot;en\""));
         assert!(html.contains("data-status=\"ready\"><h2>ready <span class=\"count\">1</span>"));
         assert!(html.contains("&lt;b&gt;second&lt;/b&gt;"));
         assert!(!html.contains("<b>second"));
@@ -542,7 +821,7 @@ mod tests {
                 .collect(),
             ..view.clone()
         };
-        let html = board_page(&many, &BoardFilter::default(), &[]);
+        let html = board_page(&many, &BoardFilter::default(), &[], None);
         assert_eq!(html.matches("<article").count(), COLUMN_LIMIT);
         assert!(html.contains(&format!(
             "<span class=\"count\">{}</span>",
@@ -553,7 +832,7 @@ mod tests {
             archived: true,
             ..BoardFilter::default()
         };
-        assert!(board_page(&view, &all, &[]).contains("t_3"));
+        assert!(board_page(&view, &all, &[], None).contains("t_3"));
     }
 
     #[test]

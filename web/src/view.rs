@@ -20,6 +20,21 @@ pub struct CardView {
     /// A running task whose heartbeat is older than the board's stale limit.
     pub stale: bool,
     pub block_reason: Option<String>,
+    /// Its active diagnostics (`kanban diagnostics`), worst first.
+    pub diagnostics: Vec<DiagnosticView>,
+}
+
+/// One active diagnostic of a task (`board::diagnostics`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DiagnosticView {
+    /// The rule: `repeated_failures`, `stranded_in_ready`, …
+    pub kind: String,
+    /// `warning`, `error` or `critical`.
+    pub severity: String,
+    pub title: String,
+    pub detail: String,
+    /// The suggested commands, the recommended one first.
+    pub commands: Vec<String>,
 }
 
 /// The board page.
@@ -30,6 +45,11 @@ pub struct BoardView {
     /// The columns, in order (one per status).
     pub statuses: Vec<String>,
     pub cards: Vec<CardView>,
+    /// The dispatcher at a glance: `Some(true)` while one runs, `None` when the board records
+    /// no ticks (a board of the original).
+    pub dispatcher_running: Option<bool>,
+    pub last_tick_at: Option<i64>,
+    pub oldest_ready_age_seconds: Option<i64>,
 }
 
 /// A link to another task.
@@ -127,6 +147,20 @@ pub struct WorkerView {
     pub stale: bool,
 }
 
+/// A board's activity per hour (the health page's charts): runs ended per outcome in each hour,
+/// and tasks waiting, running and done at the end of each.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ActivityView {
+    /// The start of the first hour (epoch seconds).
+    pub start: i64,
+    pub completed: Vec<i64>,
+    pub failed: Vec<i64>,
+    pub rate_limited: Vec<i64>,
+    pub waiting: Vec<i64>,
+    pub running: Vec<i64>,
+    pub done: Vec<i64>,
+}
+
 /// One board on the health page.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BoardHealth {
@@ -134,6 +168,14 @@ pub struct BoardHealth {
     pub workers: Vec<WorkerView>,
     /// The dispatcher's last tick, when the board records it.
     pub last_tick_at: Option<i64>,
+    /// A dispatcher's recorded tick is fresh: one runs.
+    pub dispatcher_running: bool,
+    pub oldest_ready_age_seconds: Option<i64>,
+    /// Running workers per profile.
+    pub workers_by_profile: Vec<(String, i64)>,
+    /// The last 24 hours and the last 7 days, per hour.
+    pub day: ActivityView,
+    pub week: ActivityView,
     /// Workers running / `max_spawn`.
     pub running: i64,
     pub max_spawn: i64,
@@ -166,10 +208,18 @@ pub struct BoardMetricsView {
     pub run_duration: HistogramView,
     pub claim_to_spawn: HistogramView,
     pub oldest_ready_age_seconds: Option<i64>,
+    /// Seconds since the newest tick any dispatcher recorded (`None`: never recorded).
+    pub last_tick_age_seconds: Option<i64>,
+    /// Dispatchers whose recorded tick is fresh (running).
+    pub dispatchers_running: i64,
+    /// Active diagnostics per (rule, severity).
+    pub diagnostics: Vec<(String, String, i64)>,
 }
 
-/// `/metrics`: every served board.
+/// `/metrics`: every served board, and the home's owner turns.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MetricsView {
     pub boards: Vec<BoardMetricsView>,
+    /// Owner-mode turns per (profile, state) from each owner's `state.db`.
+    pub owner_turns: Vec<(String, String, i64)>,
 }

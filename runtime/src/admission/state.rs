@@ -347,6 +347,15 @@ impl StateDb {
             .optional()?)
     }
 
+    /// How many turns are in each state (`queued`, `started`, `completed`, …), by state.
+    pub fn turns_by_state(&self) -> Result<Vec<(String, i64)>> {
+        let mut stmt = self.db.conn().prepare(
+            "SELECT status, COUNT(*) FROM session_admissions GROUP BY status ORDER BY status",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<db::Result<_>>()?)
+    }
+
     /// Every admission, oldest first.
     pub fn list(&self) -> Result<Vec<AdmissionRow>> {
         let mut stmt = self.db.conn().prepare(&format!(

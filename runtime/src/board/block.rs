@@ -15,13 +15,15 @@ use super::rows::{
 };
 use super::store::Board;
 
-/// Blocks a task (see [`Board::block`]).
+/// Blocks a task (see [`Board::block`]); `actor` is recorded in the `blocked` event (`None`
+/// from the CLI).
 pub(crate) fn block_in(
     tx: &Tx<'_>,
     id: &str,
     kind: Option<BlockKind>,
     reason: &str,
     expected_run_id: Option<i64>,
+    actor: Option<&str>,
     now: i64,
 ) -> Result<Outcome<BlockedTask>> {
     let reason = reason.trim();
@@ -98,7 +100,7 @@ pub(crate) fn block_in(
                     recurrences: Some(recurrences),
                     source_status: Some(source_status),
                     status: None,
-                    actor: None,
+                    actor: actor.map(str::to_owned),
                     requested_kind,
                     rekind_reason: requested_kind.map(|_| "no_open_parent".to_owned()),
                 },
@@ -151,11 +153,13 @@ pub(crate) fn block_in(
 
 /// `blocked` → `ready` (or `todo` while a parent is unfinished); resets the failure counter but
 /// keeps `block_kind`/`block_recurrences` (only completion resets them). A `reason` becomes a
-/// comment by `operator` on the task, in the same transaction.
+/// comment by `operator` (by `actor` when given) on the task, in the same transaction; `actor`
+/// is recorded in the `unblocked` event (`None` from the CLI).
 pub(crate) fn unblock_in(
     tx: &Tx<'_>,
     id: &str,
     reason: Option<&str>,
+    actor: Option<&str>,
     now: i64,
 ) -> Result<Outcome<Moved>> {
     if reason.is_some_and(|r| r.trim().is_empty()) {
@@ -190,11 +194,13 @@ pub(crate) fn unblock_in(
         Event::Unblocked {
             status: None,
             resume_status: None,
+            actor: actor.map(str::to_owned),
         }
     } else {
         Event::Unblocked {
             status: Some(to),
             resume_status: Some(resume),
+            actor: actor.map(str::to_owned),
         }
     };
     append_event(tx, id, None, &event, now)?;
@@ -202,7 +208,7 @@ pub(crate) fn unblock_in(
         comment_in(
             tx,
             id,
-            "operator",
+            actor.unwrap_or("operator"),
             &format!("Unblocked: {}", reason.trim()),
             now,
         )?;
@@ -225,12 +231,24 @@ impl Board {
         expected_run_id: Option<i64>,
         now: i64,
     ) -> Result<Outcome<BlockedTask>> {
-        self.write(|tx| block_in(tx, id, kind, reason, expected_run_id, now))
+        self.write(|tx| block_in(tx, id, kind, reason, expected_run_id, None, now))
+    }
+
+    /// An operator's block by `actor` (the web board's, recorded in the event): no kind, no
+    /// expected run, as `kanban block ID REASON` from outside a worker.
+    pub fn block_by(
+        &self,
+        id: &str,
+        reason: &str,
+        actor: &str,
+        now: i64,
+    ) -> Result<Outcome<BlockedTask>> {
+        self.write(|tx| block_in(tx, id, None, reason, None, Some(actor), now))
     }
 
     /// See [`unblock_in`].
     pub fn unblock(&self, id: &str, now: i64) -> Result<Outcome<Moved>> {
-        self.write(|tx| unblock_in(tx, id, None, now))
+        self.write(|tx| unblock_in(tx, id, None, None, now))
     }
 
     /// See [`unblock_in`]: the reason is left as a comment.
@@ -240,6 +258,18 @@ impl Board {
         reason: Option<&str>,
         now: i64,
     ) -> Result<Outcome<Moved>> {
-        self.write(|tx| unblock_in(tx, id, reason, now))
+        self.write(|tx| unblock_in(tx, id, reason, None, now))
+    }
+
+    /// [`Board::unblock_with_reason`] by `actor` (the web board's): recorded in the event, and
+    /// the author of the reason's comment.
+    pub fn unblock_by(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<Outcome<Moved>> {
+        self.write(|tx| unblock_in(tx, id, reason, Some(actor), now))
     }
 }

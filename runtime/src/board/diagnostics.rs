@@ -589,6 +589,60 @@ impl Board {
         ))
     }
 
+    /// The diagnostics of each of `tasks` (the web board's badges), read with two statements
+    /// for all of them (their events and their runs); tasks without any are left out.
+    pub fn diagnostics_of(
+        &self,
+        tasks: &[&Task],
+        now: i64,
+        t: &Thresholds,
+    ) -> Result<std::collections::HashMap<String, Vec<Diagnostic>>> {
+        use std::collections::HashMap;
+        let mut out = HashMap::new();
+        if tasks.is_empty() {
+            return Ok(out);
+        }
+        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+        let list = (1..=ids.len())
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut events: HashMap<String, Vec<StoredEvent>> = HashMap::new();
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT {} FROM task_events WHERE task_id IN ({list}) ORDER BY id",
+            super::events::EVENT_COLUMNS
+        ))?;
+        for e in stmt.query_map(
+            crate::db::params_from_iter(ids.iter()),
+            StoredEvent::from_row,
+        )? {
+            let e = e?;
+            events.entry(e.task_id.clone()).or_default().push(e);
+        }
+        let mut runs: HashMap<String, Vec<Run>> = HashMap::new();
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT {} FROM task_runs WHERE task_id IN ({list}) ORDER BY id",
+            super::model::RUN_COLUMNS
+        ))?;
+        for r in stmt.query_map(crate::db::params_from_iter(ids.iter()), Run::from_row)? {
+            let r = r?;
+            runs.entry(r.task_id.clone()).or_default().push(r);
+        }
+        for task in tasks {
+            let found = compute(
+                task,
+                events.get(&task.id).map_or(&[][..], Vec::as_slice),
+                runs.get(&task.id).map_or(&[][..], Vec::as_slice),
+                now,
+                t,
+            );
+            if !found.is_empty() {
+                out.insert(task.id.clone(), found);
+            }
+        }
+        Ok(out)
+    }
+
     /// Every task (archived ones aside) with at least one diagnostic at `min` or worse, the
     /// tasks with the worst first.
     pub fn board_diagnostics(

@@ -119,6 +119,10 @@ pub enum Event {
         reason: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<i64>,
+        /// Who did it by hand when it was not the CLI: `web` (the web board). Absent from the
+        /// CLI's and the dispatcher's events, as in the original.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
     },
     /// A claim found an unfinished parent and demoted the task to `todo`.
     ClaimRejected {
@@ -249,6 +253,10 @@ pub enum Event {
         status: Option<Status>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resume_status: Option<Status>,
+        /// Who did it by hand when it was not the CLI: `web` (the web board). Absent from the
+        /// CLI's and the dispatcher's events, as in the original.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
     },
     Reclaimed {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -270,6 +278,10 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         heartbeat_stale: Option<bool>,
         retry_status: Status,
+        /// Who did it by hand when it was not the CLI: `web` (the web board). Absent from the
+        /// CLI's and the dispatcher's events, as in the original.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
         /// Also carries `host_local` (one key, as in the original).
         #[serde(flatten)]
         termination: Option<Termination>,
@@ -390,6 +402,10 @@ pub enum Event {
         prev_status: Option<Status>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worker_pid: Option<i64>,
+        /// Who did it by hand when it was not the CLI: `web` (the web board). Absent from the
+        /// CLI's and the dispatcher's events, as in the original.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
     },
     /// An operator's `kanban edit`: the names of the fields it changed (the original's key).
     Edited {
@@ -440,6 +456,9 @@ pub enum Event {
         previous_status: Option<Status>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resume_status: Option<Status>,
+        /// Who reopened it when it was not the CLI (`web`); absent otherwise, as in the original.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
     },
     /// A descendant of a reopened task went back to `todo` (its result no longer stands).
     DescendantInvalidated {
@@ -691,6 +710,7 @@ mod tests {
             now: Some(200),
             heartbeat_stale: Some(false),
             retry_status: Status::Ready,
+            actor: None,
             termination: Some(Termination {
                 prev_pid: Some(42),
                 host_local: true,

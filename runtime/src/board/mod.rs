@@ -11,6 +11,7 @@
 //! statements go through [`crate::db`].
 
 pub mod acceptance;
+pub mod activity;
 pub mod admission;
 pub mod attachments;
 mod block;
@@ -45,6 +46,7 @@ pub mod slug;
 pub mod stats;
 pub mod steering;
 pub mod store;
+pub mod ticks;
 pub mod turns;
 pub mod views;
 mod wake;
@@ -80,6 +82,7 @@ pub use query::{RecentWork, TaskFilter};
 pub use stats::{BoardMetrics, BoardStats, Histogram, RunFilter};
 pub use steering::{ModelOverride, ModelSet};
 pub use store::{Board, Durability, OpenOptions};
+pub use ticks::DispatcherTick;
 pub use turns::RunStatus;
 pub use views::BoardCard;
 pub use wake::{ChangeWatch, Wake};

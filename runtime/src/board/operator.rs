@@ -98,7 +98,13 @@ pub struct Promotion<'a> {
 
 /// Archives a task from any status; closes an open run as reclaimed and promotes children that
 /// only waited on it. The worker of a running task is *not* signalled (see [`ArchivedTask`]).
-pub(crate) fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
+/// `actor` is recorded in the `archived` event (`None` from the CLI).
+pub(crate) fn archive_in(
+    tx: &Tx<'_>,
+    id: &str,
+    actor: Option<&str>,
+    now: i64,
+) -> Result<Outcome<ArchivedTask>> {
     let task = load_task(tx, id)?;
     if task.status == Status::Archived {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
@@ -139,6 +145,7 @@ pub(crate) fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Arch
         &Event::Archived {
             prev_status: Some(task.status),
             worker_pid: task.worker_pid,
+            actor: actor.map(str::to_owned),
         },
         now,
     )?;
@@ -159,10 +166,12 @@ pub(crate) fn archive_in(tx: &Tx<'_>, id: &str, now: i64) -> Result<Outcome<Arch
 /// reclaimed. Events: `status` {reason `reopened`} on the task; `descendant_invalidated` and
 /// `status` {reason `ancestor_reopened`} plus a comment on each descendant. No process is
 /// signalled: a worker whose run closed is terminated by the dispatcher.
+/// `actor` is recorded in the task's `status` event (`None` from the CLI).
 pub(crate) fn reopen_in(
     tx: &Tx<'_>,
     id: &str,
     reason: Option<&str>,
+    actor: Option<&str>,
     now: i64,
 ) -> Result<Outcome<Reopened>> {
     let task = load_task(tx, id)?;
@@ -196,6 +205,7 @@ pub(crate) fn reopen_in(
             parent: None,
             previous_status: Some(Status::Done),
             resume_status: None,
+            actor: actor.map(str::to_owned),
         },
         now,
     )?;
@@ -264,6 +274,7 @@ pub(crate) fn reopen_in(
                 parent: Some(id.to_owned()),
                 previous_status: Some(child.status),
                 resume_status: Some(Status::Ready),
+                actor: None,
             },
             now,
         )?;
@@ -295,10 +306,12 @@ pub(crate) fn reopen_in(
 
 /// Operator reclaim: a running (or still claimed) task goes back to `ready` with a fresh failure
 /// budget; its run is closed as reclaimed. The worker is *not* signalled (see [`ReclaimedTask`]).
+/// `actor` is recorded in the `reclaimed` event (`None` from the CLI).
 pub(crate) fn reclaim_in(
     tx: &Tx<'_>,
     id: &str,
     reason: Option<&str>,
+    actor: Option<&str>,
     now: i64,
 ) -> Result<Outcome<ReclaimedTask>> {
     let task = load_task(tx, id)?;
@@ -369,6 +382,7 @@ pub(crate) fn reclaim_in(
             now: Some(now),
             heartbeat_stale: None,
             retry_status,
+            actor: actor.map(str::to_owned),
             termination: None,
         },
         now,
@@ -385,10 +399,12 @@ pub(crate) fn reclaim_in(
 /// Sets (or with `None` clears) the assignee; refused while a claim holds the task. Assigning a
 /// different profile resets the failure counter and forgets the last failure's error (the new
 /// profile starts with a clean slate, so no respawn guard reads the old profile's error).
+/// `source` is recorded in the `assigned` event (`web` from the web board; `None` from the CLI).
 pub(crate) fn assign_in(
     tx: &Tx<'_>,
     id: &str,
     assignee: Option<&str>,
+    source: Option<&str>,
     now: i64,
 ) -> Result<Outcome<AssignedTask>> {
     if assignee.is_some_and(|a| a.trim().is_empty()) {
@@ -424,7 +440,7 @@ pub(crate) fn assign_in(
         &Event::Assigned {
             assignee: to.clone(),
             from: task.assignee.clone(),
-            source: None,
+            source: source.map(str::to_owned),
         },
         now,
     )?;
@@ -439,13 +455,15 @@ pub(crate) fn assign_in(
 /// `reclaim`, a running or claimed task is first reclaimed as [`reclaim_in`] does (its run
 /// closed, back to `ready` with a fresh failure budget); then it is assigned as [`assign_in`]
 /// does. Without `reclaim` a claimed task is refused, as `assign` refuses it. `reason` is the
-/// reclaim's (default `reassigned`).
+/// reclaim's (default `reassigned`); `actor` (the web board's; `None` from the CLI) is recorded
+/// in the `reclaimed` event and as the `assigned` event's source.
 pub(crate) fn reassign_in(
     tx: &Tx<'_>,
     id: &str,
     assignee: &str,
     reclaim: bool,
     reason: Option<&str>,
+    actor: Option<&str>,
     now: i64,
 ) -> Result<Outcome<Reassigned>> {
     if assignee.trim().is_empty() {
@@ -454,14 +472,14 @@ pub(crate) fn reassign_in(
     let task = load_task(tx, id)?;
     let claimed = task.status == Status::Running || task.claim_lock.is_some();
     let reclaimed = if reclaim && claimed {
-        match reclaim_in(tx, id, Some(reason.unwrap_or("reassigned")), now)? {
+        match reclaim_in(tx, id, Some(reason.unwrap_or("reassigned")), actor, now)? {
             Outcome::Done(r) => Some(r),
             Outcome::Refused(refusal) => return Ok(Outcome::Refused(refusal)),
         }
     } else {
         None
     };
-    Ok(match assign_in(tx, id, Some(assignee), now)? {
+    Ok(match assign_in(tx, id, Some(assignee), actor, now)? {
         Outcome::Done(a) => Outcome::Done(Reassigned {
             task_id: a.task_id,
             from: a.from,
@@ -543,12 +561,28 @@ impl Board {
 
     /// See [`archive_in`].
     pub fn archive(&self, id: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
-        self.write(|tx| archive_in(tx, id, now))
+        self.write(|tx| archive_in(tx, id, None, now))
+    }
+
+    /// [`Board::archive`] recording `actor` (the web board's) in the event.
+    pub fn archive_by(&self, id: &str, actor: &str, now: i64) -> Result<Outcome<ArchivedTask>> {
+        self.write(|tx| archive_in(tx, id, Some(actor), now))
     }
 
     /// See [`reopen_in`].
     pub fn reopen(&self, id: &str, reason: Option<&str>, now: i64) -> Result<Outcome<Reopened>> {
-        self.write(|tx| reopen_in(tx, id, reason, now))
+        self.write(|tx| reopen_in(tx, id, reason, None, now))
+    }
+
+    /// [`Board::reopen`] by `actor` (the web board's), recorded in the task's `status` event.
+    pub fn reopen_by(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<Outcome<Reopened>> {
+        self.write(|tx| reopen_in(tx, id, reason, Some(actor), now))
     }
 
     /// See [`reclaim_in`].
@@ -558,7 +592,18 @@ impl Board {
         reason: Option<&str>,
         now: i64,
     ) -> Result<Outcome<ReclaimedTask>> {
-        self.write(|tx| reclaim_in(tx, id, reason, now))
+        self.write(|tx| reclaim_in(tx, id, reason, None, now))
+    }
+
+    /// [`Board::reclaim`] recording `actor` (the web board's) in the event.
+    pub fn reclaim_by(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<Outcome<ReclaimedTask>> {
+        self.write(|tx| reclaim_in(tx, id, reason, Some(actor), now))
     }
 
     /// See [`assign_in`].
@@ -596,7 +641,7 @@ impl Board {
         assignee: Option<&str>,
         now: i64,
     ) -> Result<Outcome<AssignedTask>> {
-        self.write(|tx| assign_in(tx, id, assignee, now))
+        self.write(|tx| assign_in(tx, id, assignee, None, now))
     }
 
     /// See [`reassign_in`].
@@ -608,7 +653,19 @@ impl Board {
         reason: Option<&str>,
         now: i64,
     ) -> Result<Outcome<Reassigned>> {
-        self.write(|tx| reassign_in(tx, id, assignee, reclaim, reason, now))
+        self.write(|tx| reassign_in(tx, id, assignee, reclaim, reason, None, now))
+    }
+
+    /// [`Board::reassign`] by `actor` (the web board's), recorded in its events.
+    pub fn reassign_by(
+        &self,
+        id: &str,
+        assignee: &str,
+        reclaim: bool,
+        actor: &str,
+        now: i64,
+    ) -> Result<Outcome<Reassigned>> {
+        self.write(|tx| reassign_in(tx, id, assignee, reclaim, None, Some(actor), now))
     }
 
     /// See [`comment_in`].

@@ -19,11 +19,13 @@ use super::store::Board;
 /// Parks `id` in `scheduled` until `at` (epoch seconds; `None`: until `unblock`), from `todo`,
 /// `ready`, `blocked`, `running` or `scheduled` (a new time). A running task's claim is released
 /// and its run closed as `scheduled`; its worker is *not* signalled (see [`ScheduledTask`]).
+/// `actor` is recorded in the `scheduled` event (`None` from the CLI).
 pub(crate) fn schedule_in(
     tx: &Tx<'_>,
     id: &str,
     at: Option<i64>,
     reason: Option<&str>,
+    actor: Option<&str>,
     now: i64,
 ) -> Result<Outcome<ScheduledTask>> {
     let task = load_task(tx, id)?;
@@ -75,6 +77,7 @@ pub(crate) fn schedule_in(
         &Event::Scheduled {
             reason: reason.map(str::to_owned),
             at,
+            actor: actor.map(str::to_owned),
         },
         now,
     )?;
@@ -145,6 +148,7 @@ pub(crate) fn wake_due_in(tx: &Tx<'_>, now: i64) -> Result<Vec<String>> {
                 parent: None,
                 previous_status: Some(Status::Scheduled),
                 resume_status: None,
+                actor: None,
             },
             now,
         )?;
@@ -162,7 +166,19 @@ impl Board {
         reason: Option<&str>,
         now: i64,
     ) -> Result<Outcome<ScheduledTask>> {
-        self.write(|tx| schedule_in(tx, id, at, reason, now))
+        self.write(|tx| schedule_in(tx, id, at, reason, None, now))
+    }
+
+    /// [`Board::schedule`] recording `actor` (the web board's) in the event.
+    pub fn schedule_by(
+        &self,
+        id: &str,
+        at: Option<i64>,
+        reason: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<Outcome<ScheduledTask>> {
+        self.write(|tx| schedule_in(tx, id, at, reason, Some(actor), now))
     }
 
     /// See [`wake_due_in`]. Reads first and writes only when a task is due, so an idle tick

@@ -25,6 +25,7 @@ mod review;
 mod serve;
 mod session;
 mod tasks;
+mod web_actions;
 
 /// Global options every subcommand sees.
 #[derive(Debug, Clone, clap::Args)]
@@ -68,7 +69,7 @@ enum Command {
         #[command(subcommand)]
         command: cron::CronCommand,
     },
-    /// Serve a read-only, live web view of the boards (README "Web view").
+    /// Serve the live web view of the boards, with write actions unless --read-only (README "Web view").
     Serve(serve::ServeArgs),
     /// The profile's owner (README "Owner admission"): serve, status, resolve.
     Owner {

@@ -1,7 +1,9 @@
-//! `kanban serve`: the read-only live web view (crate `kanban-web`) over this home's boards.
+//! `kanban serve`: the live web view (crate `kanban-web`) over this home's boards, and its write
+//! actions (none with `--read-only`).
 //!
 //! This file implements [`kanban_web::Source`] with the board's read API: every board is opened
-//! read-only ([`OpenOptions::read_only`]) per page, so the view can change nothing; each board's
+//! read-only ([`OpenOptions::read_only`]) per page, so a page can change nothing; a write action
+//! opens the board for writing and runs the CLI's library call (`cli/web_actions.rs`); each board's
 //! change watcher keeps its own read-only connection and reads its change counter
 //! ([`Board::data_version`]: SQLite's `PRAGMA data_version`, or a PostgreSQL board's counter of
 //! other connections' commits), the signal the dispatcher wakes on; a PostgreSQL watcher whose
@@ -54,6 +56,9 @@ pub struct ServeArgs {
     /// Connections still sending their request are counted apart (see docs/web.md).
     #[arg(long, value_name = "N", default_value_t = ServeConfig::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Serve the view only: no forms, and every POST is refused (405).
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 /// Runs the server until it fails.
@@ -78,12 +83,14 @@ pub fn run(args: ServeArgs, globals: &Globals) -> CmdResult {
         max_spawn: i64::from(config.dispatch.max_spawn),
         stale_after: config.dispatch.heartbeat_max_stale_seconds,
         clock: Arc::new(SystemClock),
+        read_only: args.read_only,
     });
     let server = Server::bind(
         &ServeConfig {
             token,
             allowed_hosts: args.allow_host,
             max_connections: args.max_connections,
+            read_only: args.read_only,
             ..ServeConfig::new(args.listen)
         },
         source,
@@ -128,6 +135,8 @@ pub struct HomeSource {
     /// `heartbeat_max_stale_seconds`).
     pub stale_after: i64,
     pub clock: Arc<dyn Clock>,
+    /// `--read-only`: [`kanban_web::Source::act`] refuses too (the server already does).
+    pub read_only: bool,
 }
 
 fn failure(err: impl std::fmt::Display) -> SourceError {
@@ -185,8 +194,52 @@ impl HomeSource {
             started_at: t.started_at,
             stale: self.is_stale(t, now),
             block_reason: c.block_reason.clone(),
+            diagnostics: Vec::new(),
         }
     }
+}
+
+/// A diagnostic as the web view shows it: the suggested command first.
+fn diagnostic_view(d: &crate::board::diagnostics::Diagnostic) -> kanban_web::DiagnosticView {
+    let mut actions: Vec<&crate::board::diagnostics::Action> = d.actions.iter().collect();
+    actions.sort_by_key(|a| !a.suggested);
+    kanban_web::DiagnosticView {
+        kind: d.kind.to_owned(),
+        severity: d.severity.as_str().to_owned(),
+        title: d.title.clone(),
+        detail: d.detail.clone(),
+        commands: actions.iter().map(|a| a.command.clone()).collect(),
+    }
+}
+
+/// The diagnostics of the cards a board page can show (the first [`kanban_web::page::COLUMN_LIMIT`]
+/// of each column but the archived one), read in one batch.
+fn card_diagnostics(
+    board: &Board,
+    cards: &[BoardCard],
+    now: i64,
+) -> Result<
+    std::collections::HashMap<String, Vec<crate::board::diagnostics::Diagnostic>>,
+    SourceError,
+> {
+    let mut per_status: std::collections::HashMap<Status, usize> = std::collections::HashMap::new();
+    let shown: Vec<&Task> = cards
+        .iter()
+        .map(|c| &c.task)
+        .filter(|t| t.status != Status::Archived)
+        .filter(|t| {
+            let n = per_status.entry(t.status).or_insert(0);
+            *n += 1;
+            *n <= kanban_web::page::COLUMN_LIMIT
+        })
+        .collect();
+    board
+        .diagnostics_of(
+            &shown,
+            now,
+            &crate::board::diagnostics::Thresholds::default(),
+        )
+        .map_err(|e| failure_chain(&e))
 }
 
 /// How each run's worker ended, from the task's events: the exit code of its `worker_result`,
@@ -251,11 +304,28 @@ impl kanban_web::Source for HomeSource {
             .board_cards(include_archived)
             .map_err(|e| failure_chain(&e))?;
         let now = self.clock.now();
+        let diagnostics = card_diagnostics(&board, &cards, now)?;
+        let ticks = board.dispatcher_ticks().map_err(|e| failure_chain(&e))?;
+        let stats = board.board_stats(now).map_err(|e| failure_chain(&e))?;
         Ok(Some(BoardView {
+            dispatcher_running: board
+                .records_ticks()
+                .then(|| ticks.iter().any(|t| t.running(now))),
+            last_tick_at: ticks.first().map(|t| t.last_tick_at),
+            oldest_ready_age_seconds: stats.oldest_ready_age_seconds,
             slug: slug.to_owned(),
             now,
             statuses: Status::ALL.iter().map(|s| s.as_str().to_owned()).collect(),
-            cards: cards.iter().map(|c| self.card(c, now)).collect(),
+            cards: cards
+                .iter()
+                .map(|c| {
+                    let mut card = self.card(c, now);
+                    if let Some(found) = diagnostics.get(&c.task.id) {
+                        card.diagnostics = found.iter().map(diagnostic_view).collect();
+                    }
+                    card
+                })
+                .collect(),
         }))
     }
 
@@ -275,7 +345,13 @@ impl kanban_web::Source for HomeSource {
         let runs = board.runs(id).map_err(chain)?;
         let events = board.events(id, None).map_err(chain)?;
         let classes = exit_classes(&events);
-        let card = self.card(&card, now);
+        let mut card = self.card(&card, now);
+        card.diagnostics = board
+            .task_diagnostics(id, now, &crate::board::diagnostics::Thresholds::default())
+            .map_err(chain)?
+            .iter()
+            .map(diagnostic_view)
+            .collect();
         let log = paths::find_log(&self.root, slug, id);
         let first_shown = events.len().saturating_sub(PAGE_EVENTS);
         let workspace_kept = board
@@ -387,7 +463,13 @@ impl kanban_web::Source for HomeSource {
             let m = board
                 .board_metrics(now)
                 .map_err(|e: BoardError| failure_chain(&e))?;
+            let ticks = board
+                .dispatcher_ticks()
+                .map_err(|e: BoardError| failure_chain(&e))?;
             boards.push(BoardMetricsView {
+                last_tick_age_seconds: ticks.first().map(|t| (now - t.last_tick_at).max(0)),
+                dispatchers_running: ticks.iter().filter(|t| t.running(now)).count() as i64,
+                diagnostics: diagnostics_by_rule(&board, now)?,
                 slug: location.slug.clone(),
                 tasks_by_status: m.tasks_by_status,
                 runs_by_outcome: m.runs_by_outcome,
@@ -397,7 +479,10 @@ impl kanban_web::Source for HomeSource {
                 oldest_ready_age_seconds: m.oldest_ready_age_seconds,
             });
         }
-        Ok(MetricsView { boards })
+        Ok(MetricsView {
+            boards,
+            owner_turns: owner_turns(&self.root)?,
+        })
     }
 
     fn health(&self) -> Result<HealthView, SourceError> {
@@ -424,10 +509,21 @@ impl kanban_web::Source for HomeSource {
                         .is_some_and(|hb| now - hb > self.stale_after),
                 })
                 .collect();
+            let last_tick = board.last_tick().map_err(chain)?;
+            let metrics = board.board_metrics(now).map_err(chain)?;
             boards.push(BoardHealth {
                 slug: location.slug.clone(),
                 workers,
-                last_tick_at: None,
+                last_tick_at: last_tick.as_ref().map(|t| t.last_tick_at),
+                dispatcher_running: board
+                    .dispatcher_ticks()
+                    .map_err(chain)?
+                    .iter()
+                    .any(|t| t.running(now)),
+                oldest_ready_age_seconds: metrics.oldest_ready_age_seconds,
+                workers_by_profile: metrics.workers_by_profile,
+                day: activity(&board.activity(now, 24).map_err(chain)?),
+                week: activity(&board.activity(now, 7 * 24).map_err(chain)?),
                 running: running.len() as i64,
                 max_spawn: self.max_spawn,
                 given_up: board
@@ -454,6 +550,24 @@ impl kanban_web::Source for HomeSource {
             seen: None,
             open_runs: Vec::new(),
         })))
+    }
+
+    fn act(
+        &self,
+        slug: &str,
+        action: &kanban_web::Action,
+    ) -> Result<kanban_web::ActionDone, kanban_web::ActionError> {
+        if self.read_only {
+            return Err(kanban_web::ActionError::Refused(
+                "this server is read-only (kanban serve --read-only)".to_owned(),
+            ));
+        }
+        let Some(location) = self.location(slug) else {
+            return Err(kanban_web::ActionError::NotFound(format!(
+                "no board {slug} is served"
+            )));
+        };
+        crate::cli::web_actions::apply_web_action(&self.root, location, action, self.clock.now())
     }
 
     fn spawn<F>(&self, name: &str, job: F) -> std::io::Result<()>
@@ -511,6 +625,58 @@ impl kanban_web::Watcher for BoardWatcher {
             })
             .collect()
     }
+}
+
+fn activity(a: &crate::board::activity::Activity) -> kanban_web::ActivityView {
+    kanban_web::ActivityView {
+        start: a.start,
+        completed: a.completed.clone(),
+        failed: a.failed.clone(),
+        rate_limited: a.rate_limited.clone(),
+        waiting: a.waiting.clone(),
+        running: a.running.clone(),
+        done: a.done.clone(),
+    }
+}
+
+/// The board's active diagnostics counted per (rule, severity), in rule order.
+fn diagnostics_by_rule(board: &Board, now: i64) -> Result<Vec<(String, String, i64)>, SourceError> {
+    use crate::board::diagnostics::{Severity, Thresholds};
+    let found = board
+        .board_diagnostics(Severity::Warning, now, &Thresholds::default())
+        .map_err(|e| failure_chain(&e))?;
+    let mut counts = std::collections::BTreeMap::<(String, String), i64>::new();
+    for task in &found {
+        for d in &task.diagnostics {
+            *counts
+                .entry((d.kind.to_owned(), d.severity.as_str().to_owned()))
+                .or_insert(0) += 1;
+        }
+    }
+    Ok(counts.into_iter().map(|((r, s), n)| (r, s, n)).collect())
+}
+
+/// Each owner's turns per state, from the `state.db` of every profile under `<root>/owner/`
+/// (none when no owner ever ran).
+fn owner_turns(root: &Path) -> Result<Vec<(String, String, i64)>, SourceError> {
+    let Ok(entries) = std::fs::read_dir(root.join("owner")) else {
+        return Ok(Vec::new());
+    };
+    let mut profiles: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|p| crate::admission::state_path(root, p).is_file())
+        .collect();
+    profiles.sort();
+    let mut out = Vec::new();
+    for profile in profiles {
+        let state =
+            crate::admission::state::StateDb::open(&crate::admission::state_path(root, &profile))
+                .map_err(|e| failure_chain(&e))?;
+        for (status, n) in state.turns_by_state().map_err(|e| failure_chain(&e))? {
+            out.push((profile.clone(), status, n));
+        }
+    }
+    Ok(out)
 }
 
 /// A board histogram as the web view takes it: each bucket with its bound.

@@ -262,7 +262,7 @@ pub(in crate::cli) fn parse_metadata(raw: &str) -> Result<JsonObject, String> {
 
 /// A duration flag's value in seconds: a whole number of seconds (`900`), or a count and a unit
 /// as the original writes them (`90s`, `30m`, `2h`, `1d`; see [`crate::clock::parse_duration`]).
-pub(super) fn parse_seconds(text: &str) -> Result<i64, String> {
+pub(in crate::cli) fn parse_seconds(text: &str) -> Result<i64, String> {
     match text.trim().parse::<i64>() {
         Ok(secs) => Ok(secs),
         Err(_) => crate::clock::parse_duration(text, true),
@@ -271,7 +271,7 @@ pub(super) fn parse_seconds(text: &str) -> Result<i64, String> {
 
 /// A time flag's value in epoch seconds: an ISO-8601 date and time with an offset
 /// (`2026-12-02T08:00:00Z`), or without one in the system's time zone (`2026-12-02 09:00`).
-pub(super) fn parse_time(text: &str) -> Result<i64, String> {
+pub(in crate::cli) fn parse_time(text: &str) -> Result<i64, String> {
     crate::cron::schedule::parse_timestamp(text.trim(), &jiff::tz::TimeZone::system())
         .map_err(|reason| format!("{reason}; give e.g. 2026-12-02T08:00:00Z or 2026-12-02 09:00"))
 }

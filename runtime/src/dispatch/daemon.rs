@@ -112,7 +112,8 @@ fn sleep_unless_stopped(total: Duration, stop: &AtomicBool) -> bool {
 
 /// Runs ticks until `options.mode` says stop; `on_tick` sees every report (for printing) and
 /// `on_health` every change of health (see the module doc). A failed tick never stops the
-/// daemon; under `--until-idle`, [`MAX_FAILED_TICKS`] in a row do.
+/// daemon; under `--until-idle`, [`MAX_FAILED_TICKS`] in a row do. The loop records its ticks
+/// on the board (`board::ticks`) and, when it ends, that it stopped.
 pub fn run(
     board: &mut Board,
     settings: &Settings,
@@ -122,10 +123,43 @@ pub fn run(
     on_tick: &mut dyn FnMut(&Board, &TickReport),
     on_health: &mut dyn FnMut(Health<'_>),
 ) -> Result<(), TickError> {
+    let dispatcher = crate::proc::process::claimer_id();
+    let result = run_loop(
+        board,
+        settings,
+        clock,
+        workers,
+        options,
+        on_tick,
+        on_health,
+        &dispatcher,
+    );
+    // Best effort: a board that cannot be written keeps the last tick, which goes stale.
+    if board.records_ticks() {
+        let _ = board.record_stop(&dispatcher, clock.now());
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_loop(
+    board: &mut Board,
+    settings: &Settings,
+    clock: &dyn Clock,
+    workers: &mut dyn Workers,
+    options: &LoopOptions,
+    on_tick: &mut dyn FnMut(&Board, &TickReport),
+    on_health: &mut dyn FnMut(Health<'_>),
+    dispatcher: &str,
+) -> Result<(), TickError> {
     let mut streak = Streak::default();
     let mut watch = board.watch_changes();
     let mut hooks = Hooks::new(settings.hooks.clone(), board.last_event_id().unwrap_or(0));
     let mut auto_decompose = super::decompose::AutoDecompose::new(settings);
+    let interval_seconds = i64::try_from(options.interval.as_secs()).unwrap_or(i64::MAX);
+    let mut recorded_at: Option<i64> = None;
+    // A board of the original adopted in place has no table for them (`Board::records_ticks`).
+    let records = board.records_ticks();
     loop {
         // What other connections committed before this tick is seen by it; a commit during the
         // tick wakes the wait after it at once.
@@ -144,6 +178,15 @@ pub fn run(
                 }
                 if let Some(failed_ticks) = streak.succeeded() {
                     on_health(Health::Recovered { failed_ticks });
+                }
+                // The board's record that this dispatcher runs (board::ticks), at most once per
+                // RECORD_EVERY; best effort: a board that refuses it still gets its ticks.
+                let now = clock.now();
+                if records
+                    && recorded_at.is_none_or(|at| now - at >= crate::board::ticks::RECORD_EVERY)
+                    && board.record_tick(dispatcher, interval_seconds, now).is_ok()
+                {
+                    recorded_at = Some(now);
                 }
                 report
             }

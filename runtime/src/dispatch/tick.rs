@@ -875,6 +875,7 @@ impl Tick<'_> {
                     now: Some(now),
                     heartbeat_stale: Some(heartbeat_stale),
                     retry_status: Status::Ready,
+                    actor: None,
                     termination: Some(to_board(&termination)),
                 },
                 failure: self.counted(&task.id)?,

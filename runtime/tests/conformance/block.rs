@@ -146,7 +146,8 @@ pub(crate) fn unblock_lands_in_todo_while_a_parent_is_open_and_resets_failures(s
         last_event(&b, &c),
         Event::Unblocked {
             status: Some(Status::Todo),
-            resume_status: Some(Status::Ready)
+            resume_status: Some(Status::Ready),
+            actor: None,
         }
     );
 }

@@ -1088,6 +1088,7 @@ fn script(b: &Board) -> Vec<String> {
             now: Some(t(780)),
             heartbeat_stale: Some(false),
             retry_status: Status::Ready,
+            actor: None,
             termination: None,
         },
         failure: Failure::NotCounted,
@@ -1228,6 +1229,12 @@ fn script(b: &Board) -> Vec<String> {
     s.ok("running tasks", b.running_tasks());
     s.ok("workload", b.workload(t(904), 60));
     s.ok("fsck", b.fsck_at(t(905)));
+    // ---- the dispatchers' recorded ticks: two dispatchers, one re-records, one stops.
+    s.ok("record a tick", b.record_tick("host-a:11", 5, t(906)));
+    s.ok("record another", b.record_tick("host-b:22", 60, t(907)));
+    s.ok("record again", b.record_tick("host-a:11", 5, t(908)));
+    s.ok("record a stop", b.record_stop("host-b:22", t(909)));
+    s.ok("dispatcher ticks", b.dispatcher_ticks());
     s.log
 }
 

@@ -192,7 +192,8 @@ pub(crate) fn schedule_parks_a_task_and_the_wake_moves_it_at_its_time(s: &dyn St
         last_event(&b, &free),
         Event::Scheduled {
             reason: Some("later".into()),
-            at: Some(T0 + 100)
+            at: Some(T0 + 100),
+            actor: None,
         }
     );
     assert_eq!(b.next_due().unwrap(), Some(T0 + 50));

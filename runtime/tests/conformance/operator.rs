@@ -135,6 +135,7 @@ pub(crate) fn reopen_sends_a_done_task_back_and_invalidates_its_descendants(s: &
             parent: None,
             previous_status: Some(Status::Done),
             resume_status: None,
+            actor: None,
         }
     );
     for id in [&running, &done, &grandchild] {

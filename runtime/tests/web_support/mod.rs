@@ -310,6 +310,44 @@ impl Browser {
         assert!(answer["value"].is_null(), "navigation failed: {answer}");
     }
 
+    /// Types `keys` into the element `css` selects, as a keyboard would (`\u{E007}` is Enter):
+    /// WebDriver focuses the element first. A live page may swap its content between the
+    /// lookup and the typing (a stale element): the element is then looked up again.
+    pub fn type_into(&self, css: &str, keys: &str) {
+        for _ in 0..50 {
+            match self.try_type_into(css, keys) {
+                Ok(()) => return,
+                Err(answer) if answer.contains("stale element") => continue,
+                Err(answer) => panic!("typing into {css} failed: {answer}"),
+            }
+        }
+        panic!("{css} kept going stale");
+    }
+
+    fn try_type_into(&self, css: &str, keys: &str) -> Result<(), String> {
+        let found = self.call(
+            "POST",
+            &format!("/session/{}/element", self.session),
+            Some(&json!({ "using": "css selector", "value": css })),
+        );
+        let element = found["value"]
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no element {css}: {found}"))
+            .to_owned();
+        let answer = self.call(
+            "POST",
+            &format!("/session/{}/element/{element}/value", self.session),
+            Some(&json!({ "text": keys })),
+        );
+        if answer["value"].is_null() {
+            Ok(())
+        } else {
+            Err(answer.to_string())
+        }
+    }
+
     /// Runs `script` (a function body; `return` its result) in the page.
     pub fn eval(&self, script: &str) -> Value {
         let answer = self.call(

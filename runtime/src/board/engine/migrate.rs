@@ -480,6 +480,7 @@ fn copy_table(
     let order = match table {
         "task_links" => "parent_id, child_id",
         "tasks" => "rowid",
+        "kanban_dispatchers" => "dispatcher",
         _ => "id",
     };
     let mut stmt = conn

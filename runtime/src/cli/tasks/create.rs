@@ -208,11 +208,42 @@ pub(in crate::cli) fn create(args: CreateArgs, globals: &Globals) -> CmdResult {
         },
         ..NewTask::default()
     };
-    let created = o.board.create_task(&new, now())?;
+    let now = now();
+    let created = o.board.create_task(&new, now)?;
     if globals.json {
         print_json(&created)?;
     } else {
         println!("{}", created.id);
     }
+    warn_without_dispatcher(&o.board, &o.loc.slug, now);
     Ok(Exit::OK)
+}
+
+/// Says on stderr when no dispatcher of any host recorded a recent tick on the board
+/// (`board::ticks`): the task waits until one runs. The exit code is unchanged; an unreadable
+/// record says nothing.
+fn warn_without_dispatcher(board: &Board, slug: &str, now: i64) {
+    if !board.records_ticks() {
+        return;
+    }
+    let Ok(ticks) = board.dispatcher_ticks() else {
+        return;
+    };
+    if ticks.iter().any(|t| t.running(now)) {
+        return;
+    }
+    let last = ticks
+        .first()
+        .map(|t| {
+            format!(
+                "; the last tick was {}s ago, by {}",
+                now - t.last_tick_at,
+                crate::cli::escape::line(&t.dispatcher)
+            )
+        })
+        .unwrap_or_else(|| "; none ever recorded a tick".to_owned());
+    eprintln!(
+        "kanban: warning: no dispatcher is running for board {slug}{last}: the task waits until \
+         one runs (`kanban dispatch`, or its systemd unit)"
+    );
 }

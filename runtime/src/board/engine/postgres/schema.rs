@@ -24,7 +24,7 @@
 use kanban_pgwire::{Client, Value};
 
 /// The schema version this build writes (the same number as the SQLite board's).
-pub const LATEST: i64 = 7;
+pub const LATEST: i64 = 8;
 
 /// The table holding the schema version (shared with the SQL layer's PostgreSQL backend).
 pub const VERSION_TABLE: &str = "kanban_schema_version";
@@ -171,6 +171,16 @@ CREATE TABLE task_attachments (
         version: 7,
         sql: "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS completion_contract TEXT;",
     },
+    Migration {
+        version: 8,
+        sql: r#"
+CREATE TABLE kanban_dispatchers (
+    dispatcher TEXT PRIMARY KEY,
+    last_tick_at BIGINT NOT NULL,
+    interval_seconds BIGINT NOT NULL
+);
+"#,
+    },
 ];
 
 /// Indexes created after the migrations (idempotent): the SQLite board's `INDEXES`, by name and
@@ -302,6 +312,10 @@ pub const TABLES: &[(&str, &[&str])] = &[
             "uploaded_by",
             "created_at",
         ],
+    ),
+    (
+        "kanban_dispatchers",
+        &["dispatcher", "last_tick_at", "interval_seconds"],
     ),
 ];
 

@@ -152,7 +152,23 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
         // PostgreSQL's version 7.
         sql: "ALTER TABLE tasks ADD COLUMN completion_contract TEXT;",
     },
+    Migration {
+        version: 8,
+        // The dispatchers' recorded ticks (issue 30 item 2), as PostgreSQL's version 8.
+        sql: DISPATCHERS_TABLE,
+    },
 ];
+
+/// The last tick each dispatcher of the board recorded (kanban's own table; the original has
+/// none and ignores it): `dispatcher` is its claim lock `"<host>:<pid>"`, `interval_seconds` how
+/// long it may go between two records when idle (see `board::ticks`).
+pub(crate) const DISPATCHERS_TABLE: &str = r#"
+CREATE TABLE IF NOT EXISTS kanban_dispatchers (
+    dispatcher TEXT PRIMARY KEY,
+    last_tick_at INTEGER NOT NULL,
+    interval_seconds INTEGER NOT NULL
+);
+"#;
 
 /// The original's `task_attachments` table, as its `SCHEMA_SQL` declares it (version 6; created
 /// when missing on an adopted board).
@@ -202,7 +218,7 @@ CREATE INDEX IF NOT EXISTS idx_attachments_task ON task_attachments(task_id, cre
 "#;
 
 /// The schema version this build writes.
-pub(crate) const LATEST: i64 = 7;
+pub(crate) const LATEST: i64 = 8;
 
 /// Columns every version of the original's tables has (keys and `NOT NULL` columns without a
 /// default, which `ALTER TABLE … ADD COLUMN` could not add anyway). Adoption requires them.
@@ -378,6 +394,8 @@ fn adopt_in(tx: &Tx<'_>, path: &Path) -> Result<()> {
     // Creates only tables that are missing; an existing table is left as it is.
     tx.execute_batch(MIGRATIONS[0].sql)?;
     tx.execute_batch(ATTACHMENTS_TABLE)?;
+    // No `kanban_dispatchers` on a board of the original: it stays the original's schema plus
+    // columns (its ticks are not recorded; `Board::records_ticks`).
     for (table, column, decl) in ADOPTED_COLUMNS {
         let present = columns(tx, table)?;
         if present.iter().any(|c| c == column) {
