@@ -448,6 +448,18 @@ enum CopyError {
 }
 
 /// Copies one table in key order with multi-row `INSERT`s; returns the rows copied.
+/// The order a board table is copied in, either way between the stores: tasks in insertion
+/// order (`rowid`: the PostgreSQL `tasks.rowid` identity is handed out in copy order, and the
+/// board orders same-second tasks by it), the rest by their key.
+pub(super) fn copy_order(table: &str) -> &'static str {
+    match table {
+        "task_links" => "parent_id, child_id",
+        "tasks" => "rowid",
+        "kanban_dispatchers" => "dispatcher",
+        _ => "id",
+    }
+}
+
 fn copy_table(
     conn: &Connection,
     client: &mut Client,
@@ -475,14 +487,7 @@ fn copy_table(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    // Tasks in SQLite's insertion order (`rowid`): the PostgreSQL `tasks.rowid` identity is
-    // handed out in copy order, and the board orders same-second tasks by it.
-    let order = match table {
-        "task_links" => "parent_id, child_id",
-        "tasks" => "rowid",
-        "kanban_dispatchers" => "dispatcher",
-        _ => "id",
-    };
+    let order = copy_order(table);
     let mut stmt = conn
         .prepare(&format!("SELECT {list} FROM {table} ORDER BY {order}"))
         .map_err(CopyError::Sqlite)?;

@@ -154,11 +154,7 @@ fn copy_table_from(
     table: &str,
     columns: &[&str],
 ) -> Result<(), Copy> {
-    let order = match table {
-        "task_links" => "parent_id, child_id",
-        "tasks" => "rowid",
-        _ => "id",
-    };
+    let order = super::migrate::copy_order(table);
     let list = columns.join(", ");
     let rows = client
         .query(&format!("SELECT {list} FROM {table} ORDER BY {order}"), &[])
