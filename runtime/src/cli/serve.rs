@@ -144,14 +144,7 @@ fn failure(err: impl std::fmt::Display) -> SourceError {
 }
 
 fn failure_chain(err: &BoardError) -> SourceError {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    SourceError(text)
+    SourceError(crate::error_chain(err))
 }
 
 fn link(r: &TaskRef) -> TaskLink {

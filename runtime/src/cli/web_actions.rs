@@ -22,13 +22,7 @@ pub const WEB_ACTOR: &str = "web";
 /// A board error as the web answers it: an unknown task is 404, the store's failures are 500,
 /// anything else is the input's fault (400).
 fn web_refusal(err: &BoardError) -> ActionError {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
+    let text = crate::error_chain(err);
     match err {
         BoardError::TaskNotFound { .. } => ActionError::NotFound(text),
         BoardError::Storage(_) => ActionError::Failed(text),

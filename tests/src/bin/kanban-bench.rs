@@ -209,6 +209,76 @@ fn board_ops(dir: &Path, bare: &Bare) -> anyhow::Result<OpSamples> {
     })
 }
 
+/// `n` tasks created one transaction each (titles `{prefix} i`); their ids.
+fn board_creates(board: &Board, n: usize, prefix: &str, t: i64) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let created = board.create_task(
+            &NewTask {
+                title: format!("{prefix} {i}"),
+                ..NewTask::default()
+            },
+            t,
+        )?;
+        ids.push(created.id);
+    }
+    Ok(ids)
+}
+
+/// Each task claimed one transaction each; the run ids.
+fn board_claims(
+    board: &Board,
+    ids: &[String],
+    spec: &ClaimSpec,
+    t: i64,
+) -> anyhow::Result<Vec<i64>> {
+    let mut runs = Vec::with_capacity(ids.len());
+    for id in ids {
+        match board.claim(id, spec, t)? {
+            ClaimOutcome::Claimed(c) => runs.push(c.run_id),
+            ClaimOutcome::Lost(r) => bail!("bench claim of {id} lost: {r}"),
+        }
+    }
+    Ok(runs)
+}
+
+/// A heartbeat of each claimed task (claim `lock`), one transaction each.
+fn board_heartbeats(
+    board: &Board,
+    ids: &[String],
+    runs: &[i64],
+    lock: &str,
+    t: i64,
+) -> anyhow::Result<()> {
+    for (id, run) in ids.iter().zip(runs) {
+        let fence = Fence {
+            claim_lock: Some(lock.to_owned()),
+            run_id: Some(*run),
+        };
+        board
+            .heartbeat(id, &fence, None, 900, t)?
+            .into_result()
+            .map_err(|r| anyhow::anyhow!("bench heartbeat of {id} refused: {r}"))?;
+    }
+    Ok(())
+}
+
+/// Each claimed task completed with a summary, one transaction each.
+fn board_completions(board: &Board, ids: &[String], runs: &[i64], t: i64) -> anyhow::Result<()> {
+    for (id, run) in ids.iter().zip(runs) {
+        let completion = board::Completion {
+            expected_run_id: Some(*run),
+            summary: Some("done".to_owned()),
+            ..Default::default()
+        };
+        board
+            .complete(id, &completion, t)?
+            .into_result()
+            .map_err(|r| anyhow::anyhow!("bench completion of {id} refused: {r}"))?;
+    }
+    Ok(())
+}
+
 /// The rounds of [`board_ops`] on `board`, each after `bare` took its baseline samples.
 fn ops_rounds(
     board: &Board,
@@ -235,17 +305,7 @@ fn ops_rounds(
             .push(lean.complete(&lean_ids, &lean_runs, t + 2)?);
 
         let start = Instant::now();
-        let mut ids = Vec::with_capacity(BATCH);
-        for i in 0..BATCH {
-            let created = board.create_task(
-                &NewTask {
-                    title: format!("task {round}.{i}"),
-                    ..NewTask::default()
-                },
-                t,
-            )?;
-            ids.push(created.id);
-        }
+        let ids = board_creates(board, BATCH, &format!("task {round}."), t)?;
         s.create.push(us_per_op(BATCH, start.elapsed()));
         // A second batch for the batched claim (created untimed).
         let mut batch_ids = Vec::with_capacity(BATCH);
@@ -261,13 +321,7 @@ fn ops_rounds(
         }
 
         let start = Instant::now();
-        let mut runs = Vec::with_capacity(BATCH);
-        for id in &ids {
-            match board.claim(id, &spec, t)? {
-                ClaimOutcome::Claimed(c) => runs.push(c.run_id),
-                ClaimOutcome::Lost(r) => bail!("bench claim of {id} lost: {r}"),
-            }
-        }
+        let runs = board_claims(board, &ids, &spec, t)?;
         s.claim.push(us_per_op(BATCH, start.elapsed()));
 
         // The dispatcher's path: a tick's whole batch in one transaction.
@@ -283,30 +337,11 @@ fn ops_rounds(
         }
 
         let start = Instant::now();
-        for (id, run) in ids.iter().zip(&runs) {
-            let fence = Fence {
-                claim_lock: Some(spec.lock.clone()),
-                run_id: Some(*run),
-            };
-            board
-                .heartbeat(id, &fence, None, 900, t + 1)?
-                .into_result()
-                .map_err(|r| anyhow::anyhow!("bench heartbeat of {id} refused: {r}"))?;
-        }
+        board_heartbeats(board, &ids, &runs, &spec.lock, t + 1)?;
         s.heartbeat.push(us_per_op(BATCH, start.elapsed()));
 
         let start = Instant::now();
-        for (id, run) in ids.iter().zip(&runs) {
-            let completion = board::Completion {
-                expected_run_id: Some(*run),
-                summary: Some("done".to_owned()),
-                ..Default::default()
-            };
-            board
-                .complete(id, &completion, t + 2)?
-                .into_result()
-                .map_err(|r| anyhow::anyhow!("bench completion of {id} refused: {r}"))?;
-        }
+        board_completions(board, &ids, &runs, t + 2)?;
         s.complete.push(us_per_op(BATCH, start.elapsed()));
         // Untimed: the batch-claimed tasks are completed too, so every round ends on a board of
         // done tasks only.
@@ -1023,18 +1058,7 @@ fn process_start_ms(bin: &Path, home: &Path) -> anyhow::Result<f64> {
 
 /// `kanban dispatch --once` on `home` (ms, wall clock including the process start).
 fn dispatch_once_ms(bin: &Path, home: &Path) -> anyhow::Result<f64> {
-    let start = Instant::now();
-    let out = kanban(bin, home)
-        .args(["dispatch", "--once"])
-        .stdout(Stdio::null())
-        .output()?;
-    let d = ms(start.elapsed());
-    ensure!(
-        out.status.success(),
-        "kanban dispatch --once failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(d)
+    command_ms(bin, home, &["dispatch", "--once"])
 }
 
 fn all_done(board: &Board) -> anyhow::Result<bool> {
@@ -1309,7 +1333,10 @@ const BIG_READY: usize = 10_000;
 /// Wall time (ms) of `kanban ARGS` on `home`, which must succeed.
 fn command_ms(bin: &Path, home: &Path, args: &[&str]) -> anyhow::Result<f64> {
     let start = Instant::now();
-    let out = kanban(bin, home).args(args).output()?;
+    let out = kanban(bin, home)
+        .args(args)
+        .stdout(Stdio::null())
+        .output()?;
     let d = ms(start.elapsed());
     ensure!(
         out.status.success(),
@@ -1880,55 +1907,16 @@ fn board_wal(board: &Board, n: usize, measure: &mut WalMeasure<'_>) -> anyhow::R
     };
     let mut ids = Vec::new();
     let create = measure(&mut || {
-        for i in 0..n {
-            let created = board.create_task(
-                &NewTask {
-                    title: format!("wal {i}"),
-                    ..NewTask::default()
-                },
-                t,
-            )?;
-            ids.push(created.id);
-        }
+        ids = board_creates(board, n, "wal", t)?;
         Ok(())
     })?;
     let mut runs = Vec::new();
     let claim = measure(&mut || {
-        for id in &ids {
-            match board.claim(id, &spec, t)? {
-                ClaimOutcome::Claimed(c) => runs.push(c.run_id),
-                ClaimOutcome::Lost(r) => bail!("bench claim of {id} lost: {r}"),
-            }
-        }
+        runs = board_claims(board, &ids, &spec, t)?;
         Ok(())
     })?;
-    let heartbeat = measure(&mut || {
-        for (id, run) in ids.iter().zip(&runs) {
-            let fence = Fence {
-                claim_lock: Some(spec.lock.clone()),
-                run_id: Some(*run),
-            };
-            board
-                .heartbeat(id, &fence, None, 900, t + 1)?
-                .into_result()
-                .map_err(|r| anyhow::anyhow!("bench heartbeat of {id} refused: {r}"))?;
-        }
-        Ok(())
-    })?;
-    let complete = measure(&mut || {
-        for (id, run) in ids.iter().zip(&runs) {
-            let completion = board::Completion {
-                expected_run_id: Some(*run),
-                summary: Some("done".to_owned()),
-                ..Default::default()
-            };
-            board
-                .complete(id, &completion, t + 2)?
-                .into_result()
-                .map_err(|r| anyhow::anyhow!("bench completion of {id} refused: {r}"))?;
-        }
-        Ok(())
-    })?;
+    let heartbeat = measure(&mut || board_heartbeats(board, &ids, &runs, &spec.lock, t + 1))?;
+    let complete = measure(&mut || board_completions(board, &ids, &runs, t + 2))?;
     Ok([create, claim, heartbeat, complete].map(|v| v as f64 / n as f64))
 }
 
