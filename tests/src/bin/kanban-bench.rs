@@ -1590,6 +1590,11 @@ fn run() -> anyhow::Result<()> {
         "bench: board create/claim/heartbeat/complete, {SAMPLES} rounds of {BATCH}, each after a bare loop…"
     );
     let bare = Bare::open(dir.path())?;
+    // `--web-only`: only the web view's rows.
+    if args.iter().any(|a| a == "--web-only") {
+        rows.extend(web_rows(dir.path())?);
+        return print_table(&rows, out, json_out);
+    }
     // `--big`: only the million-task board's rows (issue 32 item 4).
     if args.iter().any(|a| a == "--big") {
         // `--big-tasks N`: a smaller board, to try the suite out quickly.
@@ -1822,8 +1827,16 @@ fn run() -> anyhow::Result<()> {
         }),
     });
 
+    rows.extend(web_rows(dir.path())?);
+    print_table(&rows, out, json_out)
+}
+
+/// The web view's rows: the board page of a 10 000-task board against a static asset, and the
+/// server's CPU with 50 idle live connections.
+fn web_rows(dir: &Path) -> anyhow::Result<Vec<Row>> {
     progress!("bench: kanban serve (10 000-task board page, 50 idle live connections)…");
-    let web = kanban_tests::web_bench::measure(&kanban_bin()?, dir.path())?;
+    let web = kanban_tests::web_bench::measure(&kanban_bin()?, dir)?;
+    let mut rows = Vec::new();
     rows.push(Row {
         measure: format!(
             "`kanban serve` board page, 10 000-task board ({} KiB, ms)",
@@ -1863,7 +1876,7 @@ fn run() -> anyhow::Result<()> {
         }),
     });
 
-    print_table(&rows, out, json_out)
+    Ok(rows)
 }
 
 /// A PostgreSQL row of operations per second (`samples`, µs per operation) against the
