@@ -399,11 +399,25 @@ fn three_hosts(dir: &Path, shared: &SharedBoard) {
                     .insert(pid);
             }
         }
-        // Runs never overlap: each starts after the previous one ended.
+        // Runs never overlap: each run was closed, and every event of it committed, before the
+        // next run's `claimed` event. (Not by timestamps: a claim is stamped with its tick's
+        // start, which on a loaded host can be a second before another host's reclaim of the
+        // previous run, though the claim committed after it.)
+        let events = board.events(id, None).unwrap();
         for pair in runs.windows(2) {
+            assert!(pair[0].ended_at.is_some(), "{id}: a run left open {runs:?}");
+            let last_of_previous = events
+                .iter()
+                .filter(|e| e.run_id == Some(pair[0].id))
+                .map(|e| e.id)
+                .max();
+            let claimed_next = events
+                .iter()
+                .find(|e| e.run_id == Some(pair[1].id) && e.kind == "claimed")
+                .map(|e| e.id);
             assert!(
-                pair[1].started_at >= pair[0].ended_at.unwrap(),
-                "{id}: overlapping runs {runs:?}"
+                claimed_next.is_some() && last_of_previous < claimed_next,
+                "{id}: overlapping runs {runs:?}, events {events:?}"
             );
         }
     }
