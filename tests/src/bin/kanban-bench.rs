@@ -963,12 +963,15 @@ fn kanban(bin: &Path, home: &Path) -> Command {
     cmd
 }
 
+/// A home whose dispatcher spawns up to `max_spawn` workers. The host cap is set out of the way:
+/// derived from memory it would be 2 to 8 workers, and the homes of one run share this host
+/// (each as if it were a host of its own).
 fn write_home(home: &Path, max_spawn: u32, extra_profiles: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(home)?;
     std::fs::write(
         home.join("kanban.toml"),
         format!(
-            "[dispatch]\nmax_spawn = {max_spawn}\n\n[profiles.default]\nagent = \"builtin:complete\"\n{extra_profiles}"
+            "[dispatch]\nmax_spawn = {max_spawn}\nmax_in_progress = 65536\n\n[profiles.default]\nagent = \"builtin:complete\"\n{extra_profiles}"
         ),
     )?;
     Ok(())
