@@ -606,35 +606,43 @@ impl Board {
         self.write(|tx| reclaim_in(tx, id, reason, Some(actor), now))
     }
 
-    /// See [`assign_in`].
-    /// Saves the default profile as the assignee of an unassigned `ready` task the dispatcher
-    /// is about to claim for it (the original's `_apply_default_assignee`), with an `assigned`
-    /// event whose `source` says so. `false` when the task is no longer ready and unassigned.
-    pub fn save_default_assignee(&self, id: &str, assignee: &str, now: i64) -> Result<bool> {
+    /// Saves `[dispatch] default_profile` as the assignee of unassigned ready tasks the
+    /// dispatcher is about to claim (the original's `_apply_default_assignee`), all in one
+    /// transaction: each `(task, profile)` gets `assigned {source: kanban.default_assignee}`
+    /// when it is still unassigned, ready and unclaimed. One flag per pair: saved or not.
+    pub fn save_default_assignees(&self, pairs: &[(&str, &str)], now: i64) -> Result<Vec<bool>> {
+        if pairs.is_empty() {
+            return Ok(Vec::new());
+        }
         self.write(|tx| {
-            let applied = cas(
-                tx,
-                "UPDATE tasks SET assignee = ?2 WHERE id = ?1 AND status = 'ready' \
-                 AND claim_lock IS NULL AND (assignee IS NULL OR TRIM(assignee) = '')",
-                params![id, assignee],
-            )?;
-            if applied {
-                append_event(
+            let mut saved = Vec::with_capacity(pairs.len());
+            for (id, assignee) in pairs {
+                let applied = cas(
                     tx,
-                    id,
-                    None,
-                    &Event::Assigned {
-                        assignee: Some(assignee.to_owned()),
-                        from: None,
-                        source: Some("kanban.default_assignee".to_owned()),
-                    },
-                    now,
+                    "UPDATE tasks SET assignee = ?2 WHERE id = ?1 AND status = 'ready' \
+                     AND claim_lock IS NULL AND (assignee IS NULL OR TRIM(assignee) = '')",
+                    params![id, assignee],
                 )?;
+                if applied {
+                    append_event(
+                        tx,
+                        id,
+                        None,
+                        &Event::Assigned {
+                            assignee: Some((*assignee).to_owned()),
+                            from: None,
+                            source: Some("kanban.default_assignee".to_owned()),
+                        },
+                        now,
+                    )?;
+                }
+                saved.push(applied);
             }
-            Ok(applied)
+            Ok(saved)
         })
     }
 
+    /// See [`assign_in`].
     pub fn assign(
         &self,
         id: &str,

@@ -1293,14 +1293,23 @@ impl Tick<'_> {
         &mut self,
         chosen: &mut Vec<(Candidate, String)>,
     ) -> Result<(), BoardError> {
+        let unassigned = |c: &Candidate| {
+            c.lane == Status::Ready && c.assignee.as_deref().is_none_or(|a| a.trim().is_empty())
+        };
+        // One transaction for the tick's whole batch, as its claims.
+        let pairs: Vec<(&str, &str)> = chosen
+            .iter()
+            .filter(|(c, _)| unassigned(c))
+            .map(|(c, profile)| (c.id.as_str(), profile.as_str()))
+            .collect();
+        let mut saved = self
+            .board
+            .save_default_assignees(&pairs, self.now)?
+            .into_iter();
         let mut kept = Vec::with_capacity(chosen.len());
         for (mut c, profile) in chosen.drain(..) {
-            let unassigned = c.assignee.as_deref().is_none_or(|a| a.trim().is_empty());
-            if c.lane == Status::Ready && unassigned {
-                if !self
-                    .board
-                    .save_default_assignee(&c.id, &profile, self.now)?
-                {
+            if unassigned(&c) {
+                if saved.next() != Some(true) {
                     continue;
                 }
                 c.assignee = Some(profile.clone());

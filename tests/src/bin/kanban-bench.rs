@@ -1589,9 +1589,6 @@ fn run() -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    progress!(
-        "bench: board create/claim/heartbeat/complete, {SAMPLES} rounds of {BATCH}, each after a bare loop…"
-    );
     let bare = Bare::open(dir.path())?;
     // `--web-only`: only the web view's rows.
     if args.iter().any(|a| a == "--web-only") {
@@ -1612,6 +1609,9 @@ fn run() -> anyhow::Result<()> {
         rows.extend(big_suite(dir.path(), &bare, tasks)?);
         return print_table(&rows, out, json_out);
     }
+    progress!(
+        "bench: board create/claim/heartbeat/complete, {SAMPLES} rounds of {BATCH}, each after a bare loop…"
+    );
     let ops = board_ops(dir.path(), &bare)?;
     // `--ops-only`: stop after the board-operation rows (a quick loop while tuning transitions).
     let ops_only = args.iter().any(|a| a == "--ops-only");
