@@ -485,3 +485,54 @@ fn the_task_page_says_where_its_agent_works() {
         page.body
     );
 }
+
+#[test]
+fn the_board_page_shows_the_first_cards_of_each_column_and_counts_the_rest() {
+    let k = kanban();
+    // 230 ready tasks (one column over the 200 shown) and 3 done, one of them assigned.
+    let board = kanban_runtime::board::Board::open_path(
+        &k.default_db(),
+        &kanban_runtime::board::OpenOptions::default(),
+    )
+    .unwrap();
+    let tasks: Vec<kanban_runtime::board::NewTask> = (0..230)
+        .map(|i| kanban_runtime::board::NewTask {
+            title: format!("ready {i}"),
+            ..Default::default()
+        })
+        .collect();
+    board.create_tasks(&tasks, 1_000).unwrap();
+    drop(board);
+    let done: Vec<String> = (0..3)
+        .map(|i| k.create(&format!("finished {i}"), &["--assignee", "rev"]))
+        .collect();
+    for id in &done {
+        k.ok(&["complete", id, "--summary", "ok"]);
+    }
+    let serve = Serve::start(&k, &[]);
+    let page = get(serve.addr, "/", "");
+    assert_eq!(page.status, 200);
+    let column = |html: &str, status: &str| -> String {
+        let start = html
+            .find(&format!("data-status=\"{status}\""))
+            .unwrap_or_else(|| panic!("no {status} column"));
+        let end = html[start..].find("</section>").unwrap() + start;
+        html[start..end].to_owned()
+    };
+    let ready = column(&page.body, "ready");
+    assert!(
+        ready.contains("<span class=\"count\">230</span>"),
+        "{ready:.300}"
+    );
+    assert_eq!(ready.matches("<article").count(), 200);
+    assert!(ready.contains("30 more; narrow with the filter"));
+    // The first cards in board order: the oldest first.
+    assert!(ready.contains(">ready 0<"), "{ready:.600}");
+    let done_column = column(&page.body, "done");
+    assert!(done_column.contains("<span class=\"count\">3</span>"));
+    assert_eq!(done_column.matches("<article").count(), 3);
+    // A filtered page still filters the whole board.
+    let filtered = get(serve.addr, "/?assignee=rev", "");
+    assert!(column(&filtered.body, "ready").contains("<span class=\"count\">0</span>"));
+    assert!(column(&filtered.body, "done").contains("<span class=\"count\">3</span>"));
+}

@@ -1270,7 +1270,15 @@ fn route<S: Source>(state: &State<S>, request: &Request, csrf: Option<&str>) -> 
                     .map(str::to_owned),
                 archived: request.param("archived").is_some_and(|a| a == "1"),
             };
-            match state.source.board(&slug, filter.archived) {
+            // An unfiltered page shows the first cards of each column only: read just those.
+            let read = if filter.assignee.is_none() && filter.text.is_none() {
+                state
+                    .source
+                    .board_page(&slug, filter.archived, page::COLUMN_LIMIT)
+            } else {
+                state.source.board(&slug, filter.archived)
+            };
+            match read {
                 Ok(Some(view)) => Response::html(page::board_page(
                     &view,
                     &filter,

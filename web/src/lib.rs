@@ -59,6 +59,18 @@ pub trait Source: Send + Sync + 'static {
     fn boards(&self) -> Vec<String>;
     /// The board page's data; `None` when `slug` is not served.
     fn board(&self, slug: &str, include_archived: bool) -> Result<Option<BoardView>, SourceError>;
+    /// The board page's data with at most `per_column` cards of each status, and
+    /// [`BoardView::column_totals`] counting them all: what an unfiltered page shows, read without
+    /// the rest of the board. By default the whole board ([`Source::board`]).
+    fn board_page(
+        &self,
+        slug: &str,
+        include_archived: bool,
+        per_column: usize,
+    ) -> Result<Option<BoardView>, SourceError> {
+        let _ = per_column;
+        self.board(slug, include_archived)
+    }
     /// One task's page data; `None` when the board or the task is unknown.
     fn task(&self, slug: &str, id: &str) -> Result<Option<TaskView>, SourceError>;
     /// The cron jobs of the home.

@@ -360,20 +360,28 @@ pub fn board_page(
             .iter()
             .filter(|c| &c.status == status && filter.matches(c))
             .collect();
+        // A page read column by column says how many cards each column has in all.
+        let total = match &view.column_totals {
+            Some(totals) if filter.assignee.is_none() && filter.text.is_none() => {
+                totals.get(status).copied().unwrap_or(0).max(cards.len())
+            }
+            _ => cards.len(),
+        };
         let _ = write!(
             main,
             "<section class=\"column\" data-status=\"{s}\"><h2>{s} <span class=\"count\">{n}</span></h2>",
             s = escape(status),
-            n = cards.len()
+            n = total
         );
+        let shown = cards.len().min(COLUMN_LIMIT);
         for card in cards.iter().take(COLUMN_LIMIT) {
             card_html(&mut main, &view.slug, view.now, card, csrf);
         }
-        if cards.len() > COLUMN_LIMIT {
+        if total > shown {
             let _ = write!(
                 main,
                 "<p class=\"more\">{} more; narrow with the filter</p>",
-                cards.len() - COLUMN_LIMIT
+                total - shown
             );
         }
         main.push_str("</section>");
@@ -828,6 +836,15 @@ mod tests {
             COLUMN_LIMIT + 5
         )));
         assert!(html.contains("5 more; narrow with the filter"));
+        // A page read column by column: the totals count what was not read.
+        let paged = BoardView {
+            cards: vec![card("t_1", "ready", "first")],
+            column_totals: Some([("ready".to_owned(), 7000)].into_iter().collect()),
+            ..view.clone()
+        };
+        let html = board_page(&paged, &BoardFilter::default(), &[], None);
+        assert!(html.contains("<span class=\"count\">7000</span>"));
+        assert!(html.contains("6999 more; narrow with the filter"));
         let all = BoardFilter {
             archived: true,
             ..BoardFilter::default()

@@ -45,6 +45,9 @@ pub struct BoardView {
     /// The columns, in order (one per status).
     pub statuses: Vec<String>,
     pub cards: Vec<CardView>,
+    /// How many cards each status has, when `cards` holds only the first of each column
+    /// ([`crate::Source::board_page`]); `None` when `cards` is the whole board.
+    pub column_totals: Option<std::collections::BTreeMap<String, usize>>,
     /// The dispatcher at a glance: `Some(true)` while one runs, `None` when the board records
     /// no ticks (a board of the original).
     pub dispatcher_running: Option<bool>,

@@ -30,6 +30,42 @@ impl Board {
         self.cards(filter, &[])
     }
 
+    /// A page of the board: per status (archived only with `include_archived`) its first
+    /// `per_status` cards in [`Board::list_tasks`] order, and how many cards each status has. The
+    /// cards' attempt counts and block reasons are read for the cards shown only, so a board of a
+    /// million tasks costs its counts and a bounded sort per status, not a card per task.
+    pub fn board_cards_page(
+        &self,
+        include_archived: bool,
+        per_status: usize,
+    ) -> Result<(Vec<BoardCard>, Vec<(super::model::Status, usize)>)> {
+        let mut totals = Vec::new();
+        {
+            let mut stmt = self
+                .conn()
+                .prepare_cached("SELECT status, COUNT(*) FROM tasks GROUP BY status")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                let (status, n) = row?;
+                if let Ok(status) = status.parse::<super::model::Status>() {
+                    totals.push((status, usize::try_from(n).unwrap_or(0)));
+                }
+            }
+        }
+        let mut cards = Vec::new();
+        for (status, _) in &totals {
+            if *status == super::model::Status::Archived && !include_archived {
+                continue;
+            }
+            let filter = format!(
+                "WHERE t.id IN (SELECT id FROM tasks WHERE status = ?1 \
+                 ORDER BY priority DESC, created_at ASC, rowid ASC LIMIT {per_status})"
+            );
+            cards.extend(self.cards(&filter, &[status.as_str()])?);
+        }
+        Ok((cards, totals))
+    }
+
     /// One task as a card, or [`super::BoardError::TaskNotFound`].
     pub fn task_card(&self, id: &str) -> Result<BoardCard> {
         self.cards("WHERE t.id = ?1", &[id])?

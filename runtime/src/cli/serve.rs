@@ -31,6 +31,9 @@ use crate::db::target::BoardLocation;
 use crate::home as paths;
 use crate::identity;
 
+/// Cards per status, when a page holds only the first of each column.
+type ColumnTotals = std::collections::BTreeMap<String, usize>;
+
 /// The newest bytes of a task log shown on its page.
 const LOG_TAIL_BYTES: u64 = 16 * 1024;
 /// Events shown on a task page (the newest).
@@ -156,6 +159,45 @@ fn link(r: &TaskRef) -> TaskLink {
 }
 
 impl HomeSource {
+    /// The board page's data from the cards `read` returns (with their totals per status when it
+    /// read only the first of each column).
+    fn board_view(
+        &self,
+        slug: &str,
+        read: impl FnOnce(&Board) -> Result<(Vec<BoardCard>, Option<ColumnTotals>), BoardError>,
+    ) -> Result<Option<BoardView>, SourceError> {
+        let Some(location) = self.location(slug) else {
+            return Ok(None);
+        };
+        let board = self.open(location)?;
+        let (cards, column_totals) = read(&board).map_err(|e| failure_chain(&e))?;
+        let now = self.clock.now();
+        let diagnostics = card_diagnostics(&board, &cards, now)?;
+        let ticks = board.dispatcher_ticks().map_err(|e| failure_chain(&e))?;
+        let stats = board.board_stats(now).map_err(|e| failure_chain(&e))?;
+        Ok(Some(BoardView {
+            dispatcher_running: board
+                .records_ticks()
+                .then(|| ticks.iter().any(|t| t.running(now))),
+            last_tick_at: ticks.first().map(|t| t.last_tick_at),
+            oldest_ready_age_seconds: stats.oldest_ready_age_seconds,
+            slug: slug.to_owned(),
+            now,
+            statuses: Status::ALL.iter().map(|s| s.as_str().to_owned()).collect(),
+            cards: cards
+                .iter()
+                .map(|c| {
+                    let mut card = self.card(c, now);
+                    if let Some(found) = diagnostics.get(&c.task.id) {
+                        card.diagnostics = found.iter().map(diagnostic_view).collect();
+                    }
+                    card
+                })
+                .collect(),
+            column_totals,
+        }))
+    }
+
     fn location(&self, slug: &str) -> Option<&BoardLocation> {
         self.boards.iter().find(|b| b.slug == slug)
     }
@@ -289,37 +331,25 @@ impl kanban_web::Source for HomeSource {
     }
 
     fn board(&self, slug: &str, include_archived: bool) -> Result<Option<BoardView>, SourceError> {
-        let Some(location) = self.location(slug) else {
-            return Ok(None);
-        };
-        let board = self.open(location)?;
-        let cards = board
-            .board_cards(include_archived)
-            .map_err(|e| failure_chain(&e))?;
-        let now = self.clock.now();
-        let diagnostics = card_diagnostics(&board, &cards, now)?;
-        let ticks = board.dispatcher_ticks().map_err(|e| failure_chain(&e))?;
-        let stats = board.board_stats(now).map_err(|e| failure_chain(&e))?;
-        Ok(Some(BoardView {
-            dispatcher_running: board
-                .records_ticks()
-                .then(|| ticks.iter().any(|t| t.running(now))),
-            last_tick_at: ticks.first().map(|t| t.last_tick_at),
-            oldest_ready_age_seconds: stats.oldest_ready_age_seconds,
-            slug: slug.to_owned(),
-            now,
-            statuses: Status::ALL.iter().map(|s| s.as_str().to_owned()).collect(),
-            cards: cards
-                .iter()
-                .map(|c| {
-                    let mut card = self.card(c, now);
-                    if let Some(found) = diagnostics.get(&c.task.id) {
-                        card.diagnostics = found.iter().map(diagnostic_view).collect();
-                    }
-                    card
-                })
-                .collect(),
-        }))
+        self.board_view(slug, |board| {
+            Ok((board.board_cards(include_archived)?, None))
+        })
+    }
+
+    fn board_page(
+        &self,
+        slug: &str,
+        include_archived: bool,
+        per_column: usize,
+    ) -> Result<Option<BoardView>, SourceError> {
+        self.board_view(slug, |board| {
+            let (cards, totals) = board.board_cards_page(include_archived, per_column)?;
+            let totals = totals
+                .into_iter()
+                .map(|(status, n)| (status.as_str().to_owned(), n))
+                .collect();
+            Ok((cards, Some(totals)))
+        })
     }
 
     fn task(&self, slug: &str, id: &str) -> Result<Option<TaskView>, SourceError> {
