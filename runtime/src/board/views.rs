@@ -7,6 +7,9 @@ use super::model::{TASK_COLUMNS, Task, TaskRef};
 use super::store::Board;
 use crate::db;
 
+/// How many tasks each status has (statuses without tasks left out).
+pub type StatusCounts = Vec<(super::model::Status, usize)>;
+
 /// A task as a board card shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoardCard {
@@ -38,7 +41,7 @@ impl Board {
         &self,
         include_archived: bool,
         per_status: usize,
-    ) -> Result<(Vec<BoardCard>, Vec<(super::model::Status, usize)>)> {
+    ) -> Result<(Vec<BoardCard>, StatusCounts)> {
         let mut totals = Vec::new();
         {
             let mut stmt = self
