@@ -121,6 +121,15 @@ ok|continue)
 ratelimit)
   j '{"type":"error","timestamp":"2026-12-02T06:00:01.000Z","severity":"error","message":"[API Error: You have exhausted your capacity on this model. Your quota will reset after 2s.]"}'
   exit 1 ;;
+auth)
+  j '{"type":"error","timestamp":"2026-12-02T06:00:01.000Z","severity":"error","message":"[API Error: API key not valid. Please pass a valid API key.]"}'
+  exit 1 ;;
+transient)
+  j '{"type":"error","timestamp":"2026-12-02T06:00:01.000Z","severity":"error","message":"[API Error: 503 The model is overloaded. Please try again later.]"}'
+  exit 1 ;;
+malformed)
+  j '{"type":"message","role":"assistant","content":"cut sh'
+  exit 0 ;;
 esac
 "#;
 
@@ -156,9 +165,15 @@ malformed)
 esac
 "#;
 
-/// The original's own agent, `hermes -p <profile> chat -q <prompt>` (plain text).
+/// The original's own agent, `hermes -p <profile> chat -q <prompt>`, and aider: plain text, their
+/// failures said on stderr with a non-zero exit.
 const HERMES: &str = r#"
 echo "hermes: working"
+case $mode in
+ratelimit) echo "litellm.RateLimitError: 429 Too Many Requests: rate limit reached" >&2; exit 1 ;;
+auth) echo "litellm.AuthenticationError: invalid api key" >&2; exit 1 ;;
+transient) echo "litellm.ServiceUnavailableError: 503 Service Unavailable" >&2; exit 1 ;;
+esac
 if [ $mode = ok ]; then "$KANBAN" complete --summary "done by hermes" >/dev/null; fi
 echo "hermes: done"
 "#;
@@ -662,6 +677,51 @@ fn opencode_failures_map_to_requeue_block_and_retry() {
     p.until_idle();
     assert_eq!(p.status(&id), Status::Done);
     assert_eq!(p.turn_kinds(&id), ["first", "recovery", "recovery"]);
+}
+
+#[test]
+fn gemini_failures_map_to_block_and_retry() {
+    let p = setup("", &[("gm", "gemini")], &["auth"]);
+    let id = p.ok(&["create", "t", "--assignee", "gm"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Blocked);
+    assert_eq!(p.turns_run(), 1);
+
+    let p = setup(
+        "turn_recovery_backoff_seconds = [0.1]",
+        &[("gm", "gemini")],
+        &["transient", "malformed", "ok"],
+    );
+    let id = p.ok(&["create", "t", "--assignee", "gm"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    assert_eq!(p.turn_kinds(&id), ["first", "recovery", "recovery"]);
+}
+
+#[test]
+fn aider_failures_said_on_stderr_map_to_requeue_block_and_retry() {
+    let p = setup("", &[("ai", "aider")], &["ratelimit", "ok"]);
+    let id = p.ok(&["create", "t", "--assignee", "ai"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    let runs = p.home.board().runs(&id).unwrap();
+    assert_eq!(runs[0].outcome.as_deref(), Some("rate_limited"), "{runs:?}");
+
+    let p = setup("", &[("ai", "aider")], &["auth"]);
+    let id = p.ok(&["create", "t", "--assignee", "ai"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Blocked);
+    assert_eq!(p.turns_run(), 1);
+
+    let p = setup(
+        "turn_recovery_backoff_seconds = [0.1]",
+        &[("ai", "aider")],
+        &["transient", "ok"],
+    );
+    let id = p.ok(&["create", "t", "--assignee", "ai"]);
+    p.until_idle();
+    assert_eq!(p.status(&id), Status::Done);
+    assert_eq!(p.turn_kinds(&id), ["first", "recovery"]);
 }
 
 #[test]

@@ -668,6 +668,7 @@ pub(crate) fn classify(text: &str) -> Option<FailureClass> {
         "invalid_api_key",
         "invalid x-api-key",
         "providerautherror",
+        "api key not valid",
         "authentication",
         "unauthorized",
         "401",
