@@ -7,9 +7,6 @@ use super::model::{TASK_COLUMNS, Task, TaskRef};
 use super::store::Board;
 use crate::db;
 
-/// How many tasks each status has (statuses without tasks left out).
-pub type StatusCounts = Vec<(super::model::Status, usize)>;
-
 /// A task as a board card shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoardCard {
@@ -33,40 +30,23 @@ impl Board {
         self.cards(filter, &[])
     }
 
-    /// A page of the board: per status (archived only with `include_archived`) its first
-    /// `per_status` cards in [`Board::list_tasks`] order, and how many cards each status has. The
-    /// cards' attempt counts and block reasons are read for the cards shown only, so a board of a
-    /// million tasks costs its counts and a bounded sort per status, not a card per task.
-    pub fn board_cards_page(
+    /// The first `per_status` cards of each of `statuses`, in [`Board::list_tasks`] order: a
+    /// page of the board. The cards' attempt counts and block reasons are read for these cards
+    /// only, so a board of a million tasks costs a bounded sort per status, not a card per task.
+    pub fn first_cards(
         &self,
-        include_archived: bool,
+        statuses: &[super::model::Status],
         per_status: usize,
-    ) -> Result<(Vec<BoardCard>, StatusCounts)> {
-        let mut totals = Vec::new();
-        {
-            let mut stmt = self
-                .conn()
-                .prepare_cached("SELECT status, COUNT(*) FROM tasks GROUP BY status")?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            for row in rows {
-                let (status, n) = row?;
-                if let Ok(status) = status.parse::<super::model::Status>() {
-                    totals.push((status, usize::try_from(n).unwrap_or(0)));
-                }
-            }
-        }
+    ) -> Result<Vec<BoardCard>> {
         let mut cards = Vec::new();
-        for (status, _) in &totals {
-            if *status == super::model::Status::Archived && !include_archived {
-                continue;
-            }
+        for status in statuses {
             let filter = format!(
                 "WHERE t.id IN (SELECT id FROM tasks WHERE status = ?1 \
                  ORDER BY priority DESC, created_at ASC, rowid ASC LIMIT {per_status})"
             );
             cards.extend(self.cards(&filter, &[status.as_str()])?);
         }
-        Ok((cards, totals))
+        Ok(cards)
     }
 
     /// One task as a card, or [`super::BoardError::TaskNotFound`].

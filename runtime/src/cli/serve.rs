@@ -24,7 +24,9 @@ use kanban_web::{
 };
 
 use super::{CmdResult, Exit, Globals};
-use crate::board::{Board, BoardCard, BoardError, OpenOptions, Status, StoredEvent, Task, TaskRef};
+use crate::board::{
+    Board, BoardCard, BoardError, BoardStats, OpenOptions, Status, StoredEvent, Task, TaskRef,
+};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::db::target::BoardLocation;
@@ -160,21 +162,24 @@ fn link(r: &TaskRef) -> TaskLink {
 
 impl HomeSource {
     /// The board page's data from the cards `read` returns (with their totals per status when it
-    /// read only the first of each column).
+    /// read only the first of each column). `read` gets the board's counts, read once per page.
     fn board_view(
         &self,
         slug: &str,
-        read: impl FnOnce(&Board) -> Result<(Vec<BoardCard>, Option<ColumnTotals>), BoardError>,
+        read: impl FnOnce(
+            &Board,
+            &BoardStats,
+        ) -> Result<(Vec<BoardCard>, Option<ColumnTotals>), BoardError>,
     ) -> Result<Option<BoardView>, SourceError> {
         let Some(location) = self.location(slug) else {
             return Ok(None);
         };
         let board = self.open(location)?;
-        let (cards, column_totals) = read(&board).map_err(|e| failure_chain(&e))?;
         let now = self.clock.now();
+        let stats = board.board_stats(now).map_err(|e| failure_chain(&e))?;
+        let (cards, column_totals) = read(&board, &stats).map_err(|e| failure_chain(&e))?;
         let diagnostics = card_diagnostics(&board, &cards, now)?;
         let ticks = board.dispatcher_ticks().map_err(|e| failure_chain(&e))?;
-        let stats = board.board_stats(now).map_err(|e| failure_chain(&e))?;
         Ok(Some(BoardView {
             dispatcher_running: board
                 .records_ticks()
@@ -331,7 +336,7 @@ impl kanban_web::Source for HomeSource {
     }
 
     fn board(&self, slug: &str, include_archived: bool) -> Result<Option<BoardView>, SourceError> {
-        self.board_view(slug, |board| {
+        self.board_view(slug, |board, _| {
             Ok((board.board_cards(include_archived)?, None))
         })
     }
@@ -342,11 +347,17 @@ impl kanban_web::Source for HomeSource {
         include_archived: bool,
         per_column: usize,
     ) -> Result<Option<BoardView>, SourceError> {
-        self.board_view(slug, |board| {
-            let (cards, totals) = board.board_cards_page(include_archived, per_column)?;
-            let totals = totals
+        self.board_view(slug, |board, stats| {
+            let statuses: Vec<Status> = Status::ALL
                 .into_iter()
-                .map(|(status, n)| (status.as_str().to_owned(), n))
+                .filter(|s| include_archived || *s != Status::Archived)
+                .filter(|s| stats.by_status.contains_key(s.as_str()))
+                .collect();
+            let cards = board.first_cards(&statuses, per_column)?;
+            let totals = stats
+                .by_status
+                .iter()
+                .map(|(status, n)| (status.clone(), usize::try_from(*n).unwrap_or(0)))
                 .collect();
             Ok((cards, Some(totals)))
         })
