@@ -785,12 +785,12 @@ fn backups(db: &std::path::Path) -> Vec<std::path::PathBuf> {
 fn repair_rebuilds_a_damaged_index_and_keeps_the_quarantine_copy() {
     let k = kanban();
     let db = small_board(&k);
-    empty_index_page(&db, "idx_tasks_status");
+    empty_index_page(&db, "idx_tasks_status_order");
     let damaged = integrity(&db);
     assert!(
         damaged
             .iter()
-            .any(|m| m.contains("missing from index idx_tasks_status")),
+            .any(|m| m.contains("missing from index idx_tasks_status_order")),
         "{damaged:?}"
     );
     let found = std::fs::read(&db).unwrap();
@@ -799,7 +799,7 @@ fn repair_rebuilds_a_damaged_index_and_keeps_the_quarantine_copy() {
     assert_eq!(out["status"], "repaired", "{out}");
     assert_eq!(
         out["reindexed"],
-        serde_json::json!(["idx_tasks_status"]),
+        serde_json::json!(["idx_tasks_status_order"]),
         "{out}"
     );
     assert_eq!(integrity(&db), ["ok"]);
@@ -877,7 +877,7 @@ fn repair_refuses_a_postgres_board_and_a_board_a_dispatcher_ticks() {
     );
 
     let db = small_board(&k);
-    empty_index_page(&db, "idx_tasks_status");
+    empty_index_page(&db, "idx_tasks_status_order");
     let found = std::fs::read(&db).unwrap();
     let held = kanban_runtime::home::lock::TickLock::try_acquire(&db)
         .unwrap()

@@ -884,3 +884,51 @@ fn a_draining_owner_refuses_new_runs_and_exits_once_its_turns_ended() {
     assert_eq!(turns[0].status, "failed", "{:?}", turns[0]);
     assert_eq!(turns[0].exit_code, Some(128 + 9), "{:?}", turns[0]);
 }
+
+/// `kanban.receipt` with `wait_ms` holds its answer while the turn runs and answers once it
+/// settles (the submitter no longer polls); a `wait_ms` that is not a whole number of
+/// milliseconds from 0 to 5 000 is refused and changes nothing.
+#[test]
+fn a_receipt_that_may_wait_is_answered_when_the_turn_settles_and_bad_waits_are_refused() {
+    let home = Home::new(&config(""));
+    let board = home.board();
+    let id = home.create(Home::task("waited", "done", None, vec![]));
+    let (run, lock) = claim(&board, &id);
+    let _owner = start_owner(&home, &[]);
+    let mut client = Client::open(&home.root, "done", false).unwrap();
+    let admitted = client.call("kanban.run", params(&id, run, &lock)).unwrap();
+    let sid = admitted["session_id"].as_str().unwrap().to_owned();
+    // The turn is a managed worker process: it has not settled when `kanban.run` answers.
+    assert_ne!(admitted["receipt"]["status"], "completed", "{admitted}");
+    let waited = client
+        .call(
+            "kanban.receipt",
+            json!({"session_id": sid, "wait_ms": 5000}),
+        )
+        .unwrap();
+    assert_eq!(waited["status"], "completed", "{waited}");
+    assert_eq!(home.board().get_task(&id).unwrap().status, Status::Done);
+    let before = state(&home).list().unwrap();
+    for (wait, reason) in [
+        (json!("100"), "not_an_integer:wait_ms"),
+        (json!(-1), "not_an_integer:wait_ms"),
+        (json!(1.5), "not_an_integer:wait_ms"),
+        (json!(true), "not_an_integer:wait_ms"),
+        (json!(5001), "too_large:wait_ms"),
+    ] {
+        assert_eq!(
+            refused(client.call(
+                "kanban.receipt",
+                json!({"session_id": sid, "wait_ms": wait}),
+            )),
+            ("invalid_params".into(), reason.into()),
+            "wait_ms {wait}"
+        );
+    }
+    assert_eq!(state(&home).list().unwrap(), before);
+    // A settled turn is answered at once, waiting or not.
+    let again = client
+        .call("kanban.receipt", json!({"session_id": sid, "wait_ms": 0}))
+        .unwrap();
+    assert_eq!(again, waited);
+}

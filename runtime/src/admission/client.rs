@@ -8,7 +8,8 @@
 //!    every 2 s while none answers;
 //! 2. calls `kanban.run`; a dropped connection (the owner died) is retried with the same params
 //!    (a replay returns the original receipt), bounded in time;
-//! 3. polls `kanban.receipt` until the turn settles: `completed`/`failed` exit with the managed
+//! 3. asks `kanban.receipt` until the turn settles (each ask waits on the owner for up to 1 s,
+//!    answered as soon as the turn settles, so a turn's end is seen at once): `completed`/`failed` exit with the managed
 //!    worker's exit code (its `last_output` printed), `interrupted` with 130;
 //! 4. an `unknown` turn (the owner restarted while it ran) is never replayed: the submitter keeps
 //!    the card (heartbeating its claim, so the dispatcher neither reclaims nor re-dispatches it)
@@ -131,6 +132,9 @@ impl Client {
 
 /// How long the submitter keeps trying to reach an owner (start-up, restarts).
 const REACH_FOR: Duration = Duration::from_secs(60);
+/// How long the owner may hold a `kanban.receipt` answer while the turn runs (it answers as soon
+/// as the turn settles).
+const RECEIPT_WAIT_MS: u64 = 1_000;
 /// Pause between receipt polls and reconnection attempts.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -279,10 +283,11 @@ fn submit_inner(
     let mut heartbeat: Option<Heartbeat> = None;
     let mut deadline = Instant::now() + REACH_FOR;
     let outcome = loop {
-        let receipt = match admitted
-            .0
-            .call("kanban.receipt", json!({"session_id": session_id}))
-        {
+        let asked = Instant::now();
+        let receipt = match admitted.0.call(
+            "kanban.receipt",
+            json!({"session_id": session_id, "wait_ms": RECEIPT_WAIT_MS}),
+        ) {
             Ok(r) => {
                 deadline = Instant::now() + REACH_FOR;
                 r
@@ -353,7 +358,9 @@ fn submit_inner(
                 }
                 std::thread::sleep(POLL * 5);
             }
-            _ => std::thread::sleep(POLL),
+            // The owner held the answer until the turn settled or `wait_ms` passed; one that
+            // answered at once (an older owner ignores `wait_ms`) is polled no faster than before.
+            _ => std::thread::sleep(POLL.saturating_sub(asked.elapsed())),
         }
     };
     if let Some(h) = heartbeat {

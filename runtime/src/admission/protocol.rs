@@ -178,6 +178,26 @@ pub(crate) fn parse_kanban_run(params: &Value) -> Result<KanbanRun, RpcError> {
     Ok(run)
 }
 
+/// The longest a `kanban.receipt` may wait for its turn to settle (`wait_ms`): well inside the
+/// socket's per-line deadline, so a waiting submitter is never cut off for being idle.
+pub const MAX_RECEIPT_WAIT_MS: u64 = 5_000;
+
+/// `kanban.receipt`'s optional `wait_ms`: how long the owner may hold the answer while the turn
+/// is `queued` or `started` (0, the default: answer at once, as the original does). An integer
+/// from 0 to [`MAX_RECEIPT_WAIT_MS`].
+pub(crate) fn parse_wait_ms(params: &Value) -> Result<std::time::Duration, RpcError> {
+    let bad = |reason: &str| RpcError::new(Code::InvalidParams, reason);
+    match params.get("wait_ms") {
+        None => Ok(std::time::Duration::ZERO),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(ms) if ms <= MAX_RECEIPT_WAIT_MS => Ok(std::time::Duration::from_millis(ms)),
+            Some(_) => Err(bad("too_large:wait_ms")),
+            None => Err(bad("not_an_integer:wait_ms")),
+        },
+        Some(_) => Err(bad("not_an_integer:wait_ms")),
+    }
+}
+
 /// The attempt's durable request id: `kanban:["<board>","<task>",<run>]`.
 pub fn request_id(board: &str, task_id: &str, run_id: i64) -> String {
     format!("kanban:{}", json!([board, task_id, run_id]))

@@ -32,7 +32,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -162,6 +162,9 @@ struct Owner {
     ticket: String,
     epoch: i64,
     state: Mutex<StateDb>,
+    /// Signalled (with `state`) whenever a turn settles: a `kanban.receipt` that asked to wait
+    /// (`wait_ms`) wakes at once instead of its submitter polling.
+    settled: Condvar,
     executing: Mutex<HashSet<String>>,
     draining: AtomicBool,
     fault: Option<Fault>,
@@ -291,6 +294,7 @@ pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
         ticket,
         epoch,
         state: Mutex::new(state),
+        settled: Condvar::new(),
         executing: Mutex::new(HashSet::new()),
         draining: AtomicBool::new(false),
         fault: opts.fault,
@@ -673,7 +677,8 @@ impl Owner {
                         "not_a_string:session_id",
                     ));
                 };
-                let row = self.lock_state()?.by_session(sid)?;
+                let wait = protocol::parse_wait_ms(params)?;
+                let row = self.receipt_row(sid, wait)?;
                 match row {
                     Some(row) if row.principal_id == principal || caps.operator => {
                         Ok(Some(receipt(&row)))
@@ -703,6 +708,32 @@ impl Owner {
                 self.resolve(params).map(Some)
             }
             _ => Ok(None),
+        }
+    }
+
+    /// The admission of session `sid`; while its turn is `queued` or `started`, waits up to
+    /// `wait` for it to settle (woken by [`Owner::settled`]).
+    fn receipt_row(
+        &self,
+        sid: &str,
+        wait: Duration,
+    ) -> Result<Option<crate::admission::state::AdmissionRow>, RpcError> {
+        let deadline = Instant::now() + wait;
+        let mut state = self.lock_state()?;
+        loop {
+            let row = state.by_session(sid)?;
+            let pending = row
+                .as_ref()
+                .is_some_and(|r| matches!(r.status.as_str(), "queued" | "started"));
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !pending || left.is_zero() {
+                return Ok(row);
+            }
+            state = self
+                .settled
+                .wait_timeout(state, left)
+                .map_err(|_| RpcError::new(Code::StorageUnavailable, "state_lock_poisoned"))?
+                .0;
         }
     }
 
@@ -939,6 +970,7 @@ impl Owner {
                 Some(&format!("cannot start the turn thread: {e}")),
                 now,
             );
+            self.settled.notify_all();
             self.done(admission_id);
         }
         Ok(())
@@ -1013,7 +1045,10 @@ impl Owner {
                 );
                 drop(state);
                 match written {
-                    Ok(_) => return,
+                    Ok(_) => {
+                        self.settled.notify_all();
+                        return;
+                    }
                     Err(e) => {
                         eprintln!(
                             "kanban owner: cannot record the end of turn {admission_id} ({}); \
@@ -1040,11 +1075,22 @@ impl Owner {
                     Ok(status) => WorkerExit::from_status(status),
                     Err(_) => WorkerExit::Unknown,
                 };
+                // One read-only connection for the three facts the booking needs.
+                let board = self.frozen_board(run);
                 let booked = book(&TurnEvidence {
-                    result: self.board_result(run),
-                    bound_here: self.bound_pid(run) == Some(pid),
+                    result: board.as_ref().and_then(|b| {
+                        b.worker_result_for(&run.task_id, run.run_id, &run.claim_lock)
+                            .ok()?
+                    }),
+                    bound_here: board
+                        .as_ref()
+                        .and_then(|b| b.bound_worker(&run.task_id, run.run_id).ok()?)
+                        == Some(pid),
                     exit,
-                    run: self.run_status(run),
+                    run: board.as_ref().and_then(|b| {
+                        b.turn_run_status(&run.task_id, run.run_id, &run.claim_lock)
+                            .ok()
+                    }),
                 });
                 settle(booked.status, booked.exit_code, Some(&booked.output));
             }
@@ -1052,16 +1098,9 @@ impl Owner {
         self.done(admission_id);
     }
 
-    /// Where the run stands on the board now (`None`: unreadable).
-    fn run_status(&self, run: &KanbanRun) -> Option<RunStatus> {
-        let b = Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()?;
-        b.turn_run_status(&run.task_id, run.run_id, &run.claim_lock)
-            .ok()
-    }
-
-    fn bound_pid(&self, run: &KanbanRun) -> Option<i64> {
-        let b = Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()?;
-        b.bound_worker(&run.task_id, run.run_id).ok()?
+    /// The board file frozen in the run's receipt, opened read-only (`None`: unreadable).
+    fn frozen_board(&self, run: &KanbanRun) -> Option<Board> {
+        Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()
     }
 
     /// The board file frozen in the run's receipt.
@@ -1077,12 +1116,6 @@ impl Owner {
             .ok()??;
         let frozen: Value = serde_json::from_str(&receipt).ok()?;
         Some(PathBuf::from(frozen["db_path"].as_str()?))
-    }
-
-    fn board_result(&self, run: &KanbanRun) -> Option<(i32, Option<String>)> {
-        let b = Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()?;
-        b.worker_result_for(&run.task_id, run.run_id, &run.claim_lock)
-            .ok()?
     }
 
     /// `owner.resolve {task_id, as, requeue}`.
@@ -1109,6 +1142,7 @@ impl Owner {
             .lock_state()?
             .resolve(task, status, exit_code, requeue, self.clock.now())?
             .ok_or_else(|| RpcError::new(Code::NotFound, "no_unknown_turn"))?;
+        self.settled.notify_all();
         Ok(receipt(&row))
     }
 }

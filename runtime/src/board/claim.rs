@@ -6,10 +6,55 @@ use crate::db::{OptionalExtension, RowLock, Tx, params};
 use super::error::{BoardError, Result};
 use super::events::{Event, append_event};
 use super::input::{ClaimOrigin, ClaimSpec, RECLAIM_ON_CLAIM_NOTE, check_seconds};
-use super::model::{Status, TASK_COLUMNS, Task};
+use super::model::{Status, opt_text, task_status};
 use super::outcome::{ClaimOutcome, Claimed, Refusal};
-use super::rows::{cas, close_leaked_runs, exec, gating_parents, insert_returning_id, load_task};
+use super::rows::{cas, close_leaked_runs, exec, gating_parents, insert_returning_id};
 use super::store::Board;
+
+/// What a claim reads of its task: whether it is claimable, and what its run copies. Only these
+/// columns, not the whole row (a task's body and result can be long, and a claim is the
+/// dispatcher's hottest write).
+struct ClaimRead {
+    status: Status,
+    claim_lock: Option<String>,
+    assignee: Option<String>,
+    max_runtime_seconds: Option<i64>,
+}
+
+impl ClaimRead {
+    /// The task's claim columns; `None` when no row was read (on PostgreSQL also when another
+    /// transaction holds the row, which is not waited for).
+    fn load(tx: &Tx<'_>, id: &str) -> Result<Option<ClaimRead>> {
+        const SQL: &str =
+            "SELECT status, claim_lock, assignee, max_runtime_seconds FROM tasks WHERE id = ?1";
+        static SKIPPING: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let sql: &str = match tx.row_lock(RowLock::Skip) {
+            None => SQL,
+            Some(skip) => SKIPPING.get_or_init(|| format!("{SQL}{skip}")),
+        };
+        let row = tx
+            .prepare_cached(sql)?
+            .query_row([id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    opt_text(r, 1)?,
+                    opt_text(r, 2)?,
+                    r.get(3)?,
+                ))
+            })
+            .optional()?;
+        let Some((status, claim_lock, assignee, max_runtime_seconds)) = row else {
+            return Ok(None);
+        };
+        let status = task_status(id, &status)?;
+        Ok(Some(ClaimRead {
+            status,
+            claim_lock,
+            assignee,
+            max_runtime_seconds,
+        }))
+    }
+}
 
 /// The claim of either dispatchable lane: `source` is `ready` (implementer) or `review`
 /// (reviewer; the `claimed` event then carries `source_status: review`, which every reclaim path
@@ -25,33 +70,18 @@ pub(crate) fn claim_from_in(
     // PostgreSQL: the task's row is read and locked without waiting. A row another transaction
     // holds (another claim, a transition of the task in flight) is a lost claim, never waited
     // for; once held, nothing else changes the row before this transaction ends.
-    let task = match tx.row_lock(RowLock::Skip) {
-        None => load_task(tx, id)?,
-        Some(skip) => {
-            static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-            let sql =
-                SQL.get_or_init(|| format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1{skip}"));
-            match tx
-                .prepare_cached(sql)?
-                .query_row([id], Task::from_row)
-                .optional()?
-            {
-                Some(task) => task,
-                None => {
-                    let exists = tx
-                        .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
-                        .query_row([id], |_| Ok(()))
-                        .optional()?
-                        .is_some();
-                    if !exists {
-                        return Err(BoardError::TaskNotFound { id: id.to_owned() });
-                    }
-                    return Ok(ClaimOutcome::Lost(Refusal::Raced {
-                        task_id: id.to_owned(),
-                    }));
-                }
-            }
+    let Some(task) = ClaimRead::load(tx, id)? else {
+        let exists = tx
+            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
+            .query_row([id], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !exists {
+            return Err(BoardError::TaskNotFound { id: id.to_owned() });
         }
+        return Ok(ClaimOutcome::Lost(Refusal::Raced {
+            task_id: id.to_owned(),
+        }));
     };
     if task.status != source || task.claim_lock.is_some() {
         return Ok(ClaimOutcome::Lost(Refusal::WrongStatus {
@@ -95,7 +125,7 @@ pub(crate) fn claim_from_in(
     close_leaked_runs(tx, id, RECLAIM_ON_CLAIM_NOTE, now)?;
     let expires = now + spec.ttl_seconds;
     // The run row first, so one UPDATE of the task row both claims it and points it at the run
-    // (each statement on `tasks` rewrites its page and the `idx_tasks_status` entry).
+    // (each statement on `tasks` rewrites its page and its `idx_tasks_status_order` entry).
     let run_id = insert_returning_id(
         tx,
         "INSERT INTO task_runs (task_id, profile, status, claim_lock, claim_expires, \

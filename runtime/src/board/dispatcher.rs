@@ -906,7 +906,11 @@ impl Board {
         fingerprint: &str,
         now: i64,
     ) -> Result<Outcome<Registered>> {
-        self.write(|tx| register_worker_in(tx, id, run_id, claim_lock, pid, fingerprint, now))
+        // Only the task's own rows, its row first (as a heartbeat): on PostgreSQL without the
+        // board's write lock (docs/postgres.md, "Heartbeats and worker registrations").
+        self.write_row_locked(|tx| {
+            register_worker_in(tx, id, run_id, claim_lock, pid, fingerprint, now)
+        })
     }
 
     /// See [`extend_claim_in`].

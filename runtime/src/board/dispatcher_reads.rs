@@ -290,16 +290,36 @@ impl Board {
 
     /// Running and ready counts (ready split by rate-limit cooldown).
     pub fn workload(&self, now: i64, cooldown: i64) -> Result<Workload> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT \
-               (SELECT COUNT(*) FROM tasks WHERE status = 'running'), \
-               (SELECT COUNT(*) FROM tasks WHERE status = 'ready'), \
-               (SELECT COUNT(*) FROM tasks t WHERE t.status = 'ready' AND EXISTS ( \
-                  SELECT 1 FROM task_runs r WHERE r.id = ( \
-                    SELECT MAX(r2.id) FROM task_runs r2 WHERE r2.task_id = t.id AND r2.ended_at IS NOT NULL) \
-                  AND r.outcome = 'rate_limited' AND r.ended_at + ?2 > ?1))",
-        )?;
-        Ok(stmt.query_row(params![now, cooldown], |r| {
+        // Cooling down: ready tasks whose latest ended run was rate limited less than `cooldown`
+        // ago. On kanban's layout they are found from the recent rate-limited runs
+        // (`idx_runs_rate_limited`; `CROSS JOIN` keeps SQLite's planner, which has no
+        // statistics, from starting at the ready tasks); a board of the original, which has
+        // neither that index nor kanban's table, looks at each ready task's runs instead.
+        macro_rules! workload {
+            ($cooling:literal) => {
+                concat!(
+                    "SELECT (SELECT COUNT(*) FROM tasks WHERE status = 'running'), \
+                     (SELECT COUNT(*) FROM tasks WHERE status = 'ready'), (",
+                    $cooling,
+                    ")"
+                )
+            };
+        }
+        let own = workload!(
+            "SELECT COUNT(DISTINCT r.task_id) FROM task_runs r CROSS JOIN tasks t \
+             WHERE t.id = r.task_id AND r.outcome = 'rate_limited' AND r.ended_at > ?1 \
+             AND t.status = 'ready' AND r.id = (SELECT MAX(r2.id) FROM task_runs r2 \
+             WHERE r2.task_id = r.task_id AND r2.ended_at IS NOT NULL)"
+        );
+        let adopted = workload!(
+            "SELECT COUNT(*) FROM tasks t WHERE t.status = 'ready' AND EXISTS (SELECT 1 \
+             FROM task_runs r WHERE r.id = (SELECT MAX(r2.id) FROM task_runs r2 \
+             WHERE r2.task_id = t.id AND r2.ended_at IS NOT NULL) \
+             AND r.outcome = 'rate_limited' AND r.ended_at > ?1)"
+        );
+        let sql = if self.records_ticks() { own } else { adopted };
+        let mut stmt = self.conn().prepare_cached(sql)?;
+        Ok(stmt.query_row(params![now.saturating_sub(cooldown)], |r| {
             Ok(Workload {
                 running: r.get(0)?,
                 ready: r.get(1)?,

@@ -1,37 +1,67 @@
 //! The worker's heartbeat: extends the claim and stamps the task and its run, fenced on the claim
 //! the caller holds; on PostgreSQL first as one statement.
 
-use crate::db::{Tx, params};
+use crate::db::{OptionalExtension, RowLock, Tx, params};
 
-use super::error::Result;
+use super::error::{BoardError, Result};
 use super::events::append_event;
 use super::input::{Fence, check_seconds, heartbeat_event};
-use super::model::{Status, Task};
+use super::model::{Status, opt_text, task_status};
 use super::outcome::{Heartbeated, Outcome, Refusal};
-use super::rows::{cas, exec_unchecked, load_task};
+use super::rows::{cas, exec_unchecked};
 use super::store::Board;
 
-/// Checks `fence` against the task; `None` when it holds.
-fn fence_refusal(task: &Task, fence: &Fence) -> Option<Refusal> {
-    if let Some(run_id) = fence.run_id
-        && task.current_run_id != Some(run_id)
-    {
-        return Some(Refusal::StaleRun {
-            task_id: task.id.clone(),
-            expected: run_id,
-            current: task.current_run_id,
-        });
+/// What a heartbeat reads of its task: its status and the claim the fence is checked against.
+/// Only these columns, not the whole row (a heartbeat is a worker's most frequent write).
+struct Lease {
+    status: Status,
+    claim_lock: Option<String>,
+    current_run_id: Option<i64>,
+}
+
+impl Lease {
+    fn load(tx: &Tx<'_>, id: &str) -> Result<Lease> {
+        const SQL: &str = "SELECT status, claim_lock, current_run_id FROM tasks WHERE id = ?1";
+        static LOCKED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let sql: &str = match tx.row_lock(RowLock::Wait) {
+            None => SQL,
+            Some(lock) => LOCKED.get_or_init(|| format!("{SQL}{lock}")),
+        };
+        let (status, claim_lock, current_run_id): (String, Option<String>, Option<i64>) = tx
+            .prepare_cached(sql)?
+            .query_row([id], |r| Ok((r.get(0)?, opt_text(r, 1)?, r.get(2)?)))
+            .optional()?
+            .ok_or_else(|| BoardError::TaskNotFound { id: id.to_owned() })?;
+        let status = task_status(id, &status)?;
+        Ok(Lease {
+            status,
+            claim_lock,
+            current_run_id,
+        })
     }
-    if let Some(lock) = &fence.claim_lock
-        && task.claim_lock.as_deref() != Some(lock)
-    {
-        return Some(Refusal::NotClaimHolder {
-            task_id: task.id.clone(),
-            expected: lock.clone(),
-            current: task.claim_lock.clone(),
-        });
+
+    /// Checks `fence` against the task; `None` when it holds.
+    fn refusal(&self, id: &str, fence: &Fence) -> Option<Refusal> {
+        if let Some(run_id) = fence.run_id
+            && self.current_run_id != Some(run_id)
+        {
+            return Some(Refusal::StaleRun {
+                task_id: id.to_owned(),
+                expected: run_id,
+                current: self.current_run_id,
+            });
+        }
+        if let Some(lock) = &fence.claim_lock
+            && self.claim_lock.as_deref() != Some(lock)
+        {
+            return Some(Refusal::NotClaimHolder {
+                task_id: id.to_owned(),
+                expected: lock.clone(),
+                current: self.claim_lock.clone(),
+            });
+        }
+        None
     }
-    None
 }
 
 /// Extends a running task's claim and stamps its heartbeat (see [`Board::heartbeat`]).
@@ -44,7 +74,7 @@ pub(crate) fn heartbeat_in(
     now: i64,
 ) -> Result<Outcome<Heartbeated>> {
     check_seconds("the claim TTL", ttl_seconds)?;
-    let task = load_task(tx, id)?;
+    let task = Lease::load(tx, id)?;
     if task.status != Status::Running {
         return Ok(Outcome::Refused(Refusal::WrongStatus {
             task_id: id.to_owned(),
@@ -52,7 +82,7 @@ pub(crate) fn heartbeat_in(
             expected: "running",
         }));
     }
-    if let Some(refusal) = fence_refusal(&task, fence) {
+    if let Some(refusal) = task.refusal(id, fence) {
         return Ok(Outcome::Refused(refusal));
     }
     let expires = now + ttl_seconds;
@@ -96,7 +126,7 @@ impl Board {
     ) -> Result<Outcome<Heartbeated>> {
         check_seconds("the claim TTL", ttl_seconds)?;
         // PostgreSQL: the one statement takes no board lock, only its task's and run's rows
-        // (docs/postgres.md, "Heartbeats"); a refusal is said by the generic heartbeat.
+        // (docs/postgres.md, "Heartbeats and worker registrations"); a refusal is said by the generic heartbeat.
         if self.is_postgres()
             && let Some(done) = self.write_row_locked(|tx| {
                 super::engine::postgres::fast::heartbeat(

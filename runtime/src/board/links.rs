@@ -195,8 +195,21 @@ impl Board {
         self.write(|tx| unlink_in(tx, parent, child, now))
     }
 
-    /// See [`recompute_ready_in`].
+    /// See [`recompute_ready_in`]. Reads first and writes only when a task is promotable, so a
+    /// tick with nothing to promote takes no write lock for it; and on SQLite, once a pass found
+    /// nothing, it is not read again until something is committed to the board (by any
+    /// connection: whether a task is promotable depends on the board's rows alone, never on the
+    /// time).
     pub fn recompute_ready(&self, now: i64) -> Result<Vec<String>> {
+        // Taken before the read: a commit in between changes the stamp, so the next pass reads.
+        let stamp = self.conn().change_stamp()?;
+        if stamp.is_some() && self.nothing_promotable_at.get() == stamp {
+            return Ok(Vec::new());
+        }
+        if promotable_in(self.conn())?.is_empty() {
+            self.nothing_promotable_at.set(stamp);
+            return Ok(Vec::new());
+        }
         self.write(|tx| recompute_ready_in(tx, now))
     }
 }

@@ -185,8 +185,16 @@ fn text_or_int(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
 }
 
 /// Empty strings in optional text columns read as `None` (the original stores both).
-fn opt_text(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
+pub(super) fn opt_text(row: &Row<'_>, idx: usize) -> db::Result<Option<String>> {
     Ok(text_or_int(row, idx)?.filter(|s| !s.is_empty()))
+}
+
+/// A task's `status` column read by a narrow `SELECT` (a transition's own few columns).
+pub(super) fn task_status(id: &str, text: &str) -> Result<Status, BoardError> {
+    text.parse::<Status>().map_err(|_| BoardError::CorruptRow {
+        table: "tasks",
+        message: format!("task `{id}` has unknown status {text:?}"),
+    })
 }
 
 pub(super) fn corrupt(table: &'static str, message: String) -> db::Error {

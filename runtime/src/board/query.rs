@@ -196,19 +196,37 @@ impl Board {
         Ok(rows.collect::<db::Result<_>>()?)
     }
 
-    /// How many tasks are in each status.
+    /// How many tasks are in each status (statuses with none left out), in status order.
+    ///
+    /// `done` is not counted row by row (on a board of a million tasks that walk alone took
+    /// ~70 ms): it is the board's total, which SQLite counts by pages, less every other status,
+    /// each counted over its own range of the status index. Exact whatever the statuses are.
     pub fn status_counts(&self) -> Result<Vec<(Status, i64)>> {
-        let mut stmt = self
-            .conn()
-            .prepare_cached("SELECT status, COUNT(*) FROM tasks GROUP BY status ORDER BY status")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT status, COUNT(*) FROM tasks WHERE status < 'done' GROUP BY status \
+             UNION ALL SELECT status, COUNT(*) FROM tasks WHERE status > 'done' GROUP BY status \
+             UNION ALL SELECT NULL, COUNT(*) FROM tasks",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get::<_, Option<String>>(0)?, r.get::<_, i64>(1)?))
+        })?;
         let mut out = Vec::new();
+        let mut done = 0;
         for row in rows {
-            let (status, n) = row?;
-            if let Ok(status) = status.parse() {
-                out.push((status, n));
+            match row? {
+                (None, total) => done += total,
+                (Some(status), n) => {
+                    done -= n;
+                    if let Ok(status) = status.parse() {
+                        out.push((status, n));
+                    }
+                }
             }
         }
+        if done > 0 {
+            out.push((Status::Done, done));
+        }
+        out.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
         Ok(out)
     }
 }

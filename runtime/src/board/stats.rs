@@ -64,17 +64,22 @@ impl Board {
                     .or_insert(0) += n;
             }
         }
+        Ok(BoardStats {
+            by_status,
+            by_assignee,
+            oldest_ready_age_seconds: self.oldest_ready_age(now)?,
+            now,
+        })
+    }
+
+    /// Seconds since the oldest `ready` task was created, at `now`; `None` when nothing is ready.
+    pub fn oldest_ready_age(&self, now: i64) -> Result<Option<i64>> {
         let oldest: Option<i64> = self.conn().query_row(
             "SELECT MIN(created_at) FROM tasks WHERE status = 'ready'",
             [],
             |r| r.get(0),
         )?;
-        Ok(BoardStats {
-            by_status,
-            by_assignee,
-            oldest_ready_age_seconds: oldest.map(|at| (now - at).max(0)),
-            now,
-        })
+        Ok(oldest.map(|at| (now - at).max(0)))
     }
 
     /// Runs of every task, newest first, as `filter` narrows them.

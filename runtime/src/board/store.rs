@@ -91,6 +91,9 @@ pub struct Board {
     /// The busy timeout: the whole budget of one `BEGIN` or `COMMIT`, retries included.
     pub(in crate::board) busy_timeout: Duration,
     pub(in crate::board) read_only: bool,
+    /// The change stamp (`Db::change_stamp`, SQLite only) at which the promotion pass last found
+    /// nothing to promote: until the board changes, nothing can have become promotable.
+    pub(in crate::board) nothing_promotable_at: std::cell::Cell<Option<(i64, i64)>>,
 }
 
 /// A pause of 20–150 ms drawn from the kernel's generator (the middle of the range if it fails:
@@ -133,6 +136,7 @@ impl Board {
             path,
             busy_timeout,
             read_only,
+            nothing_promotable_at: std::cell::Cell::new(None),
         }
     }
 

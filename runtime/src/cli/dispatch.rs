@@ -229,16 +229,15 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
 
 /// `ready N · running N · done N · blocked N` (done and blocked counted on the board).
 fn progress_line(board: &Board, report: &TickReport) -> String {
+    let counts = board.status_counts().ok();
     let count = |status: Status| {
-        board
-            .list_tasks(&crate::board::TaskFilter {
-                statuses: vec![status],
-                assignee: None,
-                include_archived: false,
-                limit: None,
-                offset: None,
-            })
-            .map_or_else(|_| "?".to_owned(), |t| t.len().to_string())
+        counts.as_ref().map_or_else(
+            || "?".to_owned(),
+            |c| {
+                let n = c.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
+                n.to_string()
+            },
+        )
     };
     format!(
         "ready {} · running {} · done {} · blocked {}",

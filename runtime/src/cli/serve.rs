@@ -11,6 +11,7 @@
 //! Which boards: every board of the home, SQLite and PostgreSQL (the resolved board first), or
 //! only the one given with the global `--board SLUG`.
 
+use std::collections::BTreeMap;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,9 +25,7 @@ use kanban_web::{
 };
 
 use super::{CmdResult, Exit, Globals};
-use crate::board::{
-    Board, BoardCard, BoardError, BoardStats, OpenOptions, Status, StoredEvent, Task, TaskRef,
-};
+use crate::board::{Board, BoardCard, BoardError, OpenOptions, Status, StoredEvent, Task, TaskRef};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::db::target::BoardLocation;
@@ -34,7 +33,7 @@ use crate::home as paths;
 use crate::identity;
 
 /// Cards per status, when a page holds only the first of each column.
-type ColumnTotals = std::collections::BTreeMap<String, usize>;
+type ColumnTotals = BTreeMap<String, usize>;
 
 /// The newest bytes of a task log shown on its page.
 const LOG_TAIL_BYTES: u64 = 16 * 1024;
@@ -162,13 +161,14 @@ fn link(r: &TaskRef) -> TaskLink {
 
 impl HomeSource {
     /// The board page's data from the cards `read` returns (with their totals per status when it
-    /// read only the first of each column). `read` gets the board's counts, read once per page.
+    /// read only the first of each column). `read` gets the board's tasks per status (every
+    /// status present), counted once per page.
     fn board_view(
         &self,
         slug: &str,
         read: impl FnOnce(
             &Board,
-            &BoardStats,
+            &BTreeMap<String, i64>,
         ) -> Result<(Vec<BoardCard>, Option<ColumnTotals>), BoardError>,
     ) -> Result<Option<BoardView>, SourceError> {
         let Some(location) = self.location(slug) else {
@@ -176,8 +176,15 @@ impl HomeSource {
         };
         let board = self.open(location)?;
         let now = self.clock.now();
-        let stats = board.board_stats(now).map_err(|e| failure_chain(&e))?;
-        let (cards, column_totals) = read(&board, &stats).map_err(|e| failure_chain(&e))?;
+        let chain = |e: BoardError| failure_chain(&e);
+        let counts: BTreeMap<String, i64> = board
+            .status_counts()
+            .map_err(chain)?
+            .into_iter()
+            .map(|(status, n)| (status.as_str().to_owned(), n))
+            .collect();
+        let oldest_ready_age_seconds = board.oldest_ready_age(now).map_err(chain)?;
+        let (cards, column_totals) = read(&board, &counts).map_err(chain)?;
         let diagnostics = card_diagnostics(&board, &cards, now)?;
         let ticks = board.dispatcher_ticks().map_err(|e| failure_chain(&e))?;
         Ok(Some(BoardView {
@@ -185,7 +192,7 @@ impl HomeSource {
                 .records_ticks()
                 .then(|| ticks.iter().any(|t| t.running(now))),
             last_tick_at: ticks.first().map(|t| t.last_tick_at),
-            oldest_ready_age_seconds: stats.oldest_ready_age_seconds,
+            oldest_ready_age_seconds,
             slug: slug.to_owned(),
             now,
             statuses: Status::ALL.iter().map(|s| s.as_str().to_owned()).collect(),
@@ -347,15 +354,14 @@ impl kanban_web::Source for HomeSource {
         include_archived: bool,
         per_column: usize,
     ) -> Result<Option<BoardView>, SourceError> {
-        self.board_view(slug, |board, stats| {
+        self.board_view(slug, |board, counts| {
             let statuses: Vec<Status> = Status::ALL
                 .into_iter()
                 .filter(|s| include_archived || *s != Status::Archived)
-                .filter(|s| stats.by_status.contains_key(s.as_str()))
+                .filter(|s| counts.contains_key(s.as_str()))
                 .collect();
             let cards = board.first_cards(&statuses, per_column)?;
-            let totals = stats
-                .by_status
+            let totals = counts
                 .iter()
                 .map(|(status, n)| (status.clone(), usize::try_from(*n).unwrap_or(0)))
                 .collect();

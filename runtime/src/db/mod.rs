@@ -679,6 +679,19 @@ impl Db {
         }
     }
 
+    /// A stamp that changes whenever anything is committed to the SQLite database, by this
+    /// connection or another (`data_version` with the connection's own row changes); `None` on
+    /// PostgreSQL, whose change counter misses a write made outside kanban (`psql`).
+    pub(crate) fn change_stamp(&self) -> Result<Option<(i64, i64)>> {
+        match &self.backend {
+            Backend::Sqlite(c) => Ok(Some((
+                sqlite::data_version(c)?,
+                i64::try_from(c.total_changes()).unwrap_or(i64::MAX),
+            ))),
+            Backend::Postgres(_) => Ok(None),
+        }
+    }
+
     /// Closes the connection, reporting a failure to close.
     pub(crate) fn close(self) -> Result<()> {
         match self.backend {

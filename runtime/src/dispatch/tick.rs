@@ -215,7 +215,8 @@ pub struct TickReport {
     /// Tasks the respawn guard held back this tick (each noted once on the board as
     /// `respawn_guarded` {reason}).
     pub respawn_guarded: Vec<GuardedTask>,
-    /// Ready tasks on the board whose profile is not defined in kanban.toml.
+    /// Ready tasks on the board whose profile is not defined in kanban.toml; counted only when
+    /// the tick could be idle (nothing spawned, nothing running but paused cards), 0 otherwise.
     pub unspawnable_ready: i64,
     /// Workers this tick was allowed to start.
     pub budget: u32,
@@ -400,16 +401,23 @@ impl Tick<'_> {
         self.report.workload = self
             .board
             .workload(self.now, self.settings.rate_limit_cooldown_seconds)?;
-        self.report.unspawnable_ready = self
-            .board
-            .ready_by_assignee()?
-            .into_iter()
-            .filter(|(assignee, _)| {
-                let profile = self.settings.profile_for(assignee.as_deref());
-                !self.settings.profiles.contains(&profile)
-            })
-            .map(|(_, n)| n)
-            .sum();
+        // Only an idle-looking tick (nothing spawned, nothing running but paused cards, something
+        // ready) asks which ready tasks no profile can take: the count decides `is_idle` alone,
+        // and on a board with many ready tasks it is the tick's costliest read.
+        let paused = i64::try_from(self.report.paused.len()).unwrap_or(i64::MAX);
+        let w = self.report.workload;
+        if self.report.spawned.is_empty() && w.running <= paused && w.ready > 0 {
+            self.report.unspawnable_ready = self
+                .board
+                .ready_by_assignee()?
+                .into_iter()
+                .filter(|(assignee, _)| {
+                    let profile = self.settings.profile_for(assignee.as_deref());
+                    !self.settings.profiles.contains(&profile)
+                })
+                .map(|(_, n)| n)
+                .sum();
+        }
         Ok(())
     }
 

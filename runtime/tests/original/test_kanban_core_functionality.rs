@@ -222,7 +222,10 @@ fn daemon_runs_and_stops() {
 #[test]
 fn daemon_keeps_going_after_tick_exception() {
     let home = Home::new();
-    // Ticks fail while another writer holds the board; the daemon must survive them.
+    // Ticks fail while another writer holds the board; the daemon must survive them. A tick
+    // with nothing to do takes no write lock (it reads first), so a ready task waits: each tick
+    // must write to claim it.
+    let waiting = home.create("during the failures", &["--assignee", "done"]);
     let holder = Connection::open(home.k.default_db()).unwrap();
     holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let log = home.k.home().join("dispatch.err");
@@ -247,9 +250,9 @@ fn daemon_keeps_going_after_tick_exception() {
     drop(holder);
     let tid = home.create("after the failures", &["--assignee", "done"]);
     home.wait_for(
-        "a later tick to run the task",
+        "a later tick to run the tasks",
         Duration::from_secs(60),
-        |h| h.status(&tid) == "done",
+        |h| h.status(&tid) == "done" && h.status(&waiting) == "done",
     );
     daemon.stop();
 }

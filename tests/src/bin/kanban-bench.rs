@@ -598,6 +598,77 @@ const PG_HISTORY: usize = 5_000;
 /// Tasks of each PostgreSQL end-to-end run.
 const PG_E2E_TASKS: usize = 200;
 
+/// The kernel's clock ticks per second of `/proc/PID/stat`'s times (`USER_HZ`, 100 on Linux).
+const USER_HZ: u64 = 100;
+
+/// CPU time (ns) of the children process `pid` (`self` for this one) has waited for, and theirs
+/// (`/proc/PID/stat` fields `cutime` + `cstime`, 10 ms steps).
+fn reaped_children_cpu_ns(pid: &str) -> anyhow::Result<u64> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    let fields: Vec<u64> = stat
+        .rfind(')')
+        .map(|at| &stat[at + 2..])
+        .context("no `)` in /proc/PID/stat")?
+        .split_whitespace()
+        .skip(13)
+        .take(2)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{path}: cutime / cstime are not numbers"))?;
+    ensure!(fields.len() == 2, "{path}: no cutime / cstime");
+    Ok((fields[0] + fields[1]) * (1_000_000_000 / USER_HZ))
+}
+
+/// Busy CPU time (ns) of the whole machine, every core (`/proc/stat`: all but idle and iowait).
+fn machine_busy_ns() -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string("/proc/stat").context("cannot read /proc/stat")?;
+    let line = text.lines().next().context("/proc/stat is empty")?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .context("/proc/stat's cpu line is not numbers")?;
+    ensure!(ticks.len() >= 5, "/proc/stat's cpu line is short: {line}");
+    let busy: u64 = ticks.iter().sum::<u64>() - ticks[3] - ticks[4];
+    Ok(busy * (1_000_000_000 / USER_HZ))
+}
+
+/// What the server counted for database `db`: (transactions committed and rolled back,
+/// sessions). Read after a pause, so the ended backends' counts are flushed.
+fn pg_db_counts(
+    cluster: &kanban_pgwire::cluster::TestCluster,
+    db: &str,
+) -> anyhow::Result<(i64, i64)> {
+    let mut client = cluster.connect(db)?;
+    let row = client.query_one(
+        "SELECT (xact_commit + xact_rollback)::bigint, sessions::bigint FROM pg_stat_database \
+         WHERE datname = current_database()",
+        &[],
+    )?;
+    let int = |i: usize| {
+        row.get(i)
+            .and_then(kanban_pgwire::Value::as_i64)
+            .context("pg_stat_database gave no number")
+    };
+    Ok((int(0)?, int(1)?))
+}
+
+/// The PostgreSQL end-to-end figures of one run.
+struct PgE2e {
+    tasks_per_s: f64,
+    /// The server's CPU (postmaster and all it started, ended backends included), % of a core.
+    server: f64,
+    /// The dispatchers' and their workers' CPU, % of a core.
+    clients: f64,
+    /// The whole machine's busy CPU, % of a core (200 % is both cores).
+    machine: f64,
+    /// Server sessions (connections) and transactions per task.
+    sessions_per_task: f64,
+    transactions_per_task: f64,
+}
+
 /// CPU time (ns) of the PostgreSQL server of `cluster`: the postmaster and every process it
 /// started (its backends, its background workers).
 fn pg_server_cpu_ns(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Result<u64> {
@@ -609,7 +680,9 @@ fn pg_server_cpu_ns(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Re
         .next()
         .and_then(|l| l.trim().parse().ok())
         .with_context(|| format!("{} names no pid", pidfile.display()))?;
-    let mut total = cpu_ns(postmaster)?;
+    // The backends that served a worker's connection and ended meanwhile are in the postmaster's
+    // reaped children's time (it waits for each).
+    let mut total = cpu_ns(postmaster)? + reaped_children_cpu_ns(&postmaster.to_string())?;
     for entry in std::fs::read_dir("/proc")? {
         let Some(pid) = entry?
             .file_name()
@@ -635,13 +708,14 @@ fn pg_server_cpu_ns(cluster: &kanban_pgwire::cluster::TestCluster) -> anyhow::Re
 
 /// [`PG_E2E_TASKS`] tasks on builtin:complete, `dispatchers` × `dispatch --until-idle`
 /// (max_spawn 4 each, each in its own home, as separate hosts would be) on one PostgreSQL board:
-/// tasks/s (one long measurement) and the server's CPU over the run (% of one core).
+/// tasks/s (one long measurement), the CPU of the server, of the dispatchers with their workers
+/// and of the machine over the run, and the server's sessions and transactions per task.
 fn pg_end_to_end(
     bin: &Path,
     dir: &Path,
     cluster: &kanban_pgwire::cluster::TestCluster,
     dispatchers: usize,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<PgE2e> {
     let db = format!("bench_e2e_{dispatchers}");
     cluster.create_database(&db)?;
     let homes: Vec<PathBuf> = (0..dispatchers)
@@ -668,7 +742,12 @@ fn pg_end_to_end(
             .collect::<Vec<_>>(),
         now(),
     )?;
+    // Settle the set-up's counts, then read the starting points.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (xacts0, sessions0) = pg_db_counts(cluster, &db)?;
     let cpu0 = pg_server_cpu_ns(cluster)?;
+    let clients0 = reaped_children_cpu_ns("self")?;
+    let machine0 = machine_busy_ns()?;
     let begin = Instant::now();
     let children = homes
         .iter()
@@ -686,6 +765,8 @@ fn pg_end_to_end(
     }
     let elapsed = begin.elapsed();
     let cpu1 = pg_server_cpu_ns(cluster)?;
+    let clients1 = reaped_children_cpu_ns("self")?;
+    let machine1 = machine_busy_ns()?;
     for out in &outputs {
         ensure!(
             out.status.success(),
@@ -717,12 +798,27 @@ fn pg_end_to_end(
              dispatcher(s): {by_status:?}; the dispatchers said: {said:?}"
         );
     }
-    let server = cpu1.saturating_sub(cpu0) as f64 / 1e9 / elapsed.as_secs_f64() * 100.0;
+    let share = |ns: u64| ns as f64 / 1e9 / elapsed.as_secs_f64() * 100.0;
+    let server = share(cpu1.saturating_sub(cpu0));
+    let clients = share(clients1.saturating_sub(clients0));
+    let machine = share(machine1.saturating_sub(machine0));
     ensure!(
-        server > 0.0,
-        "the PostgreSQL server used no CPU: not a measurement"
+        server > 0.0 && clients > 0.0 && machine > 0.0,
+        "no CPU time measured (server {server} %, clients {clients} %, machine {machine} %): not a measurement"
     );
-    Ok((PG_E2E_TASKS as f64 / elapsed.as_secs_f64(), server))
+    drop(board);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (xacts1, sessions1) = pg_db_counts(cluster, &db)?;
+    let per_task = |a: i64, b: i64| (b - a) as f64 / PG_E2E_TASKS as f64;
+    Ok(PgE2e {
+        tasks_per_s: PG_E2E_TASKS as f64 / elapsed.as_secs_f64(),
+        server,
+        clients,
+        machine,
+        // The reading connection of the second count is not the run's.
+        sessions_per_task: per_task(sessions0, sessions1 - 1),
+        transactions_per_task: per_task(xacts0, xacts1),
+    })
 }
 
 fn vm_hwm_kib(pid: &str) -> anyhow::Result<u64> {
@@ -1583,9 +1679,17 @@ fn run() -> anyhow::Result<()> {
     if let Some(n) = args.windows(2).find(|w| w[0] == "--pg-e2e") {
         let dispatchers: usize = n[1].parse().context("--pg-e2e needs a number")?;
         let cluster = pg_cluster()?;
-        let (rate_e2e, server) = pg_end_to_end(&kanban_bin()?, dir.path(), &cluster, dispatchers)?;
+        let e = pg_end_to_end(&kanban_bin()?, dir.path(), &cluster, dispatchers)?;
         println!(
-            "{dispatchers} dispatcher(s): {rate_e2e:.0} tasks/s, server {server:.0} % of a core"
+            "{dispatchers} dispatcher(s): {:.0} tasks/s; CPU % of a core: server {:.0}, \
+             dispatchers and workers {:.0}, machine {:.0} (of 200); per task: {:.2} sessions, \
+             {:.1} transactions",
+            e.tasks_per_s,
+            e.server,
+            e.clients,
+            e.machine,
+            e.sessions_per_task,
+            e.transactions_per_task
         );
         return Ok(());
     }
@@ -1607,6 +1711,10 @@ fn run() -> anyhow::Result<()> {
             .unwrap_or(BIG_TASKS);
         ensure!(tasks >= 20_000, "--big-tasks must be at least 20000");
         rows.extend(big_suite(dir.path(), &bare, tasks)?);
+        if args.iter().any(|a| a == "--keep") {
+            // `--keep`: leave the boards for a look at their query plans.
+            progress!("bench --big: boards kept in {}", dir.keep().display());
+        }
         return print_table(&rows, out, json_out);
     }
     progress!(
@@ -2097,7 +2205,8 @@ fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
     let mut one = None;
     for dispatchers in [1, 2, 4] {
         progress!("bench: PostgreSQL end to end, {dispatchers} dispatcher(s)…");
-        let (rate_e2e, server) = pg_end_to_end(&bin, dir, &cluster, dispatchers)?;
+        let e = pg_end_to_end(&bin, dir, &cluster, dispatchers)?;
+        let rate_e2e = e.tasks_per_s;
         let base = *one.get_or_insert(rate_e2e);
         let name = if dispatchers == 1 {
             "1 dispatcher".to_owned()
@@ -2106,10 +2215,13 @@ fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
         };
         rows.push(Row {
             measure: format!(
-                "PostgreSQL: end to end tasks/s, {name} ({PG_E2E_TASKS} × builtin:complete, max_spawn 4 each, each its own home); the server's CPU"
+                "PostgreSQL: end to end tasks/s, {name} ({PG_E2E_TASKS} × builtin:complete, max_spawn 4 each, each its own home); CPU in % of one core (the machine has 200); server sessions and transactions per task"
             ),
             samples: format!("one measurement ({PG_E2E_TASKS} tasks)"),
-            value: format!("{rate_e2e:.0} tasks/s, server {server:.0} % of a core"),
+            value: format!(
+                "{rate_e2e:.0} tasks/s; server {:.0} %, dispatchers + workers {:.0} %, machine {:.0} %; {:.2} sessions, {:.1} transactions per task",
+                e.server, e.clients, e.machine, e.sessions_per_task, e.transactions_per_task
+            ),
             baseline: format!(
                 "{base:.0} tasks/s with 1 dispatcher; {:.0} bare PostgreSQL commits/s (p50)",
                 rate(bare.p50)
@@ -2118,7 +2230,11 @@ fn pg_rows(rows: &mut Vec<Row>, dir: &Path) -> anyhow::Result<()> {
             json: serde_json::json!({
                 "measure": format!("PostgreSQL end to end tasks per second, {name}"),
                 "dispatchers": dispatchers, "samples": 1, "value": rate_e2e,
-                "server_cpu_percent": server,
+                "server_cpu_percent": e.server,
+                "clients_cpu_percent": e.clients,
+                "machine_cpu_percent": e.machine,
+                "sessions_per_task": e.sessions_per_task,
+                "transactions_per_task": e.transactions_per_task,
                 "baseline": { "name": "1 dispatcher", "value": base },
             }),
         });

@@ -24,7 +24,7 @@
 use kanban_pgwire::{Client, Value};
 
 /// The schema version this build writes (the same number as the SQLite board's).
-pub const LATEST: i64 = 8;
+pub const LATEST: i64 = 9;
 
 /// The table holding the schema version (shared with the SQL layer's PostgreSQL backend).
 pub const VERSION_TABLE: &str = "kanban_schema_version";
@@ -181,12 +181,16 @@ CREATE TABLE kanban_dispatchers (
 );
 "#,
     },
+    Migration {
+        version: 9,
+        // As SQLite's version 9: the board's order per status ([`ORDER_INDEXES`]) replaces it.
+        sql: "DROP INDEX IF EXISTS idx_tasks_status;",
+    },
 ];
 
 /// Indexes created after the migrations (idempotent): the SQLite board's `INDEXES`, by name and
 /// shape (a test compares the two stores' index names).
 pub(crate) const INDEXES: &str = r#"
-CREATE INDEX IF NOT EXISTS idx_tasks_status ON tasks(status);
 CREATE INDEX IF NOT EXISTS idx_tasks_idempotency ON tasks(idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_tasks_tenant ON tasks(tenant) WHERE tenant IS NOT NULL;
@@ -198,6 +202,16 @@ CREATE INDEX IF NOT EXISTS idx_runs_task ON task_runs(task_id, started_at);
 CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
     WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_attachments_task ON task_attachments(task_id, created_at);
+CREATE INDEX IF NOT EXISTS idx_runs_rate_limited ON task_runs(ended_at)
+    WHERE outcome = 'rate_limited';
+"#;
+
+/// The board's order (`priority DESC, created_at, rowid`), per status and over all tasks: the
+/// SQLite board's `idx_tasks_status_order` and `idx_tasks_order` (where `rowid` is implicit).
+/// Created after [`EXTRAS`], which adds `tasks.rowid`.
+pub(crate) const ORDER_INDEXES: &str = r#"
+CREATE INDEX IF NOT EXISTS idx_tasks_status_order ON tasks(status, priority DESC, created_at, rowid);
+CREATE INDEX IF NOT EXISTS idx_tasks_order ON tasks(priority DESC, created_at, rowid);
 "#;
 
 /// What the board's SQL needs beyond the tables SQLite has, created after the migrations
@@ -409,6 +423,7 @@ pub fn migrate(client: &mut Client) -> Result<i64, PgSchemaError> {
     };
     client.batch(INDEXES).map_err(at_latest)?;
     client.batch(EXTRAS).map_err(at_latest)?;
+    client.batch(ORDER_INDEXES).map_err(at_latest)?;
     client
         .execute(
             &format!(
@@ -483,7 +498,8 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         indexes.sort();
-        let mut pg: Vec<String> = INDEXES
+        let mut pg: Vec<String> = [INDEXES, ORDER_INDEXES]
+            .concat()
             .split("CREATE INDEX IF NOT EXISTS ")
             .skip(1)
             .map(|s| s.split_whitespace().next().unwrap().to_owned())

@@ -303,6 +303,7 @@ impl Board {
             path: path.to_path_buf(),
             busy_timeout: Duration::from_millis(busy_ms),
             read_only: options.read_only,
+            nothing_promotable_at: std::cell::Cell::new(None),
         };
         board.configure(options).map_err(|e| board.classify(e))?;
         board.migrate().map_err(|e| board.classify(e))?;
@@ -335,6 +336,7 @@ impl Board {
             path: path.to_path_buf(),
             busy_timeout: Duration::from_millis(busy_ms),
             read_only: false,
+            nothing_promotable_at: std::cell::Cell::new(None),
         };
         store
             .configure(&OpenOptions::create())

@@ -157,6 +157,15 @@ CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
         // The dispatchers' recorded ticks (issue 30 item 2), as PostgreSQL's version 8.
         sql: DISPATCHERS_TABLE,
     },
+    Migration {
+        version: 9,
+        // The board's order per status replaces the bare status index (issue 32 item 4): a
+        // status change still writes one index entry, and a column's first cards, the
+        // dispatcher's picks and `list --status` read in index order instead of sorting; the
+        // order over all tasks (`list`'s pages) and the recent rate-limited runs (the tick's
+        // cooldown count) get theirs ([`INDEXES`]). As PostgreSQL's version 9.
+        sql: "DROP INDEX IF EXISTS idx_tasks_status;",
+    },
 ];
 
 /// The last tick each dispatcher of the board recorded (kanban's own table; the original has
@@ -188,7 +197,8 @@ CREATE TABLE IF NOT EXISTS task_attachments (
 /// Indexes of a board kanban creates, created after its migrations (idempotent), once the columns
 /// they cover exist: the same end state for a fresh board and a migrated one.
 pub(crate) const INDEXES: &str = r#"
-CREATE INDEX IF NOT EXISTS idx_tasks_status ON tasks(status);
+CREATE INDEX IF NOT EXISTS idx_tasks_status_order ON tasks(status, priority DESC, created_at);
+CREATE INDEX IF NOT EXISTS idx_tasks_order ON tasks(priority DESC, created_at);
 CREATE INDEX IF NOT EXISTS idx_tasks_idempotency ON tasks(idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_tasks_tenant ON tasks(tenant) WHERE tenant IS NOT NULL;
@@ -200,11 +210,15 @@ CREATE INDEX IF NOT EXISTS idx_runs_task ON task_runs(task_id, started_at);
 CREATE INDEX IF NOT EXISTS idx_runs_lingering ON task_runs(ended_at)
     WHERE worker_pid IS NOT NULL AND ended_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_attachments_task ON task_attachments(task_id, created_at);
+CREATE INDEX IF NOT EXISTS idx_runs_rate_limited ON task_runs(ended_at)
+    WHERE outcome = 'rate_limited';
 "#;
 
 /// Indexes a query of ours needs, created on an adopted board only when missing, in the
 /// original's shape (so the original's own `CREATE INDEX IF NOT EXISTS` finds what it would have
-/// made). An existing index of the same name is never touched.
+/// made). An existing index of the same name is never touched, and kanban's own indexes of
+/// version 9 are not added: the original's board stays its own (its `idx_tasks_status` serves
+/// the same queries, sorting what the order index would have read in order).
 pub(crate) const ADOPTED_INDEXES: &str = r#"
 CREATE INDEX IF NOT EXISTS idx_tasks_status ON tasks(status);
 CREATE INDEX IF NOT EXISTS idx_tasks_idempotency ON tasks(idempotency_key);
@@ -218,7 +232,7 @@ CREATE INDEX IF NOT EXISTS idx_attachments_task ON task_attachments(task_id, cre
 "#;
 
 /// The schema version this build writes.
-pub(crate) const LATEST: i64 = 8;
+pub(crate) const LATEST: i64 = 9;
 
 /// Columns every version of the original's tables has (keys and `NOT NULL` columns without a
 /// default, which `ALTER TABLE … ADD COLUMN` could not add anyway). Adoption requires them.
