@@ -59,6 +59,9 @@ pub struct ChangeWatch {
     seen: Option<i64>,
     /// Re-checks left after a file event that showed no change yet.
     settle: usize,
+    /// When the change counter was last read: a `LISTEN`ing watch reads it only every `poll`
+    /// (or after a notice), not on every call (each read is a round trip to the server).
+    last_read: Option<Instant>,
 }
 
 impl Board {
@@ -73,6 +76,7 @@ impl Board {
                 names: Default::default(),
                 seen: self.data_version().ok(),
                 settle: 0,
+                last_read: Some(Instant::now()),
             };
         }
         let path = self.path();
@@ -103,6 +107,7 @@ impl Board {
             names,
             seen: self.data_version().ok(),
             settle: 0,
+            last_read: Some(Instant::now()),
         }
     }
 }
@@ -124,6 +129,7 @@ impl ChangeWatch {
     /// commits after this one (call it after acting on the board).
     pub fn mark_seen(&mut self, board: &Board) -> Result<()> {
         self.seen = Some(board.data_version()?);
+        self.last_read = Some(Instant::now());
         Ok(())
     }
 
@@ -138,7 +144,20 @@ impl ChangeWatch {
             self.settle = SETTLE_MS.len();
         }
         loop {
-            let version = board.data_version()?;
+            // A `LISTEN`ing watch is told of every commit that gives a dispatcher work (the
+            // board's locked writes notify); what it is not told of (a claim, a heartbeat, a
+            // worker's registration) it finds by reading the counter every `poll`, not on each
+            // of the caller's short waits, so a busy dispatcher does not query the server
+            // every few milliseconds.
+            let due =
+                !self.listening || notified || self.last_read.is_none_or(|at| at.elapsed() >= poll);
+            let version = match due {
+                true => {
+                    self.last_read = Some(Instant::now());
+                    board.data_version()?
+                }
+                false => self.seen.unwrap_or_default(),
+            };
             match self.seen {
                 Some(seen) if seen == version => {}
                 Some(_) => {
