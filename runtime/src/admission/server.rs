@@ -26,7 +26,7 @@
 //! 7. the worker's `worker_result` (claim-bound) settles the turn `completed` / `failed`; no
 //!    result is `unknown`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -94,6 +94,10 @@ pub struct Limits {
     /// of its previous answer, or the connect); then `request_timeout` and the connection closed.
     pub request_deadline: Duration,
 }
+
+/// Board connections the owner keeps open per board between admissions: as many as turns are
+/// admitted or booked at once, about.
+const KEPT_BOARDS: usize = 8;
 
 /// The longest request line: 1 MiB.
 /// The first and the longest pause between tries to record the end of a turn.
@@ -166,6 +170,10 @@ struct Owner {
     /// (`wait_ms`) wakes at once instead of its submitter polling.
     settled: Condvar,
     executing: Mutex<HashSet<String>>,
+    /// Board connections kept open between admissions, per board: opening one (reading its
+    /// schema, preparing its statements again) cost more than the proof, the marker and the
+    /// booking it serves. See [`Owner::board`].
+    boards: Mutex<HashMap<PathBuf, Vec<Board>>>,
     draining: AtomicBool,
     fault: Option<Fault>,
     clock: Arc<dyn Clock>,
@@ -296,6 +304,7 @@ pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
         state: Mutex::new(state),
         settled: Condvar::new(),
         executing: Mutex::new(HashSet::new()),
+        boards: Mutex::new(HashMap::new()),
         draining: AtomicBool::new(false),
         fault: opts.fault,
         clock: opts.clock.clone(),
@@ -737,6 +746,34 @@ impl Owner {
         }
     }
 
+    /// A connection to the board at `db`: one kept from an earlier admission, else a new one.
+    /// Give it back with [`Owner::give_back`] once done (one dropped instead is only not kept).
+    fn board(&self, db: &Path) -> Result<Board, crate::board::BoardError> {
+        let kept = self
+            .boards
+            .lock()
+            .ok()
+            .and_then(|mut boards| boards.get_mut(db).and_then(Vec::pop));
+        match kept {
+            Some(board) => Ok(board),
+            None => Board::open_path(db, &OpenOptions::default()),
+        }
+    }
+
+    /// Keeps `board` for the next admission (at most [`KEPT_BOARDS`] per board; a PostgreSQL
+    /// connection that was lost is dropped).
+    fn give_back(&self, db: &Path, board: Board) {
+        if board.connection_lost() {
+            return;
+        }
+        if let Ok(mut boards) = self.boards.lock() {
+            let kept = boards.entry(db.to_owned()).or_default();
+            if kept.len() < KEPT_BOARDS {
+                kept.push(board);
+            }
+        }
+    }
+
     fn lock_state(&self) -> Result<std::sync::MutexGuard<'_, StateDb>, RpcError> {
         self.state
             .lock()
@@ -766,8 +803,7 @@ impl Owner {
                 std::fs::canonicalize(&path).map_err(|_| claim("db_not_found"))?
             }
         };
-        let b = Board::open_path(&db, &OpenOptions::read_only())
-            .map_err(|_| claim("board_unreadable"))?;
+        let b = self.board(&db).map_err(|_| claim("board_unreadable"))?;
         let view = b
             .claim_view(&run.task_id, run.run_id)?
             .ok_or_else(|| claim("unknown_task"))?;
@@ -801,6 +837,7 @@ impl Owner {
             return Err(stale("foreign_owner_marker"));
         }
         let task = b.get_task(&run.task_id)?;
+        self.give_back(&db, b);
         let workspace = task.workspace_path.as_ref().map_or_else(
             || crate::home::find_workspace(&self.root, &run.board, &run.task_id),
             PathBuf::from,
@@ -866,7 +903,7 @@ impl Owner {
         };
         self.fault(Fault::AfterSession);
         if row.status == "queued" && !row.marker_confirmed {
-            let b = Board::open_path(&db, &OpenOptions::default())?;
+            let b = self.board(&db)?;
             let marker = Event::OwnerAdmitted {
                 db: self.lock_state()?.path().display().to_string(),
                 session_id: session_id.clone(),
@@ -874,14 +911,16 @@ impl Owner {
                 pid: i64::from(std::process::id()),
                 birth: process::fingerprint(std::process::id() as i32),
             };
-            match b.append_owner_marker(
+            let appended = b.append_owner_marker(
                 &run.task_id,
                 run.run_id,
                 &run.claim_lock,
                 &marker,
                 &session_id,
                 now,
-            )? {
+            );
+            self.give_back(&db, b);
+            match appended? {
                 MarkerOutcome::Appended | MarkerOutcome::Existing => {}
                 MarkerOutcome::Foreign => {
                     self.lock_state()?.refuse_queued(
@@ -1075,8 +1114,9 @@ impl Owner {
                     Ok(status) => WorkerExit::from_status(status),
                     Err(_) => WorkerExit::Unknown,
                 };
-                // One read-only connection for the three facts the booking needs.
-                let board = self.frozen_board(run);
+                // One connection for the three facts the booking needs.
+                let db = self.frozen_db(run);
+                let board = db.as_deref().and_then(|db| self.board(db).ok());
                 let booked = book(&TurnEvidence {
                     result: board.as_ref().and_then(|b| {
                         b.worker_result_for(&run.task_id, run.run_id, &run.claim_lock)
@@ -1092,15 +1132,13 @@ impl Owner {
                             .ok()
                     }),
                 });
+                if let (Some(db), Some(board)) = (db, board) {
+                    self.give_back(&db, board);
+                }
                 settle(booked.status, booked.exit_code, Some(&booked.output));
             }
         }
         self.done(admission_id);
-    }
-
-    /// The board file frozen in the run's receipt, opened read-only (`None`: unreadable).
-    fn frozen_board(&self, run: &KanbanRun) -> Option<Board> {
-        Board::open_path(&self.frozen_db(run)?, &OpenOptions::read_only()).ok()
     }
 
     /// The board file frozen in the run's receipt.

@@ -34,6 +34,10 @@ impl ClaimView {
     }
 }
 
+/// Owners' `state.db` files opened read-only for one question, by path (`None`: unreadable).
+#[derive(Default)]
+struct OwnerStates(std::collections::HashMap<String, Option<Db>>);
+
 /// A run's turn as its owner records it (see [`Board::owner_turn`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerTurn {
@@ -231,6 +235,24 @@ impl Board {
     /// no `owner_admitted` marker; else the owner named by the marker and its turn's status in
     /// the owner's `state.db` (`None`: no row, or the file cannot be read).
     pub fn owner_turn(&self, task: &str, run: i64) -> Result<Option<OwnerTurn>> {
+        self.owner_turn_in(task, run, &mut OwnerStates::default())
+    }
+
+    /// [`Board::owner_turn`] of several runs (task, run), each owner's `state.db` opened once:
+    /// the dispatcher asks this of every running card at every tick in owner mode.
+    pub fn owner_turns(&self, runs: &[(&str, i64)]) -> Result<Vec<Option<OwnerTurn>>> {
+        let mut states = OwnerStates::default();
+        runs.iter()
+            .map(|(task, run)| self.owner_turn_in(task, *run, &mut states))
+            .collect()
+    }
+
+    fn owner_turn_in(
+        &self,
+        task: &str,
+        run: i64,
+        states: &mut OwnerStates,
+    ) -> Result<Option<OwnerTurn>> {
         let payload: Option<Option<String>> = self
             .conn()
             .prepare_cached(
@@ -244,16 +266,19 @@ impl Board {
         };
         let v: serde_json::Value = serde_json::from_str(&payload)?;
         let db = v.get("db").and_then(|d| d.as_str()).unwrap_or_default();
-        let status = Db::open_sqlite_read_only(std::path::Path::new(db))
-            .and_then(|c| {
-                c.query_row(
-                    "SELECT status FROM session_admissions WHERE task_id = ?1 AND run_id = ?2 \
-                     ORDER BY seq DESC LIMIT 1",
-                    params![task, run],
-                    |r| r.get::<_, String>(0),
-                )
-            })
-            .ok();
+        let state = states
+            .0
+            .entry(db.to_owned())
+            .or_insert_with(|| Db::open_sqlite_read_only(std::path::Path::new(db)).ok());
+        let status = state.as_ref().and_then(|c| {
+            c.query_row(
+                "SELECT status FROM session_admissions WHERE task_id = ?1 AND run_id = ?2 \
+                 ORDER BY seq DESC LIMIT 1",
+                params![task, run],
+                |r| r.get::<_, String>(0),
+            )
+            .ok()
+        });
         Ok(Some(OwnerTurn {
             status,
             owner_pid: v.get("pid").and_then(serde_json::Value::as_i64),

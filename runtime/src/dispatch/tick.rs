@@ -540,6 +540,17 @@ impl Tick<'_> {
     /// under an owner that is gone, is paused — no reclaim phase touches it this tick — until
     /// `kanban owner resolve` decides (never a second attempt of a run whose effects are unknown).
     fn owner_paused(&mut self, running: &[RunningTask]) -> Result<(), BoardError> {
+        // This host's runs are asked of their owners' state files together (one open each).
+        let local: Vec<(&str, i64)> = running
+            .iter()
+            .filter(|t| self.host_local(t))
+            .filter_map(|t| Some((t.id.as_str(), t.run_id?)))
+            .collect();
+        let mut turns: HashMap<&str, Option<crate::board::admission::OwnerTurn>> = local
+            .iter()
+            .map(|(id, _)| *id)
+            .zip(self.board.owner_turns(&local)?)
+            .collect();
         for task in running {
             let Some(run) = task.run_id else { continue };
             // Another host's owner (its state file, its pid) cannot be read from here, so
@@ -557,7 +568,7 @@ impl Tick<'_> {
                 }
                 continue;
             }
-            let Some(turn) = self.board.owner_turn(&task.id, run)? else {
+            let Some(turn) = turns.remove(task.id.as_str()).flatten() else {
                 continue;
             };
             if owner_turn_paused(&turn, self.settings.owner_lost_turn_pauses) {

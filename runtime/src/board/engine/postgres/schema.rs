@@ -231,12 +231,31 @@ DO $$ BEGIN
 END $$;
 "#;
 
+/// The expression of `HAS_EXTRAS` (also part of the statement that opens a board's session).
+macro_rules! has_extras {
+    () => {
+        "to_regclass('kanban_change_seq') IS NOT NULL AND EXISTS (\
+         SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass('tasks') \
+         AND attname = 'rowid' AND NOT attisdropped)"
+    };
+}
+
 /// True (1) when the connected database has [`EXTRAS`]. Asked of the catalog itself, not of
 /// `information_schema`, whose views cost a fresh connection milliseconds to plan (every
 /// `kanban` command on a PostgreSQL board opens one).
-pub(crate) const HAS_EXTRAS: &str = "SELECT to_regclass('kanban_change_seq') IS NOT NULL AND EXISTS (\
-    SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass('tasks') \
-    AND attname = 'rowid' AND NOT attisdropped)";
+pub(crate) const HAS_EXTRAS: &str = concat!("SELECT ", has_extras!());
+
+/// The one statement that configures a board's session and says what it holds: the
+/// `synchronous_commit`, `lock_timeout` and `default_transaction_read_only` it sets (`$1`–`$3`),
+/// then whether the version table exists and whether [`EXTRAS`] are there. A worker opens a
+/// connection per task, and every statement a new connection sends is parsed and planned anew
+/// by its fresh server process: one statement here, where there were four.
+pub(crate) const OPEN_SESSION: &str = concat!(
+    "SELECT set_config('synchronous_commit', $1, false), set_config('lock_timeout', $2, false), \
+     set_config('default_transaction_read_only', $3, false), \
+     to_regclass('kanban_schema_version') IS NOT NULL, ",
+    has_extras!()
+);
 
 /// Every table of the board and its columns, in declaration order (the same in both stores; a
 /// test checks them against a fresh SQLite board). The first column is the key rows are ordered

@@ -60,18 +60,22 @@ impl Board {
             Durability::Full => "on",
             Durability::Normal => "off",
         };
-        client
-            .batch(&format!(
-                "SET synchronous_commit = {sync}; SET lock_timeout = {}",
-                busy_ms.max(1)
-            ))
+        let session = client
+            .query_one(
+                crate::board::engine::postgres::schema::OPEN_SESSION,
+                &[
+                    sync.into(),
+                    busy_ms.max(1).to_string().into(),
+                    if options.read_only { "on" } else { "off" }.into(),
+                ],
+            )
             .map_err(failed)?;
-        if options.read_only {
-            client
-                .batch("SET default_transaction_read_only = on")
-                .map_err(failed)?;
-        }
-        bring_up(&mut client, &url, options).map_err(|e| match e {
+        let flag = |i| session.get(i).and_then(kanban_pgwire::Value::as_i64) == Some(1);
+        let held = Held {
+            version_table: flag(3),
+            extras: flag(4),
+        };
+        bring_up(&mut client, &url, options, held).map_err(|e| match e {
             BoardError::Storage(StorageError::PgNoBoard { url, .. }) => {
                 BoardError::Storage(StorageError::PgNoBoard {
                     url,
@@ -89,8 +93,22 @@ impl Board {
     }
 }
 
+/// What the session's opening statement found in the database.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// The schema version table exists.
+    version_table: bool,
+    /// The change counter and `tasks.rowid` exist (`schema::EXTRAS`).
+    extras: bool,
+}
+
 /// Brings the connected database to the board schema (or checks it, read-only).
-fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions) -> Result<()> {
+fn bring_up(
+    client: &mut kanban_pgwire::Client,
+    url: &str,
+    options: &OpenOptions,
+    held: Held,
+) -> Result<()> {
     let schema = |source| {
         BoardError::Storage(StorageError::PgSchema {
             url: url.to_owned(),
@@ -110,17 +128,24 @@ fn bring_up(client: &mut kanban_pgwire::Client, url: &str, options: &OpenOptions
             supported: crate::board::engine::postgres::schema::LATEST,
         })
     };
-    let found = crate::board::engine::postgres::schema::schema_version(client).map_err(schema)?;
+    let found = match held.version_table {
+        true => client
+            .query_opt(
+                &format!(
+                    "SELECT version FROM {}",
+                    crate::board::engine::postgres::schema::VERSION_TABLE
+                ),
+                &[],
+            )
+            .map_err(failed)?
+            .and_then(|r| r.get(0).and_then(kanban_pgwire::Value::as_i64))
+            .unwrap_or(0),
+        false => 0,
+    };
     if found > crate::board::engine::postgres::schema::LATEST {
         return Err(too_new(found));
     }
-    let complete = found == crate::board::engine::postgres::schema::LATEST
-        && client
-            .query_one(crate::board::engine::postgres::schema::HAS_EXTRAS, &[])
-            .map_err(failed)?
-            .get(0)
-            .and_then(kanban_pgwire::Value::as_i64)
-            == Some(1);
+    let complete = found == crate::board::engine::postgres::schema::LATEST && held.extras;
     if complete {
         return Ok(());
     }
