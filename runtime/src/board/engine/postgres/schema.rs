@@ -246,13 +246,15 @@ macro_rules! has_extras {
 pub(crate) const HAS_EXTRAS: &str = concat!("SELECT ", has_extras!());
 
 /// The one statement that configures a board's session and says what it holds: the
-/// `synchronous_commit`, `lock_timeout` and `default_transaction_read_only` it sets (`$1`–`$3`),
+/// `synchronous_commit` and `lock_timeout` it sets (`$1`, `$2`) and, when `$3` is not null,
+/// `default_transaction_read_only` (a writing open leaves the database's own setting alone),
 /// then whether the version table exists and whether [`EXTRAS`] are there. A worker opens a
 /// connection per task, and every statement a new connection sends is parsed and planned anew
 /// by its fresh server process: one statement here, where there were four.
 pub(crate) const OPEN_SESSION: &str = concat!(
     "SELECT set_config('synchronous_commit', $1, false), set_config('lock_timeout', $2, false), \
-     set_config('default_transaction_read_only', $3, false), \
+     set_config('default_transaction_read_only', \
+       COALESCE($3, current_setting('default_transaction_read_only')), false), \
      to_regclass('kanban_schema_version') IS NOT NULL, ",
     has_extras!()
 );

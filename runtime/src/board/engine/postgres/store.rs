@@ -66,7 +66,10 @@ impl Board {
                 &[
                     sync.into(),
                     busy_ms.max(1).to_string().into(),
-                    if options.read_only { "on" } else { "off" }.into(),
+                    match options.read_only {
+                        true => "on".into(),
+                        false => kanban_pgwire::Value::Null,
+                    },
                 ],
             )
             .map_err(failed)?;
