@@ -8,9 +8,9 @@
 //!    every 2 s while none answers;
 //! 2. calls `kanban.run`; a dropped connection (the owner died) is retried with the same params
 //!    (a replay returns the original receipt), bounded in time;
-//! 3. asks `kanban.receipt` until the turn settles (each ask waits on the owner for up to 1 s,
-//!    answered as soon as the turn settles, so a turn's end is seen at once): `completed`/`failed` exit with the managed
-//!    worker's exit code (its `last_output` printed), `interrupted` with 130;
+//! 3. asks `kanban.receipt` until the turn settles (each ask waits on the owner up to 1 s and is
+//!    answered as soon as the turn settles): `completed`/`failed` exit with the managed worker's
+//!    exit code (its `last_output` printed), `interrupted` with 130;
 //! 4. an `unknown` turn (the owner restarted while it ran) is never replayed: the submitter keeps
 //!    the card (heartbeating its claim, so the dispatcher neither reclaims nor re-dispatches it)
 //!    until `kanban owner resolve` decides; after `--requeue` the run is no longer current and the

@@ -126,7 +126,8 @@ impl Board {
     ) -> Result<Outcome<Heartbeated>> {
         check_seconds("the claim TTL", ttl_seconds)?;
         // PostgreSQL: the one statement takes no board lock, only its task's and run's rows
-        // (docs/postgres.md, "Heartbeats and worker registrations"); a refusal is said by the generic heartbeat.
+        // (docs/postgres.md, "Heartbeats and worker registrations"); a refusal is said by the
+        // generic heartbeat.
         if self.is_postgres()
             && let Some(done) = self.write_row_locked(|tx| {
                 super::engine::postgres::fast::heartbeat(

@@ -149,14 +149,19 @@ impl ChangeWatch {
             // worker's registration) it finds by reading the counter every `poll`, not on each
             // of the caller's short waits, so a busy dispatcher does not query the server
             // every few milliseconds.
-            let due =
-                !self.listening || notified || self.last_read.is_none_or(|at| at.elapsed() >= poll);
-            let version = match due {
-                true => {
+            let skip = match self.seen {
+                Some(seen) if self.listening && !notified => self
+                    .last_read
+                    .is_some_and(|at| at.elapsed() < poll)
+                    .then_some(seen),
+                _ => None,
+            };
+            let version = match skip {
+                Some(seen) => seen,
+                None => {
                     self.last_read = Some(Instant::now());
                     board.data_version()?
                 }
-                false => self.seen.unwrap_or_default(),
             };
             match self.seen {
                 Some(seen) if seen == version => {}

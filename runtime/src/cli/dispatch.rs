@@ -230,14 +230,13 @@ fn dispatch_cmd(args: &DispatchArgs, globals: &Globals) -> CmdResult {
 /// `ready N · running N · done N · blocked N` (done and blocked counted on the board).
 fn progress_line(board: &Board, report: &TickReport) -> String {
     let counts = board.status_counts().ok();
-    let count = |status: Status| {
-        counts.as_ref().map_or_else(
-            || "?".to_owned(),
-            |c| {
-                let n = c.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
-                n.to_string()
-            },
-        )
+    let count = |status: Status| match &counts {
+        Some(c) => c
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n)
+            .to_string(),
+        None => "?".to_owned(),
     };
     format!(
         "ready {} · running {} · done {} · blocked {}",

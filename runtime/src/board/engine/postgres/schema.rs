@@ -392,9 +392,12 @@ pub fn schema_version(client: &mut Client) -> Result<i64, PgSchemaError> {
     if exists.get(0).and_then(Value::as_i64) != Some(1) {
         return Ok(0);
     }
-    let row = client
-        .query_opt(&format!("SELECT version FROM {VERSION_TABLE}"), &[])
-        .map_err(statement)?;
+    stored_version(client).map_err(statement)
+}
+
+/// The version [`VERSION_TABLE`] holds (0 without a row), once the table is known to exist.
+pub(crate) fn stored_version(client: &mut Client) -> Result<i64, kanban_pgwire::Error> {
+    let row = client.query_opt(&format!("SELECT version FROM {VERSION_TABLE}"), &[])?;
     Ok(row
         .and_then(|r| r.get(0).and_then(Value::as_i64))
         .unwrap_or(0))

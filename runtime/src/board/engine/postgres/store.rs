@@ -132,17 +132,7 @@ fn bring_up(
         })
     };
     let found = match held.version_table {
-        true => client
-            .query_opt(
-                &format!(
-                    "SELECT version FROM {}",
-                    crate::board::engine::postgres::schema::VERSION_TABLE
-                ),
-                &[],
-            )
-            .map_err(failed)?
-            .and_then(|r| r.get(0).and_then(kanban_pgwire::Value::as_i64))
-            .unwrap_or(0),
+        true => crate::board::engine::postgres::schema::stored_version(client).map_err(failed)?,
         false => 0,
     };
     if found > crate::board::engine::postgres::schema::LATEST {
