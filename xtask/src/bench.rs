@@ -45,6 +45,8 @@ pub fn run(root: &Path, big: bool) -> anyhow::Result<()> {
     let mut cmd = Command::new(&bench);
     if big {
         cmd.arg("--big");
+    } else {
+        cmd.arg("--original").arg(original(&out_dir)?);
     }
     let status = cmd
         .arg("--out")
@@ -63,6 +65,29 @@ pub fn run(root: &Path, big: bool) -> anyhow::Result<()> {
         json.display()
     );
     Ok(())
+}
+
+/// The original's release whose WAL volume the bench reports beside the board's.
+const ORIGINAL: &str = "hermes-agent==0.19.0";
+
+/// The original's package, installed once (pip, without its dependencies: the bench imports
+/// only its `hermes_cli.kanban_db`, which needs none) into `<out_dir>/original`; its path.
+fn original(out_dir: &Path) -> anyhow::Result<PathBuf> {
+    let dir = out_dir.join("original");
+    if dir.join("hermes_cli/kanban_db.py").is_file() {
+        return Ok(dir);
+    }
+    eprintln!("bench: installing the original ({ORIGINAL}) into {}", dir.display());
+    let status = Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+        .arg(&dir)
+        .arg(ORIGINAL)
+        .status()
+        .context("cannot run python3 -m pip (the bench's rows against the original need Python 3 with pip)")?;
+    if !status.success() || !dir.join("hermes_cli/kanban_db.py").is_file() {
+        bail!("bench: installing {ORIGINAL} with pip failed ({status})");
+    }
+    Ok(dir)
 }
 
 /// The target folder `cargo metadata` reports (honouring `build.target-dir` and the

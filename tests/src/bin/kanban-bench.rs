@@ -129,6 +129,30 @@ fn us_per_op(n: usize, d: Duration) -> f64 {
     d.as_secs_f64() * 1e6 / n as f64
 }
 
+/// Operations a board transition and its lean twin take turns with, in [`board_ops`].
+const CHUNK: usize = 10;
+
+/// Runs [`BATCH`] operations of `lean` and of `board`, in alternating chunks of [`CHUNK`]
+/// (each closure gets the chunk's index range and returns the µs it took), the side that goes
+/// first alternating too; µs per operation of each, `(lean, board)`.
+fn paired_chunks(
+    mut lean: impl FnMut(std::ops::Range<usize>) -> anyhow::Result<f64>,
+    mut board: impl FnMut(std::ops::Range<usize>) -> anyhow::Result<f64>,
+) -> anyhow::Result<(f64, f64)> {
+    let (mut lean_us, mut board_us) = (0.0, 0.0);
+    for (i, start) in (0..BATCH).step_by(CHUNK).enumerate() {
+        let range = start..(start + CHUNK).min(BATCH);
+        if i % 2 == 0 {
+            lean_us += lean(range.clone())?;
+            board_us += board(range)?;
+        } else {
+            board_us += board(range.clone())?;
+            lean_us += lean(range)?;
+        }
+    }
+    Ok((lean_us / BATCH as f64, board_us / BATCH as f64))
+}
+
 /// A bare SQLite table with a fresh board's pragmas (WAL, `synchronous=FULL`, 2 KiB pages,
 /// SQLite's default autocheckpoint): the physical limit of one commit.
 struct Bare {
@@ -295,18 +319,22 @@ fn ops_rounds(
     for round in 0..SAMPLES {
         bare(&mut s)?;
 
+        // Each transition against its lean twin in alternating chunks of [`CHUNK`] (which side
+        // goes first alternates too), so both see the same disk and the same load: a round's
+        // ratio compares operations milliseconds apart, not batches seconds apart.
         let lean_ids: Vec<String> = (0..BATCH).map(|i| format!("t_l{round:02}{i:05}")).collect();
-        s.lean_create.push(lean.create(&lean_ids, t)?);
-        let (us, lean_runs) = lean.claim(&lean_ids, t)?;
-        s.lean_claim.push(us);
-        s.lean_heartbeat
-            .push(lean.heartbeat(&lean_ids, &lean_runs, t + 1)?);
-        s.lean_complete
-            .push(lean.complete(&lean_ids, &lean_runs, t + 2)?);
+        let mut ids = Vec::with_capacity(BATCH);
+        let (lean_us, board_us) = paired_chunks(
+            |r| Ok(lean.create(&lean_ids[r.clone()], t)? * r.len() as f64),
+            |r| {
+                let start = Instant::now();
+                ids.extend(board_creates(board, r.len(), &format!("task {round}.{}", r.start), t)?);
+                Ok(start.elapsed().as_secs_f64() * 1e6)
+            },
+        )?;
+        s.lean_create.push(lean_us);
+        s.create.push(board_us);
 
-        let start = Instant::now();
-        let ids = board_creates(board, BATCH, &format!("task {round}."), t)?;
-        s.create.push(us_per_op(BATCH, start.elapsed()));
         // A second batch for the batched claim (created untimed).
         let mut batch_ids = Vec::with_capacity(BATCH);
         for i in 0..BATCH {
@@ -320,9 +348,22 @@ fn ops_rounds(
             batch_ids.push((created.id, Status::Ready));
         }
 
-        let start = Instant::now();
-        let runs = board_claims(board, &ids, &spec, t)?;
-        s.claim.push(us_per_op(BATCH, start.elapsed()));
+        let mut lean_runs = Vec::with_capacity(BATCH);
+        let mut runs = Vec::with_capacity(BATCH);
+        let (lean_us, board_us) = paired_chunks(
+            |r| {
+                let (us, chunk) = lean.claim(&lean_ids[r.clone()], t)?;
+                lean_runs.extend(chunk);
+                Ok(us * r.len() as f64)
+            },
+            |r| {
+                let start = Instant::now();
+                runs.extend(board_claims(board, &ids[r], &spec, t)?);
+                Ok(start.elapsed().as_secs_f64() * 1e6)
+            },
+        )?;
+        s.lean_claim.push(lean_us);
+        s.claim.push(board_us);
 
         // The dispatcher's path: a tick's whole batch in one transaction.
         let start = Instant::now();
@@ -336,13 +377,27 @@ fn ops_rounds(
             }
         }
 
-        let start = Instant::now();
-        board_heartbeats(board, &ids, &runs, &spec.lock, t + 1)?;
-        s.heartbeat.push(us_per_op(BATCH, start.elapsed()));
+        let (lean_us, board_us) = paired_chunks(
+            |r| Ok(lean.heartbeat(&lean_ids[r.clone()], &lean_runs[r.clone()], t + 1)? * r.len() as f64),
+            |r| {
+                let start = Instant::now();
+                board_heartbeats(board, &ids[r.clone()], &runs[r], &spec.lock, t + 1)?;
+                Ok(start.elapsed().as_secs_f64() * 1e6)
+            },
+        )?;
+        s.lean_heartbeat.push(lean_us);
+        s.heartbeat.push(board_us);
 
-        let start = Instant::now();
-        board_completions(board, &ids, &runs, t + 2)?;
-        s.complete.push(us_per_op(BATCH, start.elapsed()));
+        let (lean_us, board_us) = paired_chunks(
+            |r| Ok(lean.complete(&lean_ids[r.clone()], &lean_runs[r.clone()], t + 2)? * r.len() as f64),
+            |r| {
+                let start = Instant::now();
+                board_completions(board, &ids[r.clone()], &runs[r], t + 2)?;
+                Ok(start.elapsed().as_secs_f64() * 1e6)
+            },
+        )?;
+        s.lean_complete.push(lean_us);
+        s.complete.push(board_us);
         // Untimed: the batch-claimed tasks are completed too, so every round ends on a board of
         // done tasks only.
         for ((id, _), run) in batch_ids.iter().zip(&batch_runs) {
@@ -1790,8 +1845,11 @@ fn run() -> anyhow::Result<()> {
     }
 
     lean_rows(&mut rows, &ops, "")?;
-    progress!("bench: write-ahead log per transition (board and lean transaction)…");
-    rows.extend(sqlite_wal_rows(dir.path())?);
+    progress!("bench: write-ahead log per transition (board, lean transaction, the original)…");
+    let original = flag("--original").context(
+        "kanban-bench needs --original DIR, the original's installed package (`cargo xtask bench` installs it)",
+    )?;
+    rows.extend(sqlite_wal_rows(dir.path(), Path::new(&original))?);
 
     if ops_only {
         return print_table(&rows, out, json_out);
@@ -2086,7 +2144,7 @@ fn wal_rows(store: &str, unit: &str, board: [f64; 4], lean: [f64; 4]) -> Vec<Row
 }
 
 /// SQLite WAL frames per transition, on fresh board files (a frame is one page written).
-fn sqlite_wal_rows(dir: &Path) -> anyhow::Result<Vec<Row>> {
+fn sqlite_wal_rows(dir: &Path, original: &Path) -> anyhow::Result<Vec<Row>> {
     let board_path = dir.join("wal-board.db");
     let lean_path = dir.join("wal-lean.db");
     let board = Board::open_path(&board_path, &OpenOptions::create())?;
@@ -2100,7 +2158,72 @@ fn sqlite_wal_rows(dir: &Path) -> anyhow::Result<Vec<Row>> {
         kanban_tests::lean::sqlite_wal_frames(&lean_path, body)
     };
     let l = lean_wal(&mut lean, "w", WAL_BATCH, &mut measure_lean)?;
-    Ok(wal_rows("SQLite", "WAL frames", b, l))
+    let mut rows = wal_rows("SQLite", "WAL frames", b, l);
+    let page_size: i64 = rusqlite::Connection::open(&board_path)?
+        .query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    rows.extend(original_wal_rows(dir, original, b, page_size)?);
+    Ok(rows)
+}
+
+/// The header SQLite writes before each page in the WAL.
+const WAL_FRAME_HEADER: i64 = 24;
+
+/// The original's WAL bytes per transition beside the board's (`b`, frames of `page_size`
+/// bytes): `tests/bench/original_wal.py` drives the original's own `kanban_db` functions from
+/// its package in `original` on a fresh board file. Bytes, not frames: the original's pages are
+/// 4 KiB, a kanban board's 2 KiB.
+fn original_wal_rows(
+    dir: &Path,
+    original: &Path,
+    b: [f64; 4],
+    page_size: i64,
+) -> anyhow::Result<Vec<Row>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/original_wal.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(original)
+        .arg(dir.join("wal-original.db"))
+        .arg(WAL_BATCH.to_string())
+        .output()
+        .context("cannot run python3 (the original's WAL rows need it)")?;
+    ensure!(
+        out.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("{}: output is not JSON", script.display()))?;
+    let their_page = report["page_size"]
+        .as_i64()
+        .context("the original's report has no page_size")?;
+    ["create", "claim", "heartbeat", "complete"]
+        .into_iter()
+        .zip(b)
+        .map(|(name, ours)| {
+            let theirs = report["frames"][name]
+                .as_f64()
+                .with_context(|| format!("the original's report has no frames for {name}"))?;
+            ensure!(theirs > 0.0, "the original's {name} wrote no WAL frame");
+            let ours_bytes = ours * (page_size + WAL_FRAME_HEADER) as f64;
+            let their_bytes = theirs * (their_page + WAL_FRAME_HEADER) as f64;
+            Ok(Row {
+                measure: format!("SQLite: WAL bytes per {name}, against the original (one transaction each)"),
+                samples: format!("one measurement ({WAL_BATCH} tasks each)"),
+                value: format!("{ours_bytes:.0} ({ours:.1} frames of {page_size} bytes)"),
+                baseline: format!(
+                    "{their_bytes:.0} (the original's `kanban_db`: {theirs:.1} frames of {their_page} bytes)"
+                ),
+                ratio: format!("{:.2}× the original's volume", ours_bytes / their_bytes),
+                json: serde_json::json!({
+                    "measure": format!("SQLite WAL bytes per {name}, against the original"),
+                    "value": ours_bytes,
+                    "baseline": { "name": "the original's kanban_db", "value": their_bytes,
+                                  "frames": theirs, "page_size": their_page },
+                }),
+            })
+        })
+        .collect()
 }
 
 /// PostgreSQL WAL bytes per transition (nothing else writes to the server meanwhile).
