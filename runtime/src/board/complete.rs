@@ -401,6 +401,11 @@ impl Board {
         {
             return Ok(Outcome::Done(done));
         }
-        self.write(|tx| complete_in(tx, id, completion, now))
+        self.write(|tx| {
+            if let Some(done) = super::engine::sqlite::fast::complete(tx, id, completion, now)? {
+                return Ok(Outcome::Done(done));
+            }
+            complete_in(tx, id, completion, now)
+        })
     }
 }

@@ -12,36 +12,19 @@ use super::outcome::Created;
 use super::rows::exec_unchecked;
 use super::store::{Board, random_hex};
 
-/// True for the failure of a create whose drawn task id another task has (PostgreSQL's
-/// primary key refused it).
+/// True for the failure of a create whose drawn task id another task has: the tasks' primary
+/// key refused it (PostgreSQL names the constraint `tasks_pkey`, SQLite the column `tasks.id`).
 pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
     matches!(err, BoardError::Storage(StorageError::Sql(e)) | BoardError::Storage(StorageError::Sqlite { source: e, .. })
-        if e.kind() == crate::db::ErrorKind::UniqueViolation && e.constraint() == Some("tasks_pkey"))
+        if e.kind() == crate::db::ErrorKind::UniqueViolation
+            && matches!(e.constraint(), Some("tasks_pkey" | "tasks.id")))
 }
 
-/// A random task id for a new task. SQLite: one no task has (looked up; eight draws). PostgreSQL:
-/// drawn without a round trip to look; the insert's primary key refuses a taken id and
-/// `Board::create_task` draws again (see [`is_taken_task_id`]).
-fn draw_task_id(tx: &Tx<'_>) -> Result<String> {
-    let draw = || random_hex(8).map(|hex| format!("t_{hex}"));
-    if !tx.is_sqlite() {
-        return Ok(draw()?);
-    }
-    for _ in 0..8 {
-        let candidate = draw()?;
-        let taken = tx
-            .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?
-            .query_row([&candidate], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if !taken {
-            return Ok(candidate);
-        }
-    }
-    Err(BoardError::CorruptRow {
-        table: "tasks",
-        message: "could not draw an unused task id".to_owned(),
-    })
+/// A random task id for a new task, drawn without looking first (a statement per create): the
+/// insert's primary key refuses a taken id, nothing is written, and `Board::create_task` draws
+/// again (see [`is_taken_task_id`]).
+fn draw_task_id() -> Result<String> {
+    Ok(random_hex(8).map(|hex| format!("t_{hex}"))?)
 }
 
 /// Creates a task (see [`Board::create_task`]).
@@ -123,7 +106,7 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         .as_ref()
         .unwrap_or(&crate::acceptance::Contract::LocalOnly)
         .as_column();
-    let id = draw_task_id(tx)?;
+    let id = draw_task_id()?;
     exec_unchecked(
         tx,
         "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
@@ -228,9 +211,8 @@ impl Board {
     }
 
     /// Runs `create` again (with a fresh random id) while it fails only because the id it drew
-    /// is taken: on PostgreSQL a create does not look first (see `create_task_in`), the
-    /// insert's primary key refuses the duplicate and nothing is written. Eight draws, as the
-    /// SQLite lookup makes.
+    /// is taken: a create does not look first (see `draw_task_id`), the insert's primary key
+    /// refuses the duplicate and nothing is written. Eight draws at most.
     pub(crate) fn retry_taken_id<T>(&self, mut create: impl FnMut() -> Result<T>) -> Result<T> {
         let mut draws = 1;
         loop {
@@ -252,5 +234,44 @@ impl Board {
                     .collect()
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::testing::{create, sqlite_board};
+
+    /// The SQLite half of the taken-id retry (PostgreSQL's is in `tests/pg_engine.rs`): a
+    /// duplicate task id is what the primary key refuses, and no other unique key's refusal is
+    /// taken for one.
+    #[test]
+    fn a_duplicate_task_id_is_recognised_on_sqlite_and_nothing_else_is() {
+        let (_dir, b) = sqlite_board();
+        let id = create(&b, "first");
+        let other = create(&b, "second");
+        let insert = |sql: &str, p: &[&str]| {
+            b.write(|tx| exec_unchecked(tx, sql, crate::db::params![p[0], p[1]]))
+                .unwrap_err()
+        };
+        let taken = insert(
+            "INSERT INTO tasks (id, title, status, created_at) VALUES (?1, ?2, 'ready', 1)",
+            &[&id, "again"],
+        );
+        assert!(is_taken_task_id(&taken), "{taken:?}");
+        b.write(|tx| {
+            exec_unchecked(
+                tx,
+                "INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)",
+                crate::db::params![id, other],
+            )
+        })
+        .unwrap();
+        let link = insert(
+            "INSERT INTO task_links (parent_id, child_id) VALUES (?1, ?2)",
+            &[&id, &other],
+        );
+        assert!(!is_taken_task_id(&link), "{link:?}");
+        assert_eq!(b.get_task(&id).unwrap().title, "first", "nothing was written");
     }
 }

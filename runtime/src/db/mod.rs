@@ -172,12 +172,14 @@ impl Error {
         }
     }
 
-    /// The constraint a PostgreSQL statement broke (e.g. `tasks_pkey` for a duplicate task
-    /// id), when the server named one.
+    /// The constraint a statement broke, when the engine named one: PostgreSQL's constraint
+    /// name (e.g. `tasks_pkey` for a duplicate task id), SQLite's columns of a unique or
+    /// primary key (`tasks.id`).
     pub(crate) fn constraint(&self) -> Option<&str> {
         match self {
             Error::Postgres(kanban_pgwire::Error::Db(db))
             | Error::Queued(kanban_pgwire::Error::Db(db)) => db.constraint.as_deref(),
+            Error::Sqlite(e) => sqlite::unique_columns(e),
             _ => None,
         }
     }

@@ -45,6 +45,17 @@ pub(super) fn kind(err: &rusqlite::Error) -> ErrorKind {
     }
 }
 
+/// The columns SQLite names for a broken unique or primary key (`tasks.id` from "UNIQUE
+/// constraint failed: tasks.id"); `None` for any other error.
+pub(super) fn unique_columns(err: &rusqlite::Error) -> Option<&str> {
+    match err {
+        rusqlite::Error::SqliteFailure(_, Some(message)) if kind(err) == ErrorKind::UniqueViolation => {
+            message.strip_prefix("UNIQUE constraint failed: ")
+        }
+        _ => None,
+    }
+}
+
 /// `PRAGMA user_version`.
 pub(super) fn user_version(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
