@@ -394,7 +394,7 @@ impl Board {
         now: i64,
     ) -> Result<Outcome<Completed>> {
         if self.is_postgres()
-            && !completion.needs_generic_path()
+            && !completion.needs_generic_path(id)
             && let Some(done) = self.write(|tx| {
                 super::engine::postgres::fast::complete(tx, id, completion, now, true)
             })?

@@ -255,10 +255,12 @@ impl Completion {
         blank(&self.summary) && blank(&self.result) && self.stored_metadata().is_none()
     }
 
-    /// Whether only the generic transition can record this completion (metadata, claimed cards,
-    /// task-like ids in its prose to check, or the evidence check): the PostgreSQL one-statement
-    /// completion records none of those.
-    pub(crate) fn needs_generic_path(&self) -> bool {
+    /// Whether only the generic transition can record this completion of task `task_id`
+    /// (metadata, claimed cards, task-like ids in its prose to check, or the evidence check):
+    /// the fast completions (`engine::postgres::fast`, `engine::sqlite::fast`) record none of
+    /// those. The task's own id in its prose needs no check: its row exists, so the generic
+    /// path would flag nothing for it.
+    pub(crate) fn needs_generic_path(&self, task_id: &str) -> bool {
         self.stored_metadata().is_some()
             || !self.created_cards.is_empty()
             || !self.evidence.is_empty()
@@ -267,7 +269,7 @@ impl Completion {
             || [&self.summary, &self.result]
                 .into_iter()
                 .flatten()
-                .any(|text| !task_ids_in(text).is_empty())
+                .any(|text| task_ids_in(text).iter().any(|id| id != task_id))
     }
 }
 

@@ -242,7 +242,7 @@ pub(crate) fn complete(
     let Some(run_id) = completion.expected_run_id else {
         return Ok(None);
     };
-    if completion.needs_generic_path() {
+    if completion.needs_generic_path(id) {
         return Ok(None);
     }
     if tx.is_sqlite() {
