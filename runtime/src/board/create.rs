@@ -20,9 +20,21 @@ pub(crate) fn is_taken_task_id(err: &BoardError) -> bool {
             && matches!(e.constraint(), Some("tasks_pkey" | "tasks.id")))
 }
 
+/// The new task's row (the columns a create sets; the rest keep their defaults).
+const INSERT_TASK: &str = "INSERT INTO tasks (id, title, body, assignee, status, priority, \
+     created_by, created_at, tenant, idempotency_key, max_runtime_seconds, max_retries, skills, \
+     branch_name, goal_mode, goal_max_turns, workspace_kind, workspace_path, workspace_base, \
+     completion_contract, model_override, provider_override, reasoning_effort) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+     ?19, ?20, ?21, ?22, ?23)";
+
+/// How many ids a create draws at most before it gives up (a taken one is drawn again).
+const TASK_ID_DRAWS: usize = 8;
+
 /// A random task id for a new task, drawn without looking first (a statement per create): the
-/// insert's primary key refuses a taken id, nothing is written, and `Board::create_task` draws
-/// again (see [`is_taken_task_id`]).
+/// insert's primary key refuses a taken id, nothing is written, and the create draws again —
+/// on SQLite in `create_task_in`, on PostgreSQL in `Board::create_task` (see
+/// [`is_taken_task_id`]).
 fn draw_task_id() -> Result<String> {
     Ok(random_hex(8).map(|hex| format!("t_{hex}"))?)
 }
@@ -106,41 +118,46 @@ pub(crate) fn create_task_in(tx: &Tx<'_>, new: &NewTask, now: i64) -> Result<Cre
         .as_ref()
         .unwrap_or(&crate::acceptance::Contract::LocalOnly)
         .as_column();
-    let id = draw_task_id()?;
-    exec_unchecked(
-        tx,
-        "INSERT INTO tasks (id, title, body, assignee, status, priority, created_by, created_at, \
-         tenant, idempotency_key, max_runtime_seconds, max_retries, skills, branch_name, goal_mode, \
-         goal_max_turns, workspace_kind, workspace_path, workspace_base, completion_contract, \
-         model_override, provider_override, reasoning_effort) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-         ?20, ?21, ?22, ?23)",
-        params![
-            id,
-            title,
-            new.body,
-            assignee,
-            status.as_str(),
-            new.priority,
-            new.created_by,
-            now,
-            tenant,
-            key,
-            new.max_runtime_seconds,
-            new.max_retries,
-            skills,
-            new.workspace.branch,
-            new.goal_mode as i64,
-            new.goal_max_turns,
-            new.workspace.kind().as_str(),
-            new.workspace.path_text(),
-            new.workspace.base,
-            contract,
-            model.model,
-            model.provider,
-            model.reasoning
-        ],
-    )?;
+    // SQLite: a drawn id that is taken is drawn again here (the failed insert wrote nothing and
+    // the transaction goes on), so a batch of many creates is not retried whole. PostgreSQL: a
+    // failed statement aborts the transaction; `Board::create_task` retries it.
+    let mut draws = 1;
+    let id = loop {
+        let id = draw_task_id()?;
+        match exec_unchecked(
+            tx,
+            INSERT_TASK,
+            params![
+                id,
+                title,
+                new.body,
+                assignee,
+                status.as_str(),
+                new.priority,
+                new.created_by,
+                now,
+                tenant,
+                key,
+                new.max_runtime_seconds,
+                new.max_retries,
+                skills,
+                new.workspace.branch,
+                new.goal_mode as i64,
+                new.goal_max_turns,
+                new.workspace.kind().as_str(),
+                new.workspace.path_text(),
+                new.workspace.base,
+                contract,
+                model.model,
+                model.provider,
+                model.reasoning
+            ],
+        ) {
+            Err(e) if tx.is_sqlite() && draws < TASK_ID_DRAWS && is_taken_task_id(&e) => draws += 1,
+            Err(e) => return Err(e),
+            Ok(()) => break id,
+        }
+    };
     for p in &parents {
         exec_unchecked(
             tx,
@@ -217,7 +234,7 @@ impl Board {
         let mut draws = 1;
         loop {
             match create() {
-                Err(e) if draws < 8 && is_taken_task_id(&e) => draws += 1,
+                Err(e) if draws < TASK_ID_DRAWS && is_taken_task_id(&e) => draws += 1,
                 other => return other,
             }
         }
@@ -272,6 +289,10 @@ mod tests {
             &[&id, &other],
         );
         assert!(!is_taken_task_id(&link), "{link:?}");
-        assert_eq!(b.get_task(&id).unwrap().title, "first", "nothing was written");
+        assert_eq!(
+            b.get_task(&id).unwrap().title,
+            "first",
+            "nothing was written"
+        );
     }
 }

@@ -49,7 +49,9 @@ pub(super) fn kind(err: &rusqlite::Error) -> ErrorKind {
 /// constraint failed: tasks.id"); `None` for any other error.
 pub(super) fn unique_columns(err: &rusqlite::Error) -> Option<&str> {
     match err {
-        rusqlite::Error::SqliteFailure(_, Some(message)) if kind(err) == ErrorKind::UniqueViolation => {
+        rusqlite::Error::SqliteFailure(_, Some(message))
+            if kind(err) == ErrorKind::UniqueViolation =>
+        {
             message.strip_prefix("UNIQUE constraint failed: ")
         }
         _ => None,

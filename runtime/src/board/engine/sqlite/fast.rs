@@ -65,7 +65,9 @@ pub(crate) fn complete(
     let result_len = match &completion.result {
         Some(result) => result.len(),
         None => tx
-            .prepare_cached("SELECT COALESCE(length(CAST(result AS BLOB)), 0) FROM tasks WHERE id = ?1")?
+            .prepare_cached(
+                "SELECT COALESCE(length(CAST(result AS BLOB)), 0) FROM tasks WHERE id = ?1",
+            )?
             .query_row([id], |r| r.get::<_, i64>(0))
             .map(|len| usize::try_from(len).unwrap_or_default())?,
     };
@@ -98,8 +100,8 @@ pub(crate) fn complete(
 mod tests {
     use super::*;
     use crate::board::Board;
-    use crate::board::testing::{child_of, claim, create, sqlite_board, status};
     use crate::board::model::Status;
+    use crate::board::testing::{child_of, claim, create, sqlite_board, status};
 
     fn own_run(run_id: i64) -> Completion {
         Completion {
