@@ -77,7 +77,10 @@ fn original(out_dir: &Path) -> anyhow::Result<PathBuf> {
     if dir.join("hermes_cli/kanban_db.py").is_file() {
         return Ok(dir);
     }
-    eprintln!("bench: installing the original ({ORIGINAL}) into {}", dir.display());
+    eprintln!(
+        "bench: installing the original ({ORIGINAL}) into {}",
+        dir.display()
+    );
     let status = Command::new("python3")
         .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
         .arg(&dir)

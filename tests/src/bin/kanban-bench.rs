@@ -328,7 +328,12 @@ fn ops_rounds(
             |r| Ok(lean.create(&lean_ids[r.clone()], t)? * r.len() as f64),
             |r| {
                 let start = Instant::now();
-                ids.extend(board_creates(board, r.len(), &format!("task {round}.{}", r.start), t)?);
+                ids.extend(board_creates(
+                    board,
+                    r.len(),
+                    &format!("task {round}.{}", r.start),
+                    t,
+                )?);
                 Ok(start.elapsed().as_secs_f64() * 1e6)
             },
         )?;
@@ -378,7 +383,12 @@ fn ops_rounds(
         }
 
         let (lean_us, board_us) = paired_chunks(
-            |r| Ok(lean.heartbeat(&lean_ids[r.clone()], &lean_runs[r.clone()], t + 1)? * r.len() as f64),
+            |r| {
+                Ok(
+                    lean.heartbeat(&lean_ids[r.clone()], &lean_runs[r.clone()], t + 1)?
+                        * r.len() as f64,
+                )
+            },
             |r| {
                 let start = Instant::now();
                 board_heartbeats(board, &ids[r.clone()], &runs[r], &spec.lock, t + 1)?;
@@ -389,7 +399,12 @@ fn ops_rounds(
         s.heartbeat.push(board_us);
 
         let (lean_us, board_us) = paired_chunks(
-            |r| Ok(lean.complete(&lean_ids[r.clone()], &lean_runs[r.clone()], t + 2)? * r.len() as f64),
+            |r| {
+                Ok(
+                    lean.complete(&lean_ids[r.clone()], &lean_runs[r.clone()], t + 2)?
+                        * r.len() as f64,
+                )
+            },
             |r| {
                 let start = Instant::now();
                 board_completions(board, &ids[r.clone()], &runs[r], t + 2)?;
@@ -2159,8 +2174,8 @@ fn sqlite_wal_rows(dir: &Path, original: &Path) -> anyhow::Result<Vec<Row>> {
     };
     let l = lean_wal(&mut lean, "w", WAL_BATCH, &mut measure_lean)?;
     let mut rows = wal_rows("SQLite", "WAL frames", b, l);
-    let page_size: i64 = rusqlite::Connection::open(&board_path)?
-        .query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    let page_size: i64 =
+        rusqlite::Connection::open(&board_path)?.query_row("PRAGMA page_size", [], |r| r.get(0))?;
     rows.extend(original_wal_rows(dir, original, b, page_size)?);
     Ok(rows)
 }
