@@ -45,13 +45,13 @@ fn completions_reuse_their_cached_statements_without_re_preparing() {
         };
         assert!(b.complete(&id, &done, T0).unwrap().is_done());
     }
-    // The parent and child reads of `create` / `complete`: SQLite re-planned these joins on
-    // every new binding until the query planner stability guarantee was switched on.
+    // The claim's parent gate and the fast completion's `UPDATE`, whose conditions join the
+    // parents and the children: SQLite re-planned such joins on every new binding until the
+    // query planner stability guarantee was switched on.
     for sql in [
         "SELECT p.id FROM task_links l JOIN tasks p ON p.id = l.parent_id \
          WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived') ORDER BY p.id",
-        "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id \
-             WHERE l.parent_id = ?1 AND c.status = 'todo' ORDER BY c.id",
+        super::engine::sqlite::fast::DONE,
     ] {
         // The SQL layer prepares through rusqlite's cache: the same statement, seen from below.
         let stmt = b.conn().as_sqlite().unwrap().prepare_cached(sql).unwrap();

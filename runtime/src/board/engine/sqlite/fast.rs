@@ -17,7 +17,7 @@ use crate::board::outcome::Completed;
 use crate::db::{Tx, params};
 
 /// The task's row `done`, on the conditions the generic `complete_in` checks first.
-const DONE: &str = "UPDATE tasks SET status = 'done', result = COALESCE(?2, result), \
+pub(crate) const DONE: &str = "UPDATE tasks SET status = 'done', result = COALESCE(?2, result), \
      completed_at = ?3, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
      worker_started_at = NULL, current_run_id = NULL, block_kind = NULL, \
      block_recurrences = 0, consecutive_failures = 0, last_failure_error = NULL \
