@@ -155,7 +155,8 @@ impl ChildCommand {
 
     /// Starts the child, judging its environment in the current context (see the module docs).
     pub fn spawn(&mut self) -> std::io::Result<Child> {
-        self.build()?.spawn()
+        let mut cmd = self.build()?;
+        spawn_unless_busy(&mut cmd)
     }
 
     /// Starts the child, waits for it and collects its output (stdout and stderr piped unless set).
@@ -246,6 +247,29 @@ impl ChildCommand {
             cmd.process_group(group);
         }
         Ok(cmd)
+    }
+}
+
+/// How often, and how long apart, a start refused because the program is open for writing is
+/// tried again ([`spawn_unless_busy`]).
+const BUSY_TRIES: u32 = 20;
+const BUSY_PAUSE: Duration = Duration::from_millis(5);
+
+/// Starts `cmd`, trying again for up to 100 ms while the kernel refuses it with `ETXTBSY` (the
+/// program's file is open for writing). A script written just before it is run can still be
+/// open in another thread's child between its `fork` and its `exec`, which closes the
+/// inherited copy a moment later; any other failure is returned at once.
+#[allow(clippy::disallowed_types)] // the command `build` made, started by the sanctioned builder
+fn spawn_unless_busy(cmd: &mut std::process::Command) -> std::io::Result<Child> {
+    let mut tries = 1;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < BUSY_TRIES => {
+                tries += 1;
+                std::thread::sleep(BUSY_PAUSE);
+            }
+            other => return other,
+        }
     }
 }
 
