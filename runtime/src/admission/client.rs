@@ -227,15 +227,25 @@ fn submit_inner(
             identity.task
         ));
     };
-    let config = Config::load(root).map_err(|e| crate::error_chain(&e))?;
-    let b = Board::open_path(&db, &OpenOptions::read_only()).map_err(|e| crate::error_chain(&e))?;
-    let task = b
-        .get_task(&identity.task)
-        .map_err(|e| crate::error_chain(&e))?;
-    drop(b);
-    // The name becomes `<root>/owner/<profile>`: a profile name, never a path.
-    let profile = super::profile_for(task.assignee.as_deref(), &config.dispatch.default_profile)
-        .map_err(|e| format!("task {}: {e}", identity.task))?;
+    let config = || Config::load(root).map_err(|e| crate::error_chain(&e));
+    // The owner to ask: the profile the dispatcher started this submitter under (it resolved the
+    // card's assignee as the owner will: the owner proves the card's profile is its own), else
+    // the card's, read from the board. The name becomes `<root>/owner/<profile>`: a profile
+    // name, never a path.
+    let profile = match identity.profile.as_deref() {
+        Some(given) => super::profile_for(Some(given), "")
+            .map_err(|e| format!("task {}: {e}", identity.task))?,
+        None => {
+            let b = Board::open_path(&db, &OpenOptions::read_only())
+                .map_err(|e| crate::error_chain(&e))?;
+            let task = b
+                .get_task(&identity.task)
+                .map_err(|e| crate::error_chain(&e))?;
+            drop(b);
+            super::profile_for(task.assignee.as_deref(), &config()?.dispatch.default_profile)
+                .map_err(|e| format!("task {}: {e}", identity.task))?
+        }
+    };
     let params = json!({
         "board": board,
         "task_id": identity.task,
@@ -332,7 +342,7 @@ fn submit_inner(
                         root.to_owned(),
                         crate::home::resolve(root, Some(&board))
                             .map_err(|e| crate::error_chain(&e))?,
-                        &config,
+                        &config()?,
                     )
                     .map(|s| s.claim_ttl_seconds)
                     .unwrap_or(900);

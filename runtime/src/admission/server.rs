@@ -343,9 +343,7 @@ pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
         }
         match listener.accept() {
             Ok((stream, _)) => owner.admit_connection(stream),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_for_peer(&listener),
             Err(e) => {
                 eprintln!("kanban owner: accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(100));
@@ -362,6 +360,29 @@ pub fn serve(opts: ServeOptions) -> Result<Ended, OwnerError> {
 
 /// How often the owner checks that its socket file is still the one it bound.
 const SOCKET_CHECK: Duration = Duration::from_secs(1);
+
+/// The longest the accept loop waits for a peer before it looks at its stop flag, its idle time
+/// and its socket file again.
+const ACCEPT_WAIT: Duration = Duration::from_millis(50);
+
+/// Waits until a peer is ready to be accepted on `listener`, a signal arrives or
+/// [`ACCEPT_WAIT`] passes: a submitter is accepted the moment it connects (a fixed pause between
+/// two `accept` calls delayed every turn by half of it on average).
+fn wait_for_peer(listener: &UnixListener) {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let timeout = Timespec {
+        tv_sec: 0,
+        tv_nsec: i64::from(ACCEPT_WAIT.subsec_nanos()),
+    };
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    if let Err(e) = rustix::event::poll(&mut fds, Some(&timeout))
+        && e != rustix::io::Errno::INTR
+    {
+        // Not expected of a listening socket; pause as long as a quiet wait would.
+        eprintln!("kanban owner: cannot wait for a peer: {e}");
+        std::thread::sleep(ACCEPT_WAIT);
+    }
+}
 
 /// Reads one request line of at most `limits.max_line` bytes, all of it within
 /// `limits.request_deadline`; `Ok(None)` at the end of the stream.

@@ -34,9 +34,35 @@ impl ClaimView {
     }
 }
 
-/// Owners' `state.db` files opened read-only for one question, by path (`None`: unreadable).
-#[derive(Default)]
-struct OwnerStates(std::collections::HashMap<String, Option<Db>>);
+/// Owners' `state.db` files opened read-only, by path, kept between reads (a dispatcher in
+/// owner mode asks at every tick): each is reopened when the path names another file than the
+/// one open (its device and inode differ: the open file keeps its inode from being reused).
+#[derive(Debug, Default)]
+pub(in crate::board) struct OwnerStates(std::collections::HashMap<String, OwnerState>);
+
+#[derive(Debug)]
+struct OwnerState {
+    file: (u64, u64),
+    db: Db,
+}
+
+impl OwnerStates {
+    /// The open state file at `path`, opened (again) when needed; `None` when it cannot be read.
+    fn get(&mut self, path: &str) -> Option<&Db> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(path) else {
+            self.0.remove(path);
+            return None;
+        };
+        let file = (meta.dev(), meta.ino());
+        if self.0.get(path).is_none_or(|s| s.file != file) {
+            self.0.remove(path);
+            let db = Db::open_sqlite_read_only(std::path::Path::new(path)).ok()?;
+            self.0.insert(path.to_owned(), OwnerState { file, db });
+        }
+        self.0.get(path).map(|s| &s.db)
+    }
+}
 
 /// A run's turn as its owner records it (see [`Board::owner_turn`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,24 +261,19 @@ impl Board {
     /// no `owner_admitted` marker; else the owner named by the marker and its turn's status in
     /// the owner's `state.db` (`None`: no row, or the file cannot be read).
     pub fn owner_turn(&self, task: &str, run: i64) -> Result<Option<OwnerTurn>> {
-        self.owner_turn_in(task, run, &mut OwnerStates::default())
+        self.owner_turn_in(task, run)
     }
 
-    /// [`Board::owner_turn`] of several runs (task, run), each owner's `state.db` opened once:
-    /// the dispatcher asks this of every running card at every tick in owner mode.
+    /// [`Board::owner_turn`] of several runs (task, run): the dispatcher asks this of every
+    /// running card at every tick in owner mode (each owner's `state.db` stays open between
+    /// ticks, its statement prepared once).
     pub fn owner_turns(&self, runs: &[(&str, i64)]) -> Result<Vec<Option<OwnerTurn>>> {
-        let mut states = OwnerStates::default();
         runs.iter()
-            .map(|(task, run)| self.owner_turn_in(task, *run, &mut states))
+            .map(|(task, run)| self.owner_turn_in(task, *run))
             .collect()
     }
 
-    fn owner_turn_in(
-        &self,
-        task: &str,
-        run: i64,
-        states: &mut OwnerStates,
-    ) -> Result<Option<OwnerTurn>> {
+    fn owner_turn_in(&self, task: &str, run: i64) -> Result<Option<OwnerTurn>> {
         let payload: Option<Option<String>> = self
             .conn()
             .prepare_cached(
@@ -266,17 +287,14 @@ impl Board {
         };
         let v: serde_json::Value = serde_json::from_str(&payload)?;
         let db = v.get("db").and_then(|d| d.as_str()).unwrap_or_default();
-        let state = states
-            .0
-            .entry(db.to_owned())
-            .or_insert_with(|| Db::open_sqlite_read_only(std::path::Path::new(db)).ok());
-        let status = state.as_ref().and_then(|c| {
-            c.query_row(
+        let mut states = self.owner_states.borrow_mut();
+        let status = states.get(db).and_then(|c| {
+            c.prepare_cached(
                 "SELECT status FROM session_admissions WHERE task_id = ?1 AND run_id = ?2 \
                  ORDER BY seq DESC LIMIT 1",
-                params![task, run],
-                |r| r.get::<_, String>(0),
             )
+            .ok()?
+            .query_row(params![task, run], |r| r.get::<_, String>(0))
             .ok()
         });
         Ok(Some(OwnerTurn {

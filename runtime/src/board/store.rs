@@ -94,6 +94,9 @@ pub struct Board {
     /// The change stamp (`Db::change_stamp`, SQLite only) at which the promotion pass last found
     /// nothing to promote: until the board changes, nothing can have become promotable.
     pub(in crate::board) nothing_promotable_at: std::cell::Cell<Option<(i64, i64)>>,
+    /// Owners' `state.db` files this board's reads of owner turns keep open between calls (a
+    /// dispatcher in owner mode asks at every tick).
+    pub(in crate::board) owner_states: std::cell::RefCell<super::admission::OwnerStates>,
 }
 
 /// A pause of 20–150 ms drawn from the kernel's generator (the middle of the range if it fails:
@@ -137,6 +140,7 @@ impl Board {
             busy_timeout,
             read_only,
             nothing_promotable_at: std::cell::Cell::new(None),
+            owner_states: Default::default(),
         }
     }
 

@@ -208,6 +208,9 @@ pub struct WorkerBinding {
     pub goal_mode: bool,
     /// `HERMES_KANBAN_GOAL_MAX_TURNS` (behaviour only).
     pub goal_max_turns: Option<u32>,
+    /// `HERMES_PROFILE`: the profile the dispatcher started this process under (behaviour only:
+    /// the submitter's choice of owner, which proves the card's profile itself).
+    pub profile: Option<String>,
 }
 
 /// Seals [`WorkerIdentity`] against construction outside this module and pins it to its thread.
@@ -263,6 +266,7 @@ pub fn gate() -> Option<WorkerIdentity> {
             goal_mode: env_str("HERMES_KANBAN_GOAL_MODE")
                 .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on")),
             goal_max_turns: env_str("HERMES_KANBAN_GOAL_MAX_TURNS").and_then(|v| v.parse().ok()),
+            profile: env_str("HERMES_PROFILE"),
         },
     })
 }

@@ -1239,7 +1239,15 @@ fn all_done(board: &Board) -> anyhow::Result<bool> {
 
 /// 200 tasks on builtin:complete, max_spawn 8, `dispatch --until-idle`: tasks/s (one long
 /// measurement). In owner mode the owner the first submitter starts is stopped afterwards.
+/// Tasks/s of [`end_to_end_cpu`].
 fn end_to_end(bin: &Path, home: &Path, owner: bool) -> anyhow::Result<f64> {
+    Ok(end_to_end_cpu(bin, home, owner)?.0)
+}
+
+/// 200 tasks on builtin:complete, max_spawn 8, `dispatch --until-idle` (in owner mode when
+/// `owner`): tasks/s, and the CPU ms per task of the dispatcher, every process it reaped and, in
+/// owner mode, the owner with its managed workers.
+fn end_to_end_cpu(bin: &Path, home: &Path, owner: bool) -> anyhow::Result<(f64, f64)> {
     write_home(home, 8, "")?;
     if owner {
         let text = std::fs::read_to_string(home.join("kanban.toml"))?;
@@ -1261,14 +1269,18 @@ fn end_to_end(bin: &Path, home: &Path, owner: bool) -> anyhow::Result<f64> {
             .collect::<Vec<_>>(),
         now(),
     )?;
+    let reaped0 = reaped_children_cpu_ns("self")?;
     let begin = Instant::now();
     let out = kanban(bin, home)
         .args(["dispatch", "--until-idle"])
         .stdout(Stdio::null())
         .output()?;
     let elapsed = begin.elapsed();
+    let mut cpu = reaped_children_cpu_ns("self")? - reaped0;
     if owner {
-        let _ = kanban_runtime::admission::client::stop_owner(home, "default");
+        let pid = kanban_runtime::admission::client::stop_owner(home, "default")
+            .context("the owner did not answer after the run")?;
+        cpu += own_and_reaped_cpu_ns(pid)?;
     }
     ensure!(
         out.status.success(),
@@ -1282,7 +1294,26 @@ fn end_to_end(bin: &Path, home: &Path, owner: bool) -> anyhow::Result<f64> {
         .filter(|t| t.status == Status::Done)
         .count();
     ensure!(done == 200, "only {done} of 200 tasks done");
-    Ok(200.0 / elapsed.as_secs_f64())
+    Ok((200.0 / elapsed.as_secs_f64(), cpu as f64 / 1e6 / 200.0))
+}
+
+/// CPU time (ns) of a process and of the children it reaped (`/proc/PID/stat`: utime, stime,
+/// cutime, cstime).
+fn own_and_reaped_cpu_ns(pid: i64) -> anyhow::Result<u64> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    let fields: Vec<u64> = stat
+        .rfind(')')
+        .map(|at| &stat[at + 2..])
+        .context("no `)` in /proc/PID/stat")?
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{path}: utime .. cstime are not numbers"))?;
+    ensure!(fields.len() == 4, "{path}: no utime .. cstime");
+    Ok(fields.iter().sum::<u64>() * (1_000_000_000 / USER_HZ))
 }
 
 fn process_bench(dir: &Path) -> anyhow::Result<ProcessFigures> {
@@ -1761,6 +1792,27 @@ fn run() -> anyhow::Result<()> {
             e.sessions_per_task,
             e.transactions_per_task
         );
+        return Ok(());
+    }
+    // `--e2e-only N`: N alternating pairs of the end-to-end run, direct and owner mode (item 2).
+    if let Some(n) = args.windows(2).find(|w| w[0] == "--e2e-only") {
+        let pairs: usize = n[1].parse().context("--e2e-only needs a number")?;
+        let bin = kanban_bin()?;
+        let mut ratios = Vec::new();
+        for i in 0..pairs {
+            let (direct, direct_cpu) =
+                end_to_end_cpu(&bin, &dir.path().join(format!("e2e-{i}")), false)?;
+            let (owner, owner_cpu) =
+                end_to_end_cpu(&bin, &dir.path().join(format!("e2e-owner-{i}")), true)?;
+            println!(
+                "pair {i}: direct {direct:.0} tasks/s ({direct_cpu:.1} ms CPU/task), owner \
+                 {owner:.0} ({owner_cpu:.1} ms) ({:.2}x)",
+                owner / direct
+            );
+            ratios.push(owner / direct);
+        }
+        ratios.sort_by(f64::total_cmp);
+        println!("median owner/direct {:.2}", ratios[ratios.len() / 2]);
         return Ok(());
     }
     let bare = Bare::open(dir.path())?;

@@ -304,6 +304,7 @@ impl Board {
             busy_timeout: Duration::from_millis(busy_ms),
             read_only: options.read_only,
             nothing_promotable_at: std::cell::Cell::new(None),
+            owner_states: Default::default(),
         };
         board.configure(options).map_err(|e| board.classify(e))?;
         board.migrate().map_err(|e| board.classify(e))?;
@@ -337,6 +338,7 @@ impl Board {
             busy_timeout: Duration::from_millis(busy_ms),
             read_only: false,
             nothing_promotable_at: std::cell::Cell::new(None),
+            owner_states: Default::default(),
         };
         store
             .configure(&OpenOptions::create())
