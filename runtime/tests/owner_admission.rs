@@ -706,7 +706,6 @@ fn a_kill_after_each_owner_commit_is_reconciled_without_an_operator() {
     for (fault, ends_done) in [
         ("after-session", true),
         ("after-marker", true),
-        ("after-confirm", true),
         ("after-started", false),
     ] {
         let home = Home::new(&owner_config());

@@ -301,8 +301,8 @@ fn a_turn_started_after_an_owner_restart_runs_under_the_policy_frozen_at_admissi
     });
     let board = home.board();
     let (run, lock) = claim(&board, &id);
-    // The owner dies after confirming the marker, before the turn starts.
-    let mut faulty = start_owner(&home, "done", &["--fault-after", "after-confirm"]);
+    // The owner dies after appending the marker, before the turn starts.
+    let mut faulty = start_owner(&home, "done", &["--fault-after", "after-marker"]);
     let mut client = Client::open(&home.root, "done", false).unwrap();
     assert!(client.call("kanban.run", params(&id, run, &lock)).is_err());
     faulty.exits("the faulty owner to die");

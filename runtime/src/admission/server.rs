@@ -20,9 +20,9 @@
 //!    returns the original row, a different payload is `admission_conflict`);
 //! 4. **B** (board): `owner_admitted`, appended in the transaction that re-proves the claim (or an
 //!    existing marker naming this session accepted);
-//! 5. **C** (`state.db`): the marker confirmed on the turn;
-//! 6. **D** (`state.db`): `queued → started` — only now is the managed worker started, so a kill
-//!    after D leaves `started`, which the next start turns into `unknown` (never replayed);
+//! 5. **C+D** (`state.db`, one commit): the marker confirmed on the turn and `queued → started`
+//!    — only now is the managed worker started, so a kill after it leaves `started`, which the
+//!    next start turns into `interrupted` or `unknown` (never replayed);
 //! 7. the worker's `worker_result` (claim-bound) settles the turn `completed` / `failed`; no
 //!    result is `unknown`.
 
@@ -55,9 +55,8 @@ pub enum Fault {
     AfterSession,
     /// After B: the board's `owner_admitted` marker.
     AfterMarker,
-    /// After C: the marker confirmed in `state.db`.
-    AfterConfirm,
-    /// After D: the turn `started`, before the worker is spawned.
+    /// After C+D: the marker confirmed and the turn `started` in `state.db`, before the worker
+    /// is spawned.
     AfterStarted,
 }
 
@@ -916,7 +915,7 @@ impl Owner {
             admission_id: &admission_id,
         };
         let now = self.clock.now();
-        let mut row = match self.lock_state()?.admit(&new, self.epoch, now)? {
+        let row = match self.lock_state()?.admit(&new, self.epoch, now)? {
             Admitted::Created(row) | Admitted::Replay(row) => row,
             Admitted::Conflict => {
                 return Err(RpcError::new(Code::AdmissionConflict, "payload_differs"));
@@ -964,21 +963,18 @@ impl Owner {
                 }
             }
             self.fault(Fault::AfterMarker);
-            self.lock_state()?.confirm_marker(&row.admission_id, now)?;
-            self.fault(Fault::AfterConfirm);
-            row = self
-                .lock_state()?
-                .get(&row.admission_id)?
-                .ok_or_else(|| RpcError::new(Code::StorageUnavailable, "admission_vanished"))?;
-        }
-        if row.status == "queued" && row.marker_confirmed {
-            self.start(&row.admission_id, run.clone(), db, peer_pid, policy)?;
+            // C: the marker is confirmed by the commit that starts the turn (`start`).
+            self.start(&row.admission_id, run.clone(), db, peer_pid, policy, true)?;
+        } else if row.status == "queued" && row.marker_confirmed {
+            self.start(&row.admission_id, run.clone(), db, peer_pid, policy, false)?;
         }
         let row = self.lock_state()?.get(&row.admission_id)?.unwrap_or(row);
         Ok(json!({"session_id": session_id, "receipt": receipt(&row)}))
     }
 
-    /// Starts the turn's executor thread (once per admission in this process).
+    /// Starts the turn's executor thread (once per admission in this process); `confirm`: the
+    /// board's marker was just appended, and the commit that starts the turn also confirms it
+    /// (C and D in one commit: a kill before it leaves the unconfirmed turn B leaves).
     fn start(
         self: &Arc<Self>,
         admission_id: &str,
@@ -986,6 +982,7 @@ impl Owner {
         db: PathBuf,
         submitter_pid: i64,
         frozen_policy: Result<Policy, RpcError>,
+        confirm: bool,
     ) -> Result<(), RpcError> {
         {
             let mut executing = self
@@ -999,7 +996,7 @@ impl Owner {
         let now = self.clock.now();
         let started = self
             .lock_state()?
-            .mark_started(admission_id, self.epoch, now);
+            .mark_started(admission_id, self.epoch, now, confirm);
         match started {
             Ok(true) => {}
             Ok(false) => {

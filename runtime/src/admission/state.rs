@@ -232,14 +232,22 @@ impl StateDb {
         })
     }
 
-    /// `queued` (marker confirmed) → `started` in `epoch`, before any worker exists. False when
-    /// the row is not in that state (someone else started it, or it settled).
-    pub fn mark_started(&self, admission_id: &str, epoch: i64, now: i64) -> Result<bool> {
+    /// `queued` (marker confirmed) → `started` in `epoch`, before any worker exists; with
+    /// `confirm` (the owner has just seen its marker on the board) the same commit confirms the
+    /// marker. False when the row is not in that state (someone else started it, or it settled).
+    pub fn mark_started(
+        &self,
+        admission_id: &str,
+        epoch: i64,
+        now: i64,
+        confirm: bool,
+    ) -> Result<bool> {
         self.db.write(|tx| {
             Ok(tx.execute(
-                "UPDATE session_admissions SET status = 'started', owner_epoch = ?2, updated_at = ?3 \
-                 WHERE admission_id = ?1 AND status = 'queued' AND marker_confirmed = 1",
-                params![admission_id, epoch, now],
+                "UPDATE session_admissions SET status = 'started', owner_epoch = ?2, \
+                 updated_at = ?3, marker_confirmed = 1 \
+                 WHERE admission_id = ?1 AND status = 'queued' AND (marker_confirmed = 1 OR ?4)",
+                params![admission_id, epoch, now, confirm],
             )? == 1)
         })
     }
@@ -452,11 +460,11 @@ mod tests {
         let (epoch, _) = db.begin_epoch(10, &PAUSE).unwrap();
         db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
         // Not confirmed: it cannot start.
-        assert!(!db.mark_started("a1", epoch, 11).unwrap());
+        assert!(!db.mark_started("a1", epoch, 11, false).unwrap());
         db.confirm_marker("a1", 11).unwrap();
-        assert!(db.mark_started("a1", epoch, 11).unwrap());
+        assert!(db.mark_started("a1", epoch, 11, false).unwrap());
         assert!(
-            !db.mark_started("a1", epoch, 11).unwrap(),
+            !db.mark_started("a1", epoch, 11, false).unwrap(),
             "started once only"
         );
         drop(db);
@@ -470,7 +478,7 @@ mod tests {
             !db.settle("a1", epoch, "completed", Some(0), None, 21)
                 .unwrap()
         );
-        assert!(!db.mark_started("a1", epoch2, 21).unwrap());
+        assert!(!db.mark_started("a1", epoch2, 21, false).unwrap());
         let row = db
             .resolve("t", "interrupted", 130, true, 22)
             .unwrap()
@@ -481,6 +489,21 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_whose_marker_was_just_appended_is_confirmed_and_started_in_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+        let (epoch, _) = db.begin_epoch(10, &PAUSE).unwrap();
+        db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
+        assert!(db.mark_started("a1", epoch, 11, true).unwrap());
+        let row = db.get("a1").unwrap().unwrap();
+        assert_eq!((row.status.as_str(), row.marker_confirmed), ("started", true));
+        assert_eq!(row.authority_epoch, epoch);
+        // Started once only, confirming or not.
+        assert!(!db.mark_started("a1", epoch, 12, true).unwrap());
+        assert!(!db.mark_started("a1", epoch, 12, false).unwrap());
+    }
+
+    #[test]
     fn a_turn_lost_with_its_owner_settles_as_the_next_owner_says() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
@@ -488,7 +511,7 @@ mod tests {
         let (epoch, _) = db.begin_epoch(10, &PAUSE).unwrap();
         db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
         db.confirm_marker("a1", 11).unwrap();
-        assert!(db.mark_started("a1", epoch, 11).unwrap());
+        assert!(db.mark_started("a1", epoch, 11, false).unwrap());
         drop(db);
         let db = StateDb::open(&path).unwrap();
         let requeue = LostTurn {
