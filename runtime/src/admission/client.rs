@@ -242,8 +242,11 @@ fn submit_inner(
                 .get_task(&identity.task)
                 .map_err(|e| crate::error_chain(&e))?;
             drop(b);
-            super::profile_for(task.assignee.as_deref(), &config()?.dispatch.default_profile)
-                .map_err(|e| format!("task {}: {e}", identity.task))?
+            super::profile_for(
+                task.assignee.as_deref(),
+                &config()?.dispatch.default_profile,
+            )
+            .map_err(|e| format!("task {}: {e}", identity.task))?
         }
     };
     let params = json!({

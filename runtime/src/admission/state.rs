@@ -496,7 +496,10 @@ mod tests {
         db.admit(&new("{}", "{}", "a1"), epoch, 10).unwrap();
         assert!(db.mark_started("a1", epoch, 11, true).unwrap());
         let row = db.get("a1").unwrap().unwrap();
-        assert_eq!((row.status.as_str(), row.marker_confirmed), ("started", true));
+        assert_eq!(
+            (row.status.as_str(), row.marker_confirmed),
+            ("started", true)
+        );
         assert_eq!(row.authority_epoch, epoch);
         // Started once only, confirming or not.
         assert!(!db.mark_started("a1", epoch, 12, true).unwrap());

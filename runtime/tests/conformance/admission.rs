@@ -175,3 +175,79 @@ pub(crate) fn only_the_bound_worker_settles_its_run_and_proves_its_live_claim(s:
     assert_eq!(b.worker_result_for(&id, run, "host:1").unwrap(), None);
     assert_clean(&b);
 }
+
+/// The turn's status as an owner's `state.db` at `path` records it (one admitted turn).
+fn write_state(path: &std::path::Path, task: &str, run: i64, started: bool) {
+    use kanban_runtime::admission::state::{LostTurn, NewAdmission, StateDb};
+    let state = StateDb::open(path).unwrap();
+    let lost = LostTurn {
+        status: "interrupted",
+        exit_code: Some(130),
+        output: None,
+    };
+    let (epoch, _) = state.begin_epoch(T0, &lost).unwrap();
+    state
+        .admit(
+            &NewAdmission {
+                principal_id: "p",
+                session_id: "s1",
+                request_id: "r1",
+                receipt_json: "{}",
+                payload_json: "{}",
+                task_id: task,
+                run_id: run,
+                admission_id: "a1",
+            },
+            epoch,
+            T0,
+        )
+        .unwrap();
+    if started {
+        assert!(state.mark_started("a1", epoch, T0, true).unwrap());
+    }
+}
+
+pub(crate) fn an_owner_turn_is_read_from_the_state_file_the_marker_names_now(s: &dyn Store) {
+    let (_d, b) = s.board();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let id = create(&b, "t");
+    let run = claim(&b, &id).run_id;
+    let marker = Event::OwnerAdmitted {
+        db: path.display().to_string(),
+        session_id: "s1".into(),
+        request_id: "r1".into(),
+        pid: 321,
+        birth: None,
+    };
+    b.append_owner_marker(&id, run, "host:1", &marker, "s1", T0)
+        .unwrap();
+    let status = || {
+        b.owner_turns(&[(id.as_str(), run)]).unwrap()[0]
+            .clone()
+            .unwrap()
+            .status
+    };
+    // No file yet: unknown.
+    assert_eq!(status(), None);
+    write_state(&path, &id, run, false);
+    assert_eq!(status().as_deref(), Some("queued"));
+    // The board keeps the file open between reads: a later commit to it is seen.
+    write_state(&path, &id, run, true);
+    assert_eq!(status().as_deref(), Some("started"));
+    // Another file at the same path (an owner's folder recreated) is read, not the one open.
+    std::fs::remove_file(&path).unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(format!("state.db{suffix}")));
+    }
+    write_state(&path, &id, run, false);
+    assert_eq!(status().as_deref(), Some("queued"));
+    assert_eq!(
+        b.owner_turn(&id, run).unwrap().unwrap().status.as_deref(),
+        Some("queued")
+    );
+    // Gone: unknown again.
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(status(), None);
+    assert_clean(&b);
+}

@@ -212,6 +212,7 @@ macro_rules! for_each_conformance_test {
                 the_owner_marker_is_appended_once_under_the_current_claim,
                 a_managed_worker_binds_only_to_the_current_claim_and_learns_its_ttl,
                 only_the_bound_worker_settles_its_run_and_proves_its_live_claim,
+                an_owner_turn_is_read_from_the_state_file_the_marker_names_now,
             }
         );
     };

@@ -1349,7 +1349,11 @@ fn process_bench(dir: &Path) -> anyhow::Result<ProcessFigures> {
     for i in 0..E2E_PAIRS {
         let direct_first = i % 2 == 0;
         let mut pair = [(0.0, 0.0); 2];
-        for owner in if direct_first { [false, true] } else { [true, false] } {
+        for owner in if direct_first {
+            [false, true]
+        } else {
+            [true, false]
+        } {
             let home = dir.join(format!("e2e-{i}{}", if owner { "-owner" } else { "" }));
             pair[usize::from(owner)] = end_to_end_cpu(&bin, &home, owner)?;
         }
