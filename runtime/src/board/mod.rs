@@ -35,6 +35,7 @@ mod links;
 pub mod model;
 mod operator;
 pub mod outcome;
+mod owner_states;
 pub mod policy;
 pub mod purge;
 pub mod query;

@@ -96,7 +96,7 @@ pub struct Board {
     pub(in crate::board) nothing_promotable_at: std::cell::Cell<Option<(i64, i64)>>,
     /// Owners' `state.db` files this board's reads of owner turns keep open between calls (a
     /// dispatcher in owner mode asks at every tick).
-    pub(in crate::board) owner_states: std::cell::RefCell<super::admission::OwnerStates>,
+    pub(in crate::board) owner_states: std::cell::RefCell<super::owner_states::OwnerStates>,
 }
 
 /// A pause of 20–150 ms drawn from the kernel's generator (the middle of the range if it fails:
