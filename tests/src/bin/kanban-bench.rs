@@ -674,20 +674,40 @@ const USER_HZ: u64 = 100;
 /// CPU time (ns) of the children process `pid` (`self` for this one) has waited for, and theirs
 /// (`/proc/PID/stat` fields `cutime` + `cstime`, 10 ms steps).
 fn reaped_children_cpu_ns(pid: &str) -> anyhow::Result<u64> {
+    stat_times_ns(pid, "cutime", 2)
+}
+
+/// CPU time (ns) of a process and of the children it reaped (`utime` .. `cstime`).
+fn own_and_reaped_cpu_ns(pid: i64) -> anyhow::Result<u64> {
+    stat_times_ns(&pid.to_string(), "utime", 4)
+}
+
+/// The sum of `count` consecutive time fields of `/proc/PID/stat` from `first` (`utime`,
+/// `stime`, `cutime` or `cstime`), in ns.
+fn stat_times_ns(pid: &str, first: &str, count: usize) -> anyhow::Result<u64> {
+    const TIMES: [&str; 4] = ["utime", "stime", "cutime", "cstime"];
+    let at = TIMES
+        .iter()
+        .position(|t| *t == first)
+        .with_context(|| format!("{first} is not a time field of /proc/PID/stat"))?;
     let path = format!("/proc/{pid}/stat");
     let stat = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    // After the `)` closing the command name: field 3 (state) onwards; utime is field 14.
     let fields: Vec<u64> = stat
         .rfind(')')
-        .map(|at| &stat[at + 2..])
+        .map(|end| &stat[end + 2..])
         .context("no `)` in /proc/PID/stat")?
         .split_whitespace()
-        .skip(13)
-        .take(2)
+        .skip(11 + at)
+        .take(count)
         .map(str::parse)
         .collect::<Result<_, _>>()
-        .with_context(|| format!("{path}: cutime / cstime are not numbers"))?;
-    ensure!(fields.len() == 2, "{path}: no cutime / cstime");
-    Ok((fields[0] + fields[1]) * (1_000_000_000 / USER_HZ))
+        .with_context(|| format!("{path}: {first} and after are not numbers"))?;
+    ensure!(
+        fields.len() == count,
+        "{path}: fewer fields than {first} and after"
+    );
+    Ok(fields.iter().sum::<u64>() * (1_000_000_000 / USER_HZ))
 }
 
 /// Busy CPU time (ns) of the whole machine, every core (`/proc/stat`: all but idle and iowait).
@@ -1289,25 +1309,6 @@ fn end_to_end_cpu(bin: &Path, home: &Path, owner: bool) -> anyhow::Result<(f64, 
         .count();
     ensure!(done == 200, "only {done} of 200 tasks done");
     Ok((200.0 / elapsed.as_secs_f64(), cpu as f64 / 1e6 / 200.0))
-}
-
-/// CPU time (ns) of a process and of the children it reaped (`/proc/PID/stat`: utime, stime,
-/// cutime, cstime).
-fn own_and_reaped_cpu_ns(pid: i64) -> anyhow::Result<u64> {
-    let path = format!("/proc/{pid}/stat");
-    let stat = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
-    let fields: Vec<u64> = stat
-        .rfind(')')
-        .map(|at| &stat[at + 2..])
-        .context("no `)` in /proc/PID/stat")?
-        .split_whitespace()
-        .skip(11)
-        .take(4)
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("{path}: utime .. cstime are not numbers"))?;
-    ensure!(fields.len() == 4, "{path}: no utime .. cstime");
-    Ok(fields.iter().sum::<u64>() * (1_000_000_000 / USER_HZ))
 }
 
 /// Pairs of end-to-end runs, direct and owner mode.
