@@ -931,3 +931,76 @@ fn a_receipt_that_may_wait_is_answered_when_the_turn_settles_and_bad_waits_are_r
         .unwrap();
     assert_eq!(again, waited);
 }
+
+/// `kanban submit` as the dispatcher starts it, by hand: the identity of a claimed card, with or
+/// without the profile the dispatcher grants (`HERMES_PROFILE`).
+fn submitter(home: &Home, id: &str, run: i64, lock: &str, profile: Option<&str>) -> Child {
+    let mut cmd = home.kanban(&["submit"]);
+    cmd.env("HERMES_KANBAN_TASK", id)
+        .env("HERMES_KANBAN_RUN_ID", run.to_string())
+        .env("HERMES_KANBAN_CLAIM_LOCK", lock)
+        .env("HERMES_KANBAN_BOARD", "default")
+        .env(
+            "HERMES_KANBAN_DB",
+            kanban_runtime::home::db_path(&home.root, "default"),
+        )
+        .env_remove("HERMES_PROFILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(p) = profile {
+        cmd.env("HERMES_PROFILE", p);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// The submitter asks the owner of the profile the dispatcher granted it, and reads the card's
+/// assignee only when no profile was granted; a granted name that is not a profile name is
+/// refused with a clear message before any owner is asked.
+#[test]
+fn a_submitter_finds_its_owner_by_the_granted_profile_or_else_by_the_card() {
+    let home = Home::new(&config(""));
+    let board = home.board();
+    let _owner = start_owner(&home, &[]);
+    for granted in [Some(" Done "), None] {
+        let id = home.create(Home::task("submitted", "done", None, vec![]));
+        let (run, lock) = claim(&board, &id);
+        let out = wait_output(
+            submitter(&home, &id, run, &lock, granted),
+            Duration::from_secs(60),
+        );
+        assert!(
+            out.status.success(),
+            "{granted:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            board.get_task(&id).unwrap().status,
+            Status::Done,
+            "{granted:?}"
+        );
+        assert_eq!(
+            home.kinds(&id)
+                .iter()
+                .filter(|k| *k == "owner_admitted")
+                .count(),
+            1,
+            "{granted:?}"
+        );
+    }
+    let id = home.create(Home::task("bad profile", "done", None, vec![]));
+    let (run, lock) = claim(&board, &id);
+    let out = wait_output(
+        submitter(&home, &id, run, &lock, Some("../elsewhere")),
+        Duration::from_secs(60),
+    );
+    // The submitter writes to its stdout, the task's log.
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("\"../elsewhere\" is not a profile name"),
+        "{said}"
+    );
+    assert_eq!(board.get_task(&id).unwrap().status, Status::Running);
+    assert!(!home.kinds(&id).iter().any(|k| k == "owner_admitted"));
+    assert!(!home.root.join("owner/elsewhere").exists());
+}
