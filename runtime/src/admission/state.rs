@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS session_admissions (
     updated_at INTEGER NOT NULL,
     UNIQUE (principal_id, target_session_id, request_id)
 );
+-- A run's turn, asked by the dispatcher of every running card at every tick and by `show`: by
+-- its run, not by a scan of every turn the owner ever admitted.
+CREATE INDEX IF NOT EXISTS idx_session_admissions_run ON session_admissions (task_id, run_id, seq);
 ";
 
 /// One admission row (one turn of one session).

@@ -6,6 +6,7 @@ use crate::db::{Db, OptionalExtension, params};
 
 use super::Result;
 use super::events::{Event, append_event};
+use super::owner_states::Marker;
 use super::store::Board;
 use crate::db::Tx;
 
@@ -236,29 +237,44 @@ impl Board {
 
     /// [`Board::owner_turn`] of several runs (task, run): the dispatcher asks this of every
     /// running card at every tick in owner mode (each owner's `state.db` stays open between
-    /// ticks, its statement prepared once).
+    /// ticks, its statement prepared once; a run's marker, once read, is kept while it runs).
     pub fn owner_turns(&self, runs: &[(&str, i64)]) -> Result<Vec<Option<OwnerTurn>>> {
+        self.owner_states.borrow_mut().keep_only(runs);
         runs.iter()
             .map(|(task, run)| self.owner_turn_in(task, *run))
             .collect()
     }
 
     fn owner_turn_in(&self, task: &str, run: i64) -> Result<Option<OwnerTurn>> {
-        let payload: Option<Option<String>> = self
-            .conn()
-            .prepare_cached(
-                "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
-                 AND kind = 'owner_admitted' ORDER BY id DESC LIMIT 1",
-            )?
-            .query_row(params![task, run], |r| r.get(0))
-            .optional()?;
-        let Some(Some(payload)) = payload else {
-            return Ok(None);
+        let known = self.owner_states.borrow().marker(task, run).cloned();
+        let marker = match known {
+            Some(marker) => marker,
+            None => {
+                let payload: Option<Option<String>> = self
+                    .conn()
+                    .prepare_cached(
+                        "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
+                         AND kind = 'owner_admitted' ORDER BY id DESC LIMIT 1",
+                    )?
+                    .query_row(params![task, run], |r| r.get(0))
+                    .optional()?;
+                let Some(Some(payload)) = payload else {
+                    return Ok(None);
+                };
+                let v: serde_json::Value = serde_json::from_str(&payload)?;
+                let marker = Marker {
+                    db: v["db"].as_str().unwrap_or_default().to_owned(),
+                    pid: v["pid"].as_i64(),
+                    birth: v["birth"].as_str().map(str::to_owned),
+                };
+                self.owner_states
+                    .borrow_mut()
+                    .keep_marker(task, run, marker.clone());
+                marker
+            }
         };
-        let v: serde_json::Value = serde_json::from_str(&payload)?;
-        let db = v.get("db").and_then(|d| d.as_str()).unwrap_or_default();
         let mut states = self.owner_states.borrow_mut();
-        let status = states.get(db).and_then(|c| {
+        let status = states.get(&marker.db).and_then(|c| {
             c.prepare_cached(
                 "SELECT status FROM session_admissions WHERE task_id = ?1 AND run_id = ?2 \
                  ORDER BY seq DESC LIMIT 1",
@@ -269,8 +285,8 @@ impl Board {
         });
         Ok(Some(OwnerTurn {
             status,
-            owner_pid: v.get("pid").and_then(serde_json::Value::as_i64),
-            owner_birth: v.get("birth").and_then(|b| b.as_str()).map(str::to_owned),
+            owner_pid: marker.pid,
+            owner_birth: marker.birth,
         }))
     }
 

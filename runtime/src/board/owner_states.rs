@@ -8,7 +8,21 @@ use crate::db::Db;
 /// owner mode asks at every tick): each is reopened when the path names another file than the
 /// one open (its device and inode differ: the open file keeps its inode from being reused).
 #[derive(Debug, Default)]
-pub(in crate::board) struct OwnerStates(std::collections::HashMap<String, OwnerState>);
+pub(in crate::board) struct OwnerStates {
+    files: std::collections::HashMap<String, OwnerState>,
+    /// The `owner_admitted` marker of each run read so far, by (task, run): a run carries at
+    /// most one (a later admission of the same session finds it, another session's is refused),
+    /// so once read it is kept while the run is asked about.
+    markers: std::collections::HashMap<(String, i64), Marker>,
+}
+
+/// What a run's `owner_admitted` marker says.
+#[derive(Debug, Clone)]
+pub(in crate::board) struct Marker {
+    pub db: String,
+    pub pid: Option<i64>,
+    pub birth: Option<String>,
+}
 
 #[derive(Debug)]
 struct OwnerState {
@@ -21,15 +35,31 @@ impl OwnerStates {
     pub(in crate::board) fn get(&mut self, path: &str) -> Option<&Db> {
         use std::os::unix::fs::MetadataExt;
         let Ok(meta) = std::fs::metadata(path) else {
-            self.0.remove(path);
+            self.files.remove(path);
             return None;
         };
         let file = (meta.dev(), meta.ino());
-        if self.0.get(path).is_none_or(|s| s.file != file) {
-            self.0.remove(path);
+        if self.files.get(path).is_none_or(|s| s.file != file) {
+            self.files.remove(path);
             let db = Db::open_sqlite_read_only(std::path::Path::new(path)).ok()?;
-            self.0.insert(path.to_owned(), OwnerState { file, db });
+            self.files.insert(path.to_owned(), OwnerState { file, db });
         }
-        self.0.get(path).map(|s| &s.db)
+        self.files.get(path).map(|s| &s.db)
+    }
+
+    /// The marker of (task, run) read before, if any.
+    pub(in crate::board) fn marker(&self, task: &str, run: i64) -> Option<&Marker> {
+        self.markers.get(&(task.to_owned(), run))
+    }
+
+    /// Keeps the marker of (task, run).
+    pub(in crate::board) fn keep_marker(&mut self, task: &str, run: i64, marker: Marker) {
+        self.markers.insert((task.to_owned(), run), marker);
+    }
+
+    /// Forgets the markers of runs not in `runs` (a dispatcher's running cards of this tick).
+    pub(in crate::board) fn keep_only(&mut self, runs: &[(&str, i64)]) {
+        self.markers
+            .retain(|(task, run), _| runs.iter().any(|(t, r)| t == task && r == run));
     }
 }
