@@ -250,18 +250,10 @@ impl Board {
         let marker = match known {
             Some(marker) => marker,
             None => {
-                let payload: Option<Option<String>> = self
-                    .conn()
-                    .prepare_cached(
-                        "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
-                         AND kind = 'owner_admitted' ORDER BY id DESC LIMIT 1",
-                    )?
-                    .query_row(params![task, run], |r| r.get(0))
-                    .optional()?;
-                let Some(Some(payload)) = payload else {
+                let Some(v) = latest_event_payload(self.conn(), task, run, "owner_admitted")?
+                else {
                     return Ok(None);
                 };
-                let v: serde_json::Value = serde_json::from_str(&payload)?;
                 let marker = Marker {
                     db: v["db"].as_str().unwrap_or_default().to_owned(),
                     pid: v["pid"].as_i64(),
@@ -292,18 +284,8 @@ impl Board {
 
     /// The pid of the latest `worker_bound` of a run, if any (read-only).
     pub fn bound_worker(&self, task: &str, run: i64) -> Result<Option<i64>> {
-        let payload: Option<Option<String>> = self
-            .conn()
-            .prepare_cached(
-                "SELECT payload FROM task_events WHERE task_id = ?1 AND run_id = ?2 \
-                 AND kind = 'worker_bound' ORDER BY id DESC LIMIT 1",
-            )?
-            .query_row(params![task, run], |r| r.get(0))
-            .optional()?;
-        Ok(payload
-            .flatten()
-            .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
-            .and_then(|v| v.get("pid").and_then(serde_json::Value::as_i64)))
+        let bound = latest_event_payload(self.conn(), task, run, "worker_bound")?;
+        Ok(bound.and_then(|v| v.get("pid").and_then(serde_json::Value::as_i64)))
     }
 
     /// A managed worker's `worker_result`, appended only when the writer is the run's bound
