@@ -67,6 +67,11 @@ pub const ALLOWED: &[(&str, &str, &str)] = &[
         "the PostgreSQL fast paths' SQL text, built once from compile-time constants",
     ),
     (
+        "runtime/src/proc/process.rs",
+        "BOOT_ID",
+        "a fact of the machine (this boot's id), read once; never an identity verdict",
+    ),
+    (
         "runtime/src/gates/mod.rs",
         "CONTAINER",
         "a fact of the machine (is this a container?), probed once; never an identity verdict",

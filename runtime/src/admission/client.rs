@@ -102,10 +102,11 @@ impl Client {
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next;
         self.next += 1;
-        let line = protocol::request(id, method, params);
+        // The request and its newline in one write: one message on the socket, one wake.
+        let mut line = protocol::request(id, method, params);
+        line.push('\n');
         self.writer
             .write_all(line.as_bytes())
-            .and_then(|()| self.writer.write_all(b"\n"))
             .map_err(ClientError::Io)?;
         let mut answer = String::new();
         let n = self

@@ -616,13 +616,10 @@ impl Owner {
             if line.trim().is_empty() {
                 continue;
             }
-            let reply = self.answer(&line, peer, &mut caps);
+            let mut reply = self.answer(&line, peer, &mut caps);
+            reply.push('\n');
             self.touch();
-            if out
-                .write_all(reply.as_bytes())
-                .and_then(|()| out.write_all(b"\n"))
-                .is_err()
-            {
+            if out.write_all(reply.as_bytes()).is_err() {
                 return;
             }
         }

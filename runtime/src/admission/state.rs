@@ -179,11 +179,11 @@ impl StateDb {
                 Some(saved) if saved != new.receipt_json => return Ok(Admitted::Conflict),
                 Some(_) => {}
                 None => {
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO sessions (session_id, principal_id, request_id, receipt_json, created_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5)",
-                        params![new.session_id, new.principal_id, new.request_id, new.receipt_json, now],
-                    )?;
+                         VALUES (?1, ?2, ?3, ?4, ?5)"
+                    )?
+                    .execute(params![new.session_id, new.principal_id, new.request_id, new.receipt_json, now])?;
                 }
             }
             let existing: Option<(String, AdmissionRow)> = tx
@@ -202,11 +202,12 @@ impl StateDb {
                     Admitted::Conflict
                 });
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO session_admissions (admission_id, principal_id, target_session_id, \
                  request_id, payload_json, task_id, run_id, status, owner_epoch, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9)",
-                params![
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9)"
+            )?
+            .execute(params![
                     new.admission_id,
                     new.principal_id,
                     new.session_id,
@@ -216,8 +217,7 @@ impl StateDb {
                     new.run_id,
                     epoch,
                     now
-                ],
-            )?;
+                ])?;
             let created = get_in(tx, new.admission_id)?
                 .ok_or(BoardError::Storage(StorageError::Sql(db::Error::no_rows())))?;
             Ok(Admitted::Created(created))
@@ -246,22 +246,24 @@ impl StateDb {
         confirm: bool,
     ) -> Result<bool> {
         self.db.write(|tx| {
-            Ok(tx.execute(
-                "UPDATE session_admissions SET status = 'started', owner_epoch = ?2, \
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE session_admissions SET status = 'started', owner_epoch = ?2, \
                  updated_at = ?3, marker_confirmed = 1 \
                  WHERE admission_id = ?1 AND status = 'queued' AND (marker_confirmed = 1 OR ?4)",
-                params![admission_id, epoch, now, confirm],
-            )? == 1)
+                )?
+                .execute(params![admission_id, epoch, now, confirm])?
+                == 1)
         })
     }
 
     /// Notes the managed worker's pid on a started turn.
     pub fn note_worker(&self, admission_id: &str, pid: i64) -> Result<()> {
         self.db.write(|tx| {
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE session_admissions SET worker_pid = ?2 WHERE admission_id = ?1",
-                params![admission_id, pid],
-            )?;
+            )?
+            .execute(params![admission_id, pid])?;
             Ok(())
         })
     }
@@ -277,11 +279,11 @@ impl StateDb {
         now: i64,
     ) -> Result<bool> {
         self.db.write(|tx| {
-            Ok(tx.execute(
+            Ok(tx.prepare_cached(
                 "UPDATE session_admissions SET status = ?3, exit_code = ?4, last_output = ?5, updated_at = ?6 \
-                 WHERE admission_id = ?1 AND status = 'started' AND owner_epoch = ?2",
-                params![admission_id, epoch, status, exit_code, last_output, now],
-            )? == 1)
+                 WHERE admission_id = ?1 AND status = 'started' AND owner_epoch = ?2"
+            )?
+            .execute(params![admission_id, epoch, status, exit_code, last_output, now])? == 1)
         })
     }
 

@@ -16,11 +16,18 @@ use serde::{Deserialize, Serialize};
 pub(crate) const UNVERIFIED: &str = "unverified";
 
 /// The boot id of this host (changes on every reboot), or `None` when `/proc` is unavailable.
+/// Read once per process (a process never outlives its boot): a dispatcher asks it of every
+/// running worker's fingerprint at every tick.
 pub(crate) fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
+    static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT_ID
+        .get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .ok()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        })
+        .clone()
 }
 
 /// The fields of `/proc/<pid>/stat` after the command name: (state, start time in clock ticks).
