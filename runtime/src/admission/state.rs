@@ -179,11 +179,16 @@ impl StateDb {
                 Some(saved) if saved != new.receipt_json => return Ok(Admitted::Conflict),
                 Some(_) => {}
                 None => {
-                    tx.prepare_cached(
-                        "INSERT INTO sessions (session_id, principal_id, request_id, receipt_json, created_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5)"
-                    )?
-                    .execute(params![new.session_id, new.principal_id, new.request_id, new.receipt_json, now])?;
+                    const SESSION: &str = "INSERT INTO sessions \
+                        (session_id, principal_id, request_id, receipt_json, created_at) \
+                        VALUES (?1, ?2, ?3, ?4, ?5)";
+                    tx.prepare_cached(SESSION)?.execute(params![
+                        new.session_id,
+                        new.principal_id,
+                        new.request_id,
+                        new.receipt_json,
+                        now
+                    ])?;
                 }
             }
             let existing: Option<(String, AdmissionRow)> = tx
@@ -191,9 +196,10 @@ impl StateDb {
                     "SELECT payload_json, {ROW} FROM session_admissions \
                      WHERE principal_id = ?1 AND target_session_id = ?2 AND request_id = ?3"
                 ))?
-                .query_row(params![new.principal_id, new.session_id, new.request_id], |r| {
-                    Ok((r.get(0)?, row_at(r, 1)?))
-                })
+                .query_row(
+                    params![new.principal_id, new.session_id, new.request_id],
+                    |r| Ok((r.get(0)?, row_at(r, 1)?)),
+                )
                 .optional()?;
             if let Some((payload, found)) = existing {
                 return Ok(if payload == new.payload_json {
@@ -202,22 +208,20 @@ impl StateDb {
                     Admitted::Conflict
                 });
             }
-            tx.prepare_cached(
-                "INSERT INTO session_admissions (admission_id, principal_id, target_session_id, \
-                 request_id, payload_json, task_id, run_id, status, owner_epoch, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9)"
-            )?
-            .execute(params![
-                    new.admission_id,
-                    new.principal_id,
-                    new.session_id,
-                    new.request_id,
-                    new.payload_json,
-                    new.task_id,
-                    new.run_id,
-                    epoch,
-                    now
-                ])?;
+            const TURN: &str = "INSERT INTO session_admissions (admission_id, principal_id, \
+                target_session_id, request_id, payload_json, task_id, run_id, status, owner_epoch, \
+                updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9)";
+            tx.prepare_cached(TURN)?.execute(params![
+                new.admission_id,
+                new.principal_id,
+                new.session_id,
+                new.request_id,
+                new.payload_json,
+                new.task_id,
+                new.run_id,
+                epoch,
+                now
+            ])?;
             let created = get_in(tx, new.admission_id)?
                 .ok_or(BoardError::Storage(StorageError::Sql(db::Error::no_rows())))?;
             Ok(Admitted::Created(created))
@@ -246,24 +250,23 @@ impl StateDb {
         confirm: bool,
     ) -> Result<bool> {
         self.db.write(|tx| {
-            Ok(tx
-                .prepare_cached(
-                    "UPDATE session_admissions SET status = 'started', owner_epoch = ?2, \
-                 updated_at = ?3, marker_confirmed = 1 \
-                 WHERE admission_id = ?1 AND status = 'queued' AND (marker_confirmed = 1 OR ?4)",
-                )?
-                .execute(params![admission_id, epoch, now, confirm])?
-                == 1)
+            const START: &str = "UPDATE session_admissions SET status = 'started', \
+                owner_epoch = ?2, updated_at = ?3, marker_confirmed = 1 \
+                WHERE admission_id = ?1 AND status = 'queued' AND (marker_confirmed = 1 OR ?4)";
+            let started =
+                tx.prepare_cached(START)?
+                    .execute(params![admission_id, epoch, now, confirm])?;
+            Ok(started == 1)
         })
     }
 
     /// Notes the managed worker's pid on a started turn.
     pub fn note_worker(&self, admission_id: &str, pid: i64) -> Result<()> {
         self.db.write(|tx| {
-            tx.prepare_cached(
-                "UPDATE session_admissions SET worker_pid = ?2 WHERE admission_id = ?1",
-            )?
-            .execute(params![admission_id, pid])?;
+            const NOTE: &str =
+                "UPDATE session_admissions SET worker_pid = ?2 WHERE admission_id = ?1";
+            tx.prepare_cached(NOTE)?
+                .execute(params![admission_id, pid])?;
             Ok(())
         })
     }
@@ -279,11 +282,18 @@ impl StateDb {
         now: i64,
     ) -> Result<bool> {
         self.db.write(|tx| {
-            Ok(tx.prepare_cached(
-                "UPDATE session_admissions SET status = ?3, exit_code = ?4, last_output = ?5, updated_at = ?6 \
-                 WHERE admission_id = ?1 AND status = 'started' AND owner_epoch = ?2"
-            )?
-            .execute(params![admission_id, epoch, status, exit_code, last_output, now])? == 1)
+            const SETTLE: &str = "UPDATE session_admissions SET status = ?3, exit_code = ?4, \
+                last_output = ?5, updated_at = ?6 \
+                WHERE admission_id = ?1 AND status = 'started' AND owner_epoch = ?2";
+            let settled = tx.prepare_cached(SETTLE)?.execute(params![
+                admission_id,
+                epoch,
+                status,
+                exit_code,
+                last_output,
+                now
+            ])?;
+            Ok(settled == 1)
         })
     }
 
